@@ -1,0 +1,56 @@
+# bertlab: every target bootstraps .venv on first use, so a fresh clone needs only `make`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
+export HF_HUB_OFFLINE := 1
+export HF_HUB_DISABLE_PROGRESS_BARS := 1
+export TRANSFORMERS_VERBOSITY := error
+
+.PHONY: help start test lab site serve grade doctor exercises browser clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml constraints.txt
+	@echo "==> creating $(VENV) (first run: about 2 minutes)"
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade "pip==25.3"
+	@# torch first and alone: its CPU wheel; anything unpinned would pull a CUDA build
+	$(BIN)/pip install --quiet "torch==2.13.0"
+	$(BIN)/pip install --quiet -c constraints.txt -e ".[dev]"
+	touch $@
+
+start: $(STAMP) site ## set up, build the site, print your grade table, serve the site
+	-$(BIN)/bertlab grade
+	@echo "==> serving the course on http://$(HOST):$(PORT)  (Ctrl-C to stop)"
+	$(BIN)/python -m http.server $(PORT) --bind $(HOST) --directory site
+
+test: $(STAMP) browser ## run the whole test suite (builds the site, grades notebooks)
+	$(BIN)/pytest
+
+lab: $(STAMP) ## open JupyterLab on the exercises
+	$(BIN)/jupyter lab --notebook-dir=exercises --ip=$(HOST) --no-browser $(if $(filter 0,$(shell id -u)),--allow-root)
+
+site: $(STAMP) ## build the docs site into site/ (executes every lesson)
+	$(BIN)/mkdocs build --strict
+
+grade: $(STAMP) ## grade every exercise notebook
+	$(BIN)/bertlab grade
+
+doctor: $(STAMP) ## check the installation
+	$(BIN)/bertlab doctor
+
+exercises: $(STAMP) ## instructors: regenerate exercises/ from solutions/
+	$(BIN)/bertlab release
+
+browser: ## install Debian's chromium for the browser test (once)
+	@command -v chromium >/dev/null || { echo "==> installing chromium"; \
+	  $(if $(filter 0,$(shell id -u)),,sudo) apt-get update -qq && \
+	  $(if $(filter 0,$(shell id -u)),,sudo) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
+
+clean: ## remove the venv, the built site and caches
+	rm -rf $(VENV) site .cache

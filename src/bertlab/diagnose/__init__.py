@@ -1,0 +1,80 @@
+"""Known mistakes: when a learner's output equals what a mistake produces, name it.
+
+Each mistake carries a function that computes what the *mistaken* code would output on the same
+weights and inputs. A failing check compares the learner's output against each mistake of its
+task; a match turns "values differ" into "you forgot the 1/sqrt(head_size) scaling".
+Mistakes without such a function (``outputs=None``) are detected by a dedicated check stage,
+e.g. dropout left active in eval mode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+MATCH_ATOL = 1e-4
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A named, recognisable mistake.
+
+    Attributes:
+        id: short kebab-case name, printed in feedback and used by the mutation test.
+        tasks: ids of the tasks whose output can show it (e.g. ``("3.1", "3.2")``).
+        description: completes "Your output matches ...".
+        lesson: lesson file stem that explains the right way.
+        section: heading of that lesson's section.
+        outputs: ``(reference_module, inputs) -> {name: tensor}``: what the mistaken code returns.
+    """
+
+    id: str
+    tasks: tuple[str, ...]
+    description: str
+    lesson: str
+    section: str
+    outputs: Callable | None = None
+
+    def hint(self) -> str:
+        return (
+            f"Your output matches {self.description} (known mistake `{self.id}`).\n"
+            f'  See lessons/{self.lesson} (section "{self.section}").'
+        )
+
+
+REGISTRY: dict[str, Mistake] = {}
+
+
+def register(mistake: Mistake) -> Mistake:
+    if mistake.id in REGISTRY:
+        raise ValueError(f"duplicate mistake id {mistake.id}")
+    REGISTRY[mistake.id] = mistake
+    return mistake
+
+
+def for_task(task_id: str) -> list[Mistake]:
+    return [m for m in REGISTRY.values() if task_id in m.tasks]
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and bool(torch.allclose(a, b, atol=MATCH_ATOL, rtol=MATCH_ATOL, equal_nan=True))
+
+
+def diagnose(task_id: str, reference_module, inputs, got: dict, expected: dict) -> Mistake | None:
+    """The first mistake of ``task_id`` whose outputs equal ``got`` (and differ from ``expected``)."""
+    for mistake in for_task(task_id):
+        if mistake.outputs is None:
+            continue
+        with torch.no_grad():
+            wrong = mistake.outputs(reference_module, inputs)
+        names = [n for n in wrong if n in got]
+        if not names:
+            continue
+        # A mistake that changes nothing on these inputs proves nothing.
+        if all(_close(wrong[n], expected[n]) for n in names):
+            continue
+        if all(_close(got[n].detach().float(), wrong[n]) for n in names):
+            return mistake
+    return None

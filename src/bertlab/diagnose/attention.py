@@ -1,0 +1,89 @@
+"""Known mistakes in scaled dot-product attention (Task 3.1) and BertSelfAttention (Task 3.2).
+
+Each mistake is simulated by a flawed copy of the reference computation below, run on the
+pretrained weights, so a learner whose numbers equal the flawed ones can be told which flaw.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from bertlab.diagnose import Mistake, register
+
+LESSON = "03-multi-head-attention"
+
+
+def attention(query, key, value, attention_mask, scaling, flaw=None):
+    """HF's eager attention with an optional flaw.
+
+    Args:
+        query, key, value: (B, heads, T, d).
+        attention_mask: additive, broadcastable to (B, heads, T, T), or None.
+
+    Returns:
+        context (B, T, heads, d) and probabilities (B, heads, T, T).
+    """
+    scores = query @ key.transpose(-1, -2)  # (B, h, T, T)
+    if flaw != "no-scaling":
+        scores = scores * scaling
+    if attention_mask is not None:
+        if flaw == "mask-multiplied":
+            scores = scores * attention_mask
+        elif flaw == "mask-wrong-sign":
+            scores = scores - attention_mask
+        elif flaw != "mask-ignored":
+            scores = scores + attention_mask
+    probs = torch.softmax(scores, dim=-2 if flaw == "softmax-wrong-axis" else -1)
+    context = (probs @ value).transpose(1, 2)  # (B, T, h, d)
+    return context, probs
+
+
+def self_attention(module, hidden_states, attention_mask=None, flaw=None):
+    """HF's BertSelfAttention.forward (eval mode) on ``module``'s weights, with an optional flaw."""
+    B, T, _ = hidden_states.shape
+    h, d = module.num_attention_heads, module.attention_head_size
+
+    def split(x):  # (B, T, h*d) -> (B, h, T, d)
+        if flaw == "heads-split-wrong":
+            return x.reshape(B, h, T, d)  # reinterprets memory: tokens and heads get mixed
+        return x.view(B, T, h, d).transpose(1, 2)
+
+    q, k, v = (split(layer(hidden_states)) for layer in (module.query, module.key, module.value))
+    context, probs = attention(q, k, v, attention_mask, module.attention_head_size**-0.5, flaw)
+    return {"context_layer": context.reshape(B, T, h * d), "attention_probs": probs}
+
+
+def _flawed(flaw):
+    def outputs(module, inputs):
+        if "query" in inputs:  # Task 3.1: the function on already split heads
+            context, probs = attention(
+                inputs["query"], inputs["key"], inputs["value"], inputs["attention_mask"],
+                inputs["scaling"], flaw,
+            )
+            return {"attn_output": context, "attn_weights": probs}
+        return self_attention(module, inputs["hidden_states"], inputs.get("attention_mask"), flaw)
+
+    return outputs
+
+
+BOTH = ("3.1", "3.2")
+
+for _id, _tasks, _description, _section in [
+    ("no-scaling", BOTH, "the scores computed WITHOUT the 1/sqrt(head_size) scaling", "Scaled scores"),
+    ("softmax-wrong-axis", BOTH, "a softmax over the queries (dim -2) instead of the keys (dim -1)", "Softmax over the keys"),
+    ("mask-ignored", BOTH, "attention that ignores the mask, so padding tokens are attended to", "The additive mask"),
+    ("mask-multiplied", BOTH, "the mask MULTIPLIED with the scores instead of added to them", "The additive mask"),
+    ("mask-wrong-sign", BOTH, "the mask SUBTRACTED from the scores, so only padding is attended to", "The additive mask"),
+    ("heads-split-wrong", ("3.2",), "heads split by `view(B, heads, T, d)` without the transpose: tokens and heads get mixed", "Splitting into heads"),
+]:
+    register(Mistake(_id, _tasks, _description, LESSON, _section, _flawed(_id)))
+
+register(
+    Mistake(
+        "dropout-in-eval",
+        ("3.1", "3.2", "4.1", "4.2", "5.2", "2"),
+        "dropout applied in eval mode (outputs change from call to call)",
+        LESSON,
+        "Dropout",
+    )
+)
