@@ -1,0 +1,230 @@
+# %% [markdown]
+# # Lesson 1: Anatomy of a pretrained BERT
+#
+# **Question.** `model.named_parameters()` of a BERT lists about a hundred tensors, with names
+# such as `encoder.layer.0.intermediate.dense.weight`. Which part of the architecture is each
+# tensor, and what is `intermediate.dense`, the matrix that sits between the attention and
+# `output.dense`?
+#
+# We answer with the pretrained model this course grades against, all-MiniLM-L6-v2: a small
+# BERT that Hugging Face loads as the same `BertModel` class as BERT-base, with fewer and
+# narrower layers. Every number below is printed by the code that computes it.
+
+# %%
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+from transformers import BertConfig, BertModel
+
+from bertlab.capture import capture
+from bertlab.experiments.census import GROUPS, PARTS, census, ffn_share, locate
+from bertlab.reference import load_model
+
+model = load_model()  # pretrained all-MiniLM-L6-v2, eval mode, frozen
+config = model.config
+H, A, L, I = config.hidden_size, config.num_attention_heads, config.num_hidden_layers, config.intermediate_size
+print(f"hidden size H = {H}, heads = {A} (head size {H // A}), layers = {L}, intermediate size = {I} = {I / H:g} H")
+print(f"activation: {config.hidden_act!r}, vocabulary: {config.vocab_size}, positions: {config.max_position_embeddings}")
+
+# %% [markdown]
+# ## The layer in the papers
+#
+# BERT (Devlin, Chang, Lee & Toutanova 2019, "BERT: Pre-training of Deep Bidirectional
+# Transformers for Language Understanding", NAACL) is the encoder of the Transformer
+# (Vaswani et al. 2017, "Attention Is All You Need", NeurIPS) stacked $L$ times. Each layer has
+# two sub-layers, multi-head self-attention and a position-wise feed-forward network (FFN), and
+# Vaswani et al. close each sub-layer with a residual connection and a layer normalisation:
+#
+# $$\text{output} = \mathrm{LayerNorm}\big(x + \mathrm{Sublayer}(x)\big).$$
+#
+# The FFN is Vaswani et al.'s equation (2), two linear maps with a nonlinearity between them,
+# applied to every position separately:
+#
+# $$\mathrm{FFN}(x) = \max(0,\, xW_1 + b_1)\,W_2 + b_2, \qquad W_1 \in \mathbb{R}^{H \times 4H},\ W_2 \in \mathbb{R}^{4H \times H}.$$
+#
+# Devlin et al. keep the inner size at $4H$ and replace the ReLU $\max(0,\cdot)$ by GELU.
+#
+# In Hugging Face's code every box of that picture is a small module, and a parameter's name is
+# the path to its module. One layer, as the library builds it:
+
+# %%
+print(model.encoder.layer[0])
+
+# %% [markdown]
+# Read it in forward order:
+#
+# ```
+# x ─► attention.self (query, key, value; softmax) ─► attention.output.dense (W_O) ─► + x ─► LayerNorm ─► a
+# a ─► intermediate.dense (W_1) ─► GELU ─► output.dense (W_2) ─► + a ─► LayerNorm ─► next layer
+# ```
+#
+# The GELU is a module without parameters (`intermediate_act_fn`), so it never shows up in
+# `named_parameters()`: the list jumps from `intermediate.dense` straight to `output.dense`.
+# The same goes for the residual additions and the dropouts.
+#
+# ## Every tensor, mapped
+#
+# `locate` (in `bertlab.experiments.census`) maps a parameter name onto one of six parts and
+# refuses any name it cannot place. The embeddings, the first layer and the pooler:
+
+# %%
+ROLE = {
+    ("embeddings", "word_embeddings.weight"): "one row per vocabulary entry",
+    ("embeddings", "position_embeddings.weight"): "one row per position",
+    ("embeddings", "token_type_embeddings.weight"): "one row per segment (sentence A / B)",
+    ("embeddings", "LayerNorm.weight"): "gain of the embedding LayerNorm",
+    ("embeddings", "LayerNorm.bias"): "shift of the embedding LayerNorm",
+    ("attention.self", "query.weight"): "W_Q of all heads, stacked",
+    ("attention.self", "key.weight"): "W_K of all heads, stacked",
+    ("attention.self", "value.weight"): "W_V of all heads, stacked",
+    ("attention.output", "dense.weight"): "W_O: mixes the concatenated heads",
+    ("attention.output", "LayerNorm.weight"): "gain of the 1st Add & Norm",
+    ("intermediate", "dense.weight"): "FFN W_1: H -> 4H, GELU follows",
+    ("output", "dense.weight"): "FFN W_2: 4H -> H",
+    ("output", "LayerNorm.weight"): "gain of the 2nd Add & Norm",
+    ("pooler", "dense.weight"): "tanh(W h_[CLS] + b), for classification heads",
+}
+
+print(f"{'name':<50} {'shape':<14} {'part':<17} role")
+for name, p in model.named_parameters():
+    where = locate(name)
+    if where.layer not in (None, 0):
+        continue
+    role = ROLE.get((where.part, where.piece), "bias of the line above" if where.piece.endswith("bias") else "")
+    print(f"{name:<50} {str(tuple(p.shape)):<14} {where.part:<17} {role}")
+
+# %% [markdown]
+# `nn.Linear` stores its weight as (out features, in features) and computes $xW^\top + b$, so
+# `intermediate.dense.weight` of shape $(4H, H)$ is $W_1^\top$.
+#
+# The other layers repeat the first layer's names with another index. The census below places
+# all of the model's tensors and counts them per layer:
+
+# %%
+names = [name for name, _ in model.named_parameters()]
+places = [locate(name) for name in names]  # raises on any name it cannot place
+per_layer = {i: sum(w.layer == i for w in places) for i in range(L)}
+outside = sum(w.layer is None for w in places)
+print(f"{len(names)} named tensors: {outside} outside the layers + {L} layers x {per_layer[0]} "
+      f"(per layer: {sorted(set(per_layer.values()))})")
+assert len(names) == outside + sum(per_layer.values())
+
+# %% [markdown]
+# ## What `intermediate.dense` is
+#
+# If `intermediate.dense` is the FFN's $W_1$ and GELU follows it, then
+# $\mathrm{GELU}(xW_1 + b_1)$ computed by hand must reproduce what the pretrained
+# `intermediate` module returned on real text. `capture()` records, for every layer, the input
+# and output of each sub-module while the model reads the course corpus:
+
+# %%
+cap = capture()
+x = cap.layer(0, "intermediate").args[0]  # (B, T, H): the attention sub-layer's output
+recorded = cap.layer(0, "intermediate").output  # (B, T, 4H)
+dense = model.encoder.layer[0].intermediate.dense
+by_hand = F.gelu(x @ dense.weight.T + dense.bias)  # (B, T, H) @ (H, 4H) -> (B, T, 4H)
+print(f"input {tuple(x.shape)} -> intermediate {tuple(recorded.shape)}")
+print(f"GELU(x W_1 + b_1) vs the recorded intermediate output: max abs diff {(by_hand - recorded).abs().max().item():.1e}")
+
+# the next module, `output`, takes those 4H features back to H, then adds and normalises
+w2 = model.encoder.layer[0].output.dense
+ffn_out = recorded @ w2.weight.T + w2.bias  # (B, T, 4H) @ (4H, H) -> (B, T, H)
+ln = model.encoder.layer[0].output.LayerNorm
+print(f"LayerNorm(h W_2 + b_2 + x) vs the layer's output:      max abs diff "
+      f"{(ln(ffn_out + x) - cap.hidden_states[1]).abs().max().item():.1e}")
+
+# %% [markdown]
+# Both differences are at float32 rounding level (or exactly zero): `intermediate.dense`
+# followed by GELU is the first half of the FFN, `output.dense` is the second half, and
+# `output.LayerNorm` closes the layer's second Add & Norm. The names say "intermediate" because
+# the $4H$-wide vector between the two matrices is the FFN's intermediate (hidden) layer.
+#
+# ## Parameter census
+#
+# How are the parameters spread over the parts?
+
+# %%
+def show_census(m, title):
+    """Print parameters per part and per group with their share of the total."""
+    parts, groups = census(m), census(m, by="group")
+    total = sum(parts.values())
+    print(f"{title}: {len(list(m.named_parameters()))} named tensors, {total:,} parameters")
+    for key, n in list(parts.items()) + [("---", None)] + list(groups.items()):
+        if n is None:
+            print("  " + "-" * 42)
+            continue
+        print(f"  {key:<18} {n:>12,}  {n / total:6.1%}")
+    return groups
+
+
+minilm = show_census(model, "pretrained all-MiniLM-L6-v2")
+
+# %% [markdown]
+# Devlin et al. report 110 M parameters for BERT-base ($L=12$, $H=768$, 12 heads). Its
+# configuration is the default of `BertConfig`, so we can build an untrained BERT-base locally,
+# without downloading anything, and count:
+
+# %%
+torch.manual_seed(0)
+base = BertModel(BertConfig())  # randomly initialised BERT-base; only the shapes matter here
+base_groups = show_census(base, "BertModel(BertConfig()), BERT-base")
+
+# %% [markdown]
+# ## The FFN is two thirds of every layer
+#
+# Count one layer by hand. The attention sub-layer has four $H \times H$ matrices with biases
+# (query, key, value, $W_O$) and one LayerNorm (gain and shift): $4H^2 + 6H$. The FFN has
+# $W_1$ ($H \times 4H$, bias $4H$), $W_2$ ($4H \times H$, bias $H$) and one LayerNorm:
+# $8H^2 + 7H$. The FFN's share of a layer, $(8H^2 + 7H) / (12H^2 + 13H)$, tends to $2/3$ as
+# $H$ grows. The code checks the formula against the counted parameters of both models:
+
+# %%
+for label, m in [("all-MiniLM-L6-v2", model), ("BERT-base", base)]:
+    h = m.config.hidden_size
+    assert m.config.intermediate_size == 4 * h
+    layer = census(m, by="group", layer=0)
+    assert layer["attention"] == 4 * h * h + 6 * h and layer["feed-forward"] == 8 * h * h + 7 * h
+    print(f"{label:<17} H={h:<4} attention {layer['attention']:>9,}  FFN {layer['feed-forward']:>9,}  "
+          f"FFN share of a layer {ffn_share(m):.4f}")
+print(f"limit 2/3 = {2 / 3:.4f}")
+
+# %%
+fig, ax = plt.subplots(figsize=(8, 2.4))
+colors = {"embeddings": "#9aa5b1", "attention": "#4c78a8", "feed-forward": "#f58518", "pooler": "#54a24b"}
+for row, (label, groups) in enumerate([("all-MiniLM-L6-v2", minilm), ("BERT-base", base_groups)]):
+    total, left = sum(groups.values()), 0.0
+    for g in GROUPS:
+        share = groups[g] / total
+        ax.barh(row, share, left=left, color=colors[g], label=g if row == 0 else None)
+        if share > 0.04:
+            ax.text(left + share / 2, row, f"{share:.0%}", ha="center", va="center", color="white")
+        left += share
+ax.set_yticks([0, 1], ["all-MiniLM-L6-v2", "BERT-base"])
+ax.set_xlim(0, 1)
+ax.set_xlabel("share of all parameters")
+ax.legend(ncol=4, loc="upper center", bbox_to_anchor=(0.5, 1.35), frameon=False)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Inside the layers the FFN always holds two thirds. Across the whole model the picture
+# depends on width: the word-embedding table has $V \times H$ entries and grows linearly in $H$
+# while the layers grow quadratically, so in the narrow all-MiniLM-L6-v2 the embeddings take a
+# much larger share than in BERT-base (compare the two bars).
+#
+# ## What we found
+#
+# - Every named tensor belongs to one of six parts: the embeddings, then per layer
+#   `attention.self` (query, key, value of all heads), `attention.output` ($W_O$ and the first
+#   Add & Norm's LayerNorm), `intermediate` ($W_1$), `output` ($W_2$ and the second Add & Norm's
+#   LayerNorm), and the pooler.
+# - `intermediate.dense` is the first matrix of the feed-forward network, $H \to 4H$; GELU
+#   follows it without a parameter of its own, and `output.dense` brings the $4H$ features back
+#   to $H$. Recomputing it by hand reproduced the pretrained module.
+# - The FFN is two thirds of every layer's parameters; the count of `BertModel(BertConfig())`
+#   reproduces Devlin et al.'s 110 M (printed above).
+#
+# Lesson 2 starts at the bottom of the stack, with the embeddings.
+#
+# **Exercise:** [01-numpy-bert](../exercises/01-numpy-bert/01-numpy-bert.ipynb): open it with
+# `make lab`, then grade it with `bertlab grade 01`.
