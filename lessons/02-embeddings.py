@@ -1,0 +1,224 @@
+# %% [markdown]
+# # Lesson 2: Embeddings
+#
+# **Question.** Layer 0 receives one $H$-dimensional vector per token. Where does that vector
+# come from, what are the three embedding tables for, and what happens to the positions and
+# segments when we pass only `input_ids`?
+#
+# ## The equation
+#
+# Devlin et al. (2019, "BERT: Pre-training of Deep Bidirectional Transformers for Language
+# Understanding", NAACL, Section 3 and Figure 2) build each token's input representation by
+# summing three learned embeddings: the token (WordPiece) embedding, the segment embedding
+# (sentence A or B) and the position embedding. For token $x_t$ at position $t$ in segment
+# $s_t$:
+#
+# $$z_t = E_\text{word}[x_t] + E_\text{type}[s_t] + E_\text{pos}[t].$$
+#
+# The released implementation, and Hugging Face's `BertEmbeddings`, then normalise and apply
+# dropout:
+#
+# $$e_t = \mathrm{Dropout}\big(\mathrm{LayerNorm}(z_t)\big), \qquad
+# \mathrm{LayerNorm}(z) = \gamma \odot \frac{z - \mu}{\sqrt{\sigma^2 + \varepsilon}} + \beta,$$
+#
+# with $\mu$ and $\sigma^2$ the mean and the (biased) variance over the $H$ features of one token
+# (Ba, Kiros & Hinton 2016, "Layer Normalization", arXiv:1607.06450).
+#
+# The Transformer (Vaswani et al. 2017, "Attention Is All You Need", NeurIPS, Section 3.5) added
+# fixed sinusoids for positions and reported that learned position embeddings did about as well;
+# BERT uses learned ones, one row per position up to `max_position_embeddings`.
+
+# %%
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+
+from bertlab import corpus
+from bertlab.capture import capture
+from bertlab.reference import load_model, load_tokenizer
+
+model, tokenizer = load_model(), load_tokenizer()
+emb = model.embeddings
+print(emb)
+
+# %% [markdown]
+# ## From text to ids
+#
+# The tokenizer turns the corpus into three (B, T) tensors. Sentences are padded to the longest
+# one, and the `attention_mask` marks the real tokens.
+
+# %%
+batch = corpus.batch(tokenizer)
+ids = batch["input_ids"]  # (B, T)
+B, T = ids.shape
+print(f"batch: B={B} sentences, T={T} tokens; padding tokens in the batch: {int((batch['attention_mask'] == 0).sum())}")
+row = 1
+tokens = tokenizer.convert_ids_to_tokens(ids[row])
+for name in ("input_ids", "token_type_ids", "attention_mask"):
+    print(f"{name:<15}", batch[name][row].tolist())
+print(f"{'tokens':<15}", tokens)
+
+# %% [markdown]
+# A single sentence is all segment A, so the tokenizer's `token_type_ids` are all zero. Positions
+# are not in the batch at all: the model makes them itself.
+#
+# ## Defaults: positions and token types
+#
+# `BertEmbeddings` keeps two non-trainable buffers for the case where the caller passes nothing:
+# `position_ids` $= 0, 1, \dots$ and `token_type_ids` $= 0$. It slices the first $T$ of each,
+# so every sentence counts positions from 0 at `[CLS]`, and every token is in segment A.
+
+# %%
+print("position_ids buffer", tuple(emb.position_ids.shape), "starts", emb.position_ids[0, :8].tolist())
+print("token_type_ids buffer", tuple(emb.token_type_ids.shape), "values", emb.token_type_ids.unique().tolist())
+print("tokenizer's token_type_ids in this batch:", batch["token_type_ids"].unique().tolist())
+
+# %% [markdown]
+# ## The embeddings by hand
+#
+# Indexing a table with a tensor of ids gathers one row per id. We add the three lookups in the
+# order the library does, normalise with the biased variance and the configured $\varepsilon$,
+# and compare with the module called on `input_ids` alone.
+
+# %%
+eps = model.config.layer_norm_eps
+position_ids = torch.arange(T)  # (T,): the default positions, shared by every sentence
+token_type_ids = torch.zeros_like(ids)  # (B, T): the default segment, A everywhere
+
+word = emb.word_embeddings.weight[ids]  # (B, T, H)
+typ = emb.token_type_embeddings.weight[token_type_ids]  # (B, T, H)
+pos = emb.position_embeddings.weight[position_ids]  # (T, H), broadcast over the batch
+z = word + typ + pos  # (B, T, H)
+
+mu = z.mean(-1, keepdim=True)  # (B, T, 1)
+var = z.var(-1, keepdim=True, unbiased=False)  # (B, T, 1): divide by H, not H - 1
+e = emb.LayerNorm.weight * (z - mu) / torch.sqrt(var + eps) + emb.LayerNorm.bias  # (B, T, H)
+# eval mode: dropout is the identity, so e is the output
+
+with torch.no_grad():
+    library = emb(input_ids=ids)  # (B, T, H): positions and token types left to their defaults
+print(f"eps = {eps:g}, dropout p = {emb.dropout.p}, module in training mode: {emb.training}")
+print(f"by hand vs model.embeddings(input_ids):    max abs diff {(e - library).abs().max().item():.1e}")
+print(f"by hand vs hidden_states[0] of the model:  max abs diff {(e - capture().hidden_states[0]).abs().max().item():.1e}")
+
+var_unbiased = z.var(-1, keepdim=True, unbiased=True)
+e_wrong = emb.LayerNorm.weight * (z - mu) / torch.sqrt(var_unbiased + eps) + emb.LayerNorm.bias
+print(f"same, with the unbiased variance (H - 1): max abs diff {(e_wrong - library).abs().max().item():.1e}")
+
+# %% [markdown]
+# The by-hand result matches the module to float32 rounding. Dividing by $H-1$ instead of $H$
+# is a visible error, which is why the checks of this course use a tight tolerance.
+#
+# ## How big is each part?
+#
+# The three lookups are simply added, so their sizes say how much each contributes to $z_t$
+# before normalisation. Over the real (non-padding) tokens of the corpus:
+
+# %%
+real = batch["attention_mask"].bool()  # (B, T)
+pos_bt = pos.expand(B, T, -1)  # (B, T, H)
+for label, part in [("word", word), ("position", pos_bt), ("token type", typ), ("sum z", z), ("after LayerNorm", e)]:
+    norms = part[real].norm(dim=-1)  # (N,) one norm per real token
+    print(f"{label:<16} L2 norm: mean {norms.mean():6.3f}, min {norms.min():6.3f}, max {norms.max():6.3f}, "
+          f"std/mean {norms.std() / norms.mean():.3f}")
+
+# %% [markdown]
+# The word embedding is the largest of the three terms; the token-type term is one and the same
+# vector for every token here. LayerNorm gives every token the same statistics (zero mean, unit
+# variance, then the learned $\gamma$ and $\beta$), so the *relative* spread of the norms
+# (std/mean) shrinks, while the scale is now set by $\gamma$.
+#
+# ## Positions are the only source of word order
+#
+# Nothing else in BERT knows where a token stands: attention compares every token with every
+# other one, and everything else acts on each token separately. If every token gets the *same*
+# position vector, the model cannot tell a sentence from a reordering of it. We test this by
+# passing `position_ids` of all zeros and swapping two words.
+
+# %%
+def sentence_embedding(text, position_ids=None):
+    """Mean of the last hidden states over the tokens, L2-normalised: (H,)."""
+    enc = tokenizer(text, return_tensors="pt")
+    with torch.no_grad():
+        out = model(**enc, position_ids=position_ids(enc["input_ids"]) if position_ids else None)
+    return F.normalize(out.last_hidden_state[0].mean(0), dim=-1)
+
+
+a, b = "the dog bit the man", "the man bit the dog"
+same_position = lambda ids: torch.zeros_like(ids)  # noqa: E731  every token at position 0
+cos_normal = torch.dot(sentence_embedding(a), sentence_embedding(b)).item()
+cos_blind = torch.dot(sentence_embedding(a, same_position), sentence_embedding(b, same_position)).item()
+print(f"cosine({a!r}, {b!r})")
+print(f"  with positions 0..T-1:      {cos_normal:.6f}")
+print(f"  every token at position 0:  {cos_blind:.6f}")
+
+# %% [markdown]
+# With the default positions the two sentences differ; with all tokens at position 0 their
+# sentence embeddings coincide up to rounding: the model sees a bag of words. The token
+# vectors themselves are then just permuted along with the words, as this check shows on a
+# longer sentence:
+
+# %%
+enc = tokenizer(corpus.SENTENCES[1], return_tensors="pt")
+n = enc["input_ids"].shape[1]
+perm = torch.randperm(n, generator=torch.Generator().manual_seed(0))  # (T,)
+with torch.no_grad():
+    for label, pid in [("positions 0..T-1", None), ("all at position 0", torch.zeros(1, n, dtype=torch.long))]:
+        h = model(input_ids=enc["input_ids"], position_ids=pid).last_hidden_state[0]  # (T, H)
+        h_perm = model(input_ids=enc["input_ids"][:, perm], position_ids=pid).last_hidden_state[0]  # (T, H)
+        print(f"{label:<18}: outputs of the shuffled sentence vs shuffled outputs, max abs diff "
+              f"{(h_perm - h[perm]).abs().max().item():.1e}")
+
+# %% [markdown]
+# ## What the position table learned
+#
+# Cosine similarity between the learned position vectors. Adjacent positions have the most
+# similar vectors and similarity falls with distance, though not strictly (the numbers and the
+# figure show how regular the pattern is): "near" in the sentence is roughly "near" in
+# embedding space.
+
+# %%
+P = F.normalize(emb.position_embeddings.weight[:128], dim=-1)  # (128, H)
+sim = P @ P.T  # (128, 128)
+by_distance = torch.stack([sim.diagonal(k).mean() for k in range(1, 128)])  # (127,)
+for k in (1, 2, 5, 20, 60):
+    print(f"mean cosine between positions t and t+{k:<2}: {by_distance[k - 1]:.3f}")
+print(f"distance with the highest mean cosine: {int(by_distance.argmax()) + 1}")
+
+fig, ax = plt.subplots(figsize=(4.6, 4))
+im = ax.imshow(sim.numpy(), cmap="RdBu_r", vmin=-1, vmax=1)
+ax.set_xlabel("position")
+ax.set_ylabel("position")
+ax.set_title("cosine similarity of position embeddings")
+fig.colorbar(im, ax=ax, fraction=0.046)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## Dropout
+#
+# In training, `BertEmbeddings` zeroes each feature with probability $p$
+# (`hidden_dropout_prob`) and scales the survivors by $1/(1-p)$, so the expected value is
+# unchanged. In eval mode it is the identity, which is why the by-hand result above needed no
+# dropout. One training-mode draw:
+
+# %%
+torch.manual_seed(0)
+p = emb.dropout.p
+dropped = F.dropout(e, p=p, training=True)  # (B, T, H)
+kept = dropped != 0
+print(f"p = {p}: fraction zeroed {1 - kept.float().mean().item():.4f}; "
+      f"survivors scaled by {(dropped[kept] / e[kept]).mean().item():.4f} (1/(1-p) = {1 / (1 - p):.4f})")
+
+# %% [markdown]
+# ## What we found
+#
+# - The input of layer 0 is $\mathrm{LayerNorm}(E_\text{word}[x_t] + E_\text{type}[s_t] + E_\text{pos}[t])$,
+#   then dropout; rebuilding it from the three tables matched `model.embeddings` to rounding.
+# - Left out, the positions default to $0, \dots, T-1$ in every sentence and the token types
+#   to 0 (segment A).
+# - The position embeddings are the model's only knowledge of word order: with every token at
+#   the same position, a sentence and its reordering get the same sentence embedding.
+#
+# **Exercise:** [02-embeddings](../exercises/02-embeddings/02-embeddings.ipynb): open it with
+# `make lab`, then grade it with `bertlab grade 02`.
