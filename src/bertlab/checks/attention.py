@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from bertlab import diagnose
 from bertlab.checks.framework import Context, ModuleTask
 from bertlab.diagnose import attention as flawed  # noqa: F401  (registers the mistakes)
 from bertlab.masks import additive_mask, random_padding
@@ -113,7 +114,7 @@ class EagerAttentionForwardTask(BertSelfAttentionTask):
             if any(not torch.equal(first[k], second[k]) for k in first):
                 self.fail(
                     "two calls with module.training=False give different outputs",
-                    "Apply dropout with training=module.training.",
+                    mistake=diagnose.REGISTRY["dropout-in-eval"],
                 )
             first, second = self.call(fn, inputs, training=True), self.call(fn, inputs, training=True)
             if p > 0 and torch.equal(first["attn_weights"], second["attn_weights"]):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from bertlab.diagnose import Mistake, register
+from bertlab.diagnose import common  # noqa: F401  (dropout-in-eval)
 
 LESSON = "03-multi-head-attention"
 
@@ -77,13 +78,3 @@ for _id, _tasks, _description, _section in [
     ("heads-split-wrong", ("3.2",), "heads split by `view(B, heads, T, d)` without the transpose: tokens and heads get mixed", "Splitting into heads"),
 ]:
     register(Mistake(_id, _tasks, _description, LESSON, _section, _flawed(_id)))
-
-register(
-    Mistake(
-        "dropout-in-eval",
-        ("3.1", "3.2", "4.1", "4.2", "5.2", "2"),
-        "dropout applied in eval mode (outputs change from call to call)",
-        LESSON,
-        "Dropout",
-    )
-)

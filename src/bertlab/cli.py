@@ -1,0 +1,112 @@
+"""The ``bertlab`` command: grade notebooks, check the installation, release exercises."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+EPILOG = "Documentation: the course site's Commands page (`make start`, then open it)."
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bertlab",
+        description="Build Hugging Face's BertLayer piece by piece, graded against a pretrained BERT.",
+        epilog=EPILOG,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    grade = sub.add_parser(
+        "grade",
+        help="grade your exercise notebooks",
+        description=(
+            "Run each notebook the way nbgrader autograde does (every cell in order; each grade cell "
+            "earns its points or 0), in its own process with a timeout. Your files are only read. "
+            "Exit status: 0 all checks passed, 1 some failed, 2 nothing could be graded."
+        ),
+        epilog="Examples: bertlab grade 03 | bertlab grade --path solutions --json",
+    )
+    grade.add_argument("tasks", nargs="*", metavar="TASK",
+                       help="task number or name prefix (3, 03, 03-self-attention); default: all")
+    grade.add_argument("--path", type=Path, default=Path("exercises"),
+                       help="directory holding NN-name/NN-name.ipynb (default: exercises)")
+    grade.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
+    grade.add_argument("--timeout", type=float, default=300, metavar="SECONDS",
+                       help="time limit per notebook (default: 300)")
+    grade.add_argument("--jobs", type=int, default=2, help="notebooks graded at once (default: 2)")
+    grade.add_argument("--verbose", action="store_true", help="print every failure message, not just the first per task")
+    _model_option(grade)
+
+    doctor = sub.add_parser("doctor", help="check the installation and the pretrained model",
+                            description="Print versions, the model's path and hash and offline status, each OK or a fix.")
+    _model_option(doctor)
+
+    release = sub.add_parser(
+        "release",
+        help="instructors: regenerate exercises/ from solutions/ (nbgrader generate_assignment)",
+        description="Regenerate the learner release exercises/ from the nbgrader source solutions/.",
+    )
+    release.add_argument("assignment", nargs="?", default="*", help="one assignment, e.g. 03-self-attention (default: all)")
+    release.add_argument("--check", action="store_true",
+                         help="do not write; exit 1 if exercises/ differs from a fresh release")
+    return parser
+
+
+def _model_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", metavar="PATH",
+                        help="a local Hugging Face BERT directory (default: $BERTLAB_MODEL, else the bundled all-MiniLM-L6-v2)")
+
+
+def _grade(args) -> int:
+    from bertlab.grading import GradingError, grade
+    from bertlab.grading.table import render
+
+    progress = (lambda msg: print(msg, file=sys.stderr, flush=True))
+    try:
+        report = grade(args.path, args.tasks, timeout=args.timeout, model=args.model, jobs=args.jobs, progress=progress)
+    except GradingError as err:
+        print(f"bertlab grade: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps(report.to_dict(), indent=2) if args.json else render(report, verbose=args.verbose))
+    return 0 if report.all_passed else 1
+
+
+def _release(args) -> int:
+    from bertlab import release
+    from bertlab.grading.notebooks import course_root
+
+    root = course_root(Path.cwd())
+    if root is None:
+        print("bertlab release: run it inside the course (no nbgrader_config.py here or above)", file=sys.stderr)
+        return 2
+    if args.check:
+        problems = release.drift(root)
+        for problem in problems:
+            print(problem)
+        print("exercises/ matches solutions/" if not problems else "run `bertlab release` to regenerate", file=sys.stderr)
+        return 1 if problems else 0
+    release.generate(root, root / "exercises", args.assignment)
+    print(f"regenerated exercises/ ({args.assignment}) from solutions/")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    args = _parser().parse_args(argv)
+    if args.command == "grade":
+        return _grade(args)
+    if args.command == "doctor":
+        from bertlab import doctor
+
+        return doctor.run(args.model)
+    if args.command == "release":
+        return _release(args)
+    _parser().print_help()
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

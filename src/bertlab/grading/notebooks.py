@@ -1,0 +1,90 @@
+"""Find the notebooks to grade and prepare the copy that is actually run."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+
+from bertlab.grading.execute import grade_cell_meta
+
+
+class GradingError(Exception):
+    """Nothing can be graded (bad arguments, no notebooks); the message says why."""
+
+
+def course_root(start: Path) -> Path | None:
+    """The nearest directory at or above ``start`` holding ``nbgrader_config.py``."""
+    for folder in (start, *start.parents):
+        if (folder / "nbgrader_config.py").is_file():
+            return folder
+    return None
+
+
+def discover(path: Path) -> dict[str, list[Path]]:
+    """Task name -> its notebooks: one sub-directory per task (``03-self-attention/``)."""
+    if not path.is_dir():
+        raise GradingError(f"{path} is not a directory (use --path to point at your exercises/)")
+    tasks = {
+        folder.name: sorted(folder.glob("*.ipynb"))
+        for folder in sorted(path.iterdir())
+        if folder.is_dir() and not folder.name.startswith(".")
+    }
+    tasks = {name: nbs for name, nbs in tasks.items() if nbs}
+    if not tasks:
+        raise GradingError(f"no notebooks found under {path}/ (expected {path}/NN-name/NN-name.ipynb)")
+    return tasks
+
+
+def select(tasks: dict[str, list[Path]], wanted: list[str]) -> dict[str, list[Path]]:
+    """Keep the tasks named by number (``3``, ``03``) or name prefix (``03-self``)."""
+    if not wanted:
+        return tasks
+    chosen: dict[str, list[Path]] = {}
+    for want in wanted:
+        matches = [name for name in tasks if _matches(name, want)]
+        if not matches:
+            raise GradingError(f"no task matches {want!r}; tasks here: {', '.join(tasks)}")
+        chosen.update({name: tasks[name] for name in matches})
+    return chosen
+
+
+def _matches(name: str, want: str) -> bool:
+    if want.isdigit():
+        number = re.match(r"\d+", name)
+        return number is not None and int(number.group()) == int(want)
+    return name.startswith(want)
+
+
+def read(path: Path):
+    """Read a notebook, turning any corruption into a GradingError that names the file."""
+    try:
+        return nbformat.read(path, as_version=4)
+    except Exception as err:  # invalid JSON, wrong schema, unreadable file
+        raise GradingError(f"{path.name} is not a valid notebook ({type(err).__name__}: {err})") from err
+
+
+def restore_grade_cells(nb, source_nb) -> list[str]:
+    """Replace grade cells with the instructor's version, as nbgrader autograde does.
+
+    This brings back hidden tests and undoes accidental edits to the tests. Returns the ids of
+    grade cells missing from ``nb`` (deleted by the learner).
+    """
+    source = {meta["grade_id"]: cell.source for cell in source_nb.cells if (meta := grade_cell_meta(cell))}
+    seen = set()
+    for cell in nb.cells:
+        meta = grade_cell_meta(cell)
+        if meta and meta.get("grade_id") in source:
+            cell.source = source[meta["grade_id"]]
+            seen.add(meta["grade_id"])
+    return [grade_id for grade_id in source if grade_id not in seen]
+
+
+def source_notebook(notebook: Path) -> Path | None:
+    """The nbgrader source (``solutions/<task>/<name>.ipynb``) of a learner's notebook, if present."""
+    root = course_root(notebook.parent.resolve())
+    if root is None:
+        return None
+    candidate = root / "solutions" / notebook.parent.name / notebook.name
+    return candidate if candidate.is_file() and candidate.resolve() != notebook.resolve() else None

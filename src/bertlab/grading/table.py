@@ -1,0 +1,29 @@
+"""The grade table printed by ``bertlab grade``."""
+
+from __future__ import annotations
+
+import shutil
+
+from bertlab.grading.runner import Report
+
+
+def render(report: Report, verbose: bool = False) -> str:
+    """One row per task (task, score, status, first message), then each task's first failure in full
+    (every failure if ``verbose``)."""
+    rows = [(t.task, f"{t.score:g}/{t.max_score:g}", t.status, t.first_message.splitlines()[0] if t.first_message else "")
+            for t in report.tasks]
+    rows.append(("total", f"{report.score:g}/{report.max_score:g}", "", ""))
+    header = ("task", "score", "status", "first message")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
+    room = max(20, shutil.get_terminal_size((120, 20)).columns - sum(widths) - 6)
+    lines = []
+    for i, row in enumerate([header, *rows]):
+        message = row[3] if len(row[3]) <= room else row[3][: room - 3] + "..."
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + message)
+        if i == 0 or i == len(rows) - 1:
+            lines.append("-" * min(len(lines[0]) + room, 120))
+    for task in report.tasks:
+        failed = [c for c in task.checks if not c.passed]
+        for check in failed if verbose else failed[:1]:
+            lines += ["", f"{task.task} / {check.name} (0/{check.max_points:g} points):", check.message]
+    return "\n".join(lines)

@@ -1,0 +1,44 @@
+"""Shared fixtures: the course root, notebooks run in-process, a tiny random BERT on disk."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def solution_notebook(name: str) -> Path:
+    return ROOT / "solutions" / name / f"{name}.ipynb"
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory) -> Path:
+    """A randomly initialised 2-layer BERT (hidden 32, 4 heads) saved with the bundled tokenizer."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    from bertlab import reference
+
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("tiny-bert")
+    config = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                        max_position_embeddings=128)
+    BertModel(config).save_pretrained(path)
+    reference.load_tokenizer(None).save_pretrained(path)
+    return path
+
+
+def pytest_terminal_summary(terminalreporter):
+    from tests.mutations import all_mutations
+
+    mutations = all_mutations()
+    terminalreporter.write_line(
+        f"mutation test: {len(mutations)} known mistakes injected into solution notebooks "
+        f"({len({m.mistake for m in mutations})} distinct)"
+    )
