@@ -13,8 +13,13 @@ from __future__ import annotations
 
 from bertlab.checks import attention
 from bertlab.checks.framework import CheckFailed, Task
+from bertlab.diagnose import common  # noqa: F401  (mistakes shared by every task)
 
-TASKS: dict[str, Task] = {t.id: t for t in attention.TASKS}
+# One module per assignment; each exposes TASKS, a list of Task instances.
+TASK_MODULES = [
+    attention,
+]
+TASKS: dict[str, Task] = {t.id: t for module in TASK_MODULES for t in module.TASKS}
 
 __all__ = ["CheckFailed", "TASKS", "check"]
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import torch
 
 from bertlab.diagnose import Mistake, register
-from bertlab.diagnose import common  # noqa: F401  (dropout-in-eval)
 
 LESSON = "03-multi-head-attention"
 
