@@ -1,0 +1,322 @@
+# %% [markdown]
+# # Lesson 3: Multi-head attention is one matrix
+#
+# **Question.** The model has 12 attention heads per layer, yet `named_parameters()` shows a
+# single `query`, a single `key` and a single `value` matrix per layer, each $H \times H$. Where
+# are the heads, and why store them this way?
+#
+# ## The equations
+#
+# Vaswani et al. (2017, "Attention Is All You Need", NeurIPS, Section 3.2) define scaled
+# dot-product attention (their equation 1) and multi-head attention as
+#
+# $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)V,$$
+#
+# $$\mathrm{MultiHead}(X) = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)\,W^O,
+# \qquad \mathrm{head}_i = \mathrm{Attention}(XW_i^Q,\ XW_i^K,\ XW_i^V),$$
+#
+# with $W_i^Q, W_i^K, W_i^V \in \mathbb{R}^{H \times d}$, $d = H/h$, and
+# $W^O \in \mathbb{R}^{hd \times H}$. Because each head works in $d = H/h$ dimensions, they note
+# that all heads together cost about as much as one head of full width. BERT (Devlin et al. 2019,
+# "BERT: Pre-training of Deep Bidirectional Transformers for Language Understanding", NAACL)
+# uses this block unchanged, with $X$ the same sequence for queries, keys and values (self-attention).
+#
+# The short answer to the question: the 12 matrices $W_i^Q$ of shape $H \times d$, placed side
+# by side, *are* one $H \times H$ matrix. Hugging Face stores that concatenation. The rest of
+# the lesson takes one pretrained layer apart and checks each step against it.
+
+# %%
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+
+from bertlab import corpus
+from bertlab.capture import capture
+from bertlab.experiments.heads import median_times, ov_circuits, projection_variants
+from bertlab.masks import additive_mask
+from bertlab.reference import load_model, load_tokenizer
+
+model, tokenizer = load_model(), load_tokenizer()
+cap = capture()  # one recorded forward pass over the course corpus
+LAYER = 2  # any layer works the same way
+attn = model.encoder.layer[LAYER].attention  # BertAttention: .self (Q, K, V) and .output (W_O, Add & Norm)
+sa = attn.self
+call = cap.layer(LAYER, "attention.self")
+x = call.args[0]  # (B, T, H): what this layer's attention received
+mask = call.kwargs["attention_mask"]  # (B, 1, T, T): the additive mask the model passed in
+pad = cap.batch["attention_mask"]  # (B, T): 1 for real tokens, 0 for padding
+B, T, H = x.shape
+A, d = sa.num_attention_heads, sa.attention_head_size
+print(f"layer {LAYER}: x {tuple(x.shape)}, heads A={A}, head size d={d}, query.weight {tuple(sa.query.weight.shape)}")
+
+# %% [markdown]
+# ## Splitting into heads
+#
+# One product gives the queries of all heads at once, shape (B, T, H). Head $i$ owns features
+# $i\,d$ to $(i+1)\,d - 1$: `view(B, T, A, d)` cuts each token's $H$ features into $A$ chunks of
+# $d$, and `transpose(1, 2)` moves the head axis in front of the tokens, giving (B, A, T, d), so
+# that a batched matrix product handles every (sentence, head) pair at once.
+#
+# Slicing rows $i\,d \dots (i+1)\,d-1$ out of `query.weight` gives head $i$'s own
+# $W_i^Q$ (transposed, as `nn.Linear` stores (out, in)), and using it alone reproduces that
+# head's slice of the big product:
+
+# %%
+def split_heads(t):  # (B, T, H) -> (B, A, T, d)
+    return t.view(B, T, A, d).transpose(1, 2)
+
+
+with torch.no_grad():
+    q, k, v = split_heads(sa.query(x)), split_heads(sa.key(x)), split_heads(sa.value(x))  # (B, A, T, d) each
+
+i = 5
+rows = slice(i * d, (i + 1) * d)
+q_i = x @ sa.query.weight[rows].T + sa.query.bias[rows]  # (B, T, H) @ (H, d) -> (B, T, d)
+print(f"head {i} from its own {d} rows of query.weight vs q[:, {i}]: max abs diff {(q_i - q[:, i]).abs().max().item():.1e}")
+
+wrong = sa.query(x).reshape(B, A, T, d)  # reinterprets memory: no head axis is cut out of H
+print(f"view(B, A, T, d) without the transpose vs q: max abs diff {(wrong - q).abs().max().item():.1e}")
+
+# %% [markdown]
+# The second line shows the classic mistake: `reshape(B, A, T, d)` runs without error, but since
+# memory holds the $H$ features of token 0, then of token 1, and so on, it fills "head 0" with
+# features of several tokens.
+#
+# ## Scaled scores
+#
+# Each head compares every query with every key: $S = QK^\top/\sqrt{d}$, shape (B, A, T, T).
+# Vaswani et al. motivate the $1/\sqrt{d}$: if the components of $q$ and $k$ are independent with
+# mean 0 and variance 1, then $q \cdot k$ has variance $d$, and large scores push the softmax into
+# regions where it is nearly one-hot and its gradients vanish. A quick check with random vectors,
+# then the effect on the pretrained layer, measured by the entropy of each query's attention
+# distribution (lower = more peaked):
+
+# %%
+g = torch.Generator().manual_seed(0)
+qr, kr = torch.randn(100_000, d, generator=g), torch.randn(100_000, d, generator=g)
+print(f"random q, k with d={d}: std of q.k = {(qr * kr).sum(-1).std():.2f} (sqrt(d) = {d ** 0.5:.2f}); "
+      f"after scaling: {((qr * kr).sum(-1) / d ** 0.5).std():.2f}")
+
+raw = q @ k.transpose(-1, -2)  # (B, A, T, d) @ (B, A, d, T) -> (B, A, T, T)
+scores = raw * sa.scaling  # sa.scaling = d ** -0.5
+print(f"scaling = {sa.scaling:.4f} = 1/sqrt({d})")
+
+
+def mean_entropy(s):
+    """Mean entropy (nats) of the attention rows of real query tokens, padding masked out."""
+    p = torch.softmax(s + mask, dim=-1)  # (B, A, T, T)
+    ent = -(p * torch.log(p.clamp_min(1e-30))).sum(-1)  # (B, A, T)
+    return ent[pad[:, None, :].expand(B, A, T).bool()].mean().item()
+
+
+print(f"mean attention entropy with scaling {mean_entropy(scores):.3f} nats, without {mean_entropy(raw):.3f} nats "
+      f"(uniform over the mean sentence length: {torch.log(pad.sum(1).float()).mean():.3f})")
+
+# %% [markdown]
+# ## The additive mask
+#
+# Padding tokens must receive zero attention. Transformers 5 builds, from the (B, T) 0/1
+# `attention_mask`, an **additive float** mask: 0 where a key is a real token, the most negative
+# float32 where it is padding,
+#
+# ```python
+# (1 - m[:, None, None, :].float()) * torch.finfo(torch.float32).min   # (B, 1, 1, T)
+# ```
+#
+# and the eager attention path receives it expanded over the queries, (B, 1, T, T). It is added
+# to the scores before the softmax, so $e^{\text{score} + \text{min}}$ underflows to exactly 0.
+# `bertlab.masks.additive_mask` builds the same tensor:
+
+# %%
+ours = additive_mask(pad)  # (B, 1, T, T)
+print(f"additive_mask(attention_mask) equals the mask the model passed: {torch.equal(ours, mask)}")
+probs = torch.softmax(scores + mask, dim=-1)  # (B, A, T, T)
+on_padding = probs * (1 - pad)[:, None, None, :]  # probability that lands on padding keys
+print(f"largest probability on a padding key: {on_padding.max().item():.1e}")
+
+# %% [markdown]
+# Why the most negative *finite* float rather than $-\infty$? A row whose keys are all masked
+# would be $-\infty - (-\infty) = $ NaN inside the softmax; with a finite value it stays a number:
+
+# %%
+print("softmax of an all -inf row:   ", torch.softmax(torch.full((4,), float("-inf")), dim=-1).tolist())
+print("softmax of an all finfo.min row:", torch.softmax(torch.full((4,), torch.finfo(torch.float32).min), dim=-1).tolist())
+
+# %% [markdown]
+# The tempting shortcut, adding a **bool** mask, raises no error: PyTorch promotes `True` to 1
+# and `False` to 0. Real keys then get $+1$ (which the softmax cancels) and padding keys get
+# $+0$, so padding is attended to as if it were text:
+
+# %%
+bool_mask = pad.bool()[:, None, None, :]  # (B, 1, 1, T): True for real tokens
+probs_bool = torch.softmax(scores + bool_mask, dim=-1)  # runs without complaint
+real_queries = pad.bool()[:, None, :, None]  # (B, 1, T, 1)
+padded = pad.sum(1) < T  # (B,) sentences that have padding
+mass = (probs_bool * (1 - pad)[:, None, None, :]).sum(-1, keepdim=True)  # (B, A, T, 1)
+mass = mass[padded].masked_select(real_queries[padded]).mean()
+ctx_bool = (probs_bool @ v).transpose(1, 2).reshape(B, T, H)
+print(f"bool mask: mean attention mass on padding, over real queries of padded sentences: {mass.item():.1%}")
+print(f"bool mask: context vs the model's, max abs diff {(ctx_bool - call.output[0]).abs().max().item():.2f}")
+
+# %% [markdown]
+# ## Softmax over the keys
+#
+# Each query distributes one unit of attention over the keys, so the softmax runs over the
+# **last** axis (the keys): every row of `probs` sums to 1. A softmax over `dim=-2` would make
+# each *key's* column sum to 1 instead, and the rows would no longer be distributions.
+
+# %%
+row_sums = probs.sum(-1)  # (B, A, T)
+print(f"softmax over keys:    row sums within {(row_sums - 1).abs().max().item():.1e} of 1")
+wrong_axis = torch.softmax(scores + mask, dim=-2).sum(-1)  # (B, A, T)
+print(f"softmax over queries: row sums range from {wrong_axis.min().item():.3f} to {wrong_axis.max().item():.3f}")
+print(f"our probabilities vs the model's attentions[{LAYER}]: max abs diff "
+      f"{(probs - cap.attentions[LAYER]).abs().max().item():.1e}")
+
+# %% [markdown]
+# ## Dropout
+#
+# In training, BERT applies dropout with probability `attention_probs_dropout_prob` to the
+# attention probabilities themselves: a dropped entry means that, for this step, a query ignores
+# one key, and the surviving weights are scaled by $1/(1-p)$ so each row still sums to 1 in
+# expectation. In eval mode `BertSelfAttention` passes `dropout=0.0`, which is why the
+# probabilities above equal the model's.
+
+# %%
+torch.manual_seed(0)
+p_drop = sa.dropout.p
+dropped = F.dropout(probs, p=p_drop, training=True)  # (B, A, T, T)
+rows_real = dropped.sum(-1)[pad[:, None, :].expand(B, A, T).bool()]  # row sums of real queries
+print(f"p = {p_drop}, module training: {sa.training}")
+print(f"one training-mode draw: row sums mean {rows_real.mean():.3f}, range {rows_real.min():.3f} .. {rows_real.max():.3f}")
+
+# %% [markdown]
+# ## Merging the heads
+#
+# Weighted sum of the values, then the inverse of the split: (B, A, T, d) → (B, T, A, d) →
+# (B, T, H). This is `BertSelfAttention`'s output, the `context_layer`:
+
+# %%
+context = (probs @ v).transpose(1, 2).reshape(B, T, H)  # (B, A, T, T) @ (B, A, T, d) -> (B, T, H)
+print(f"context by hand vs attention.self's output: max abs diff {(context - call.output[0]).abs().max().item():.1e}")
+
+# %% [markdown]
+# ## Heads are independent and add up
+#
+# Concatenating the heads and multiplying by $W^O$ is the same as multiplying each head by its own
+# block of $d$ rows of $W^O$ and summing (block matrix multiplication):
+#
+# $$\mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)\,W^O = \sum_{i=1}^{h} \mathrm{head}_i\, W^O_i,
+# \qquad W^O_i = \text{rows } i\,d \dots (i+1)\,d-1 \text{ of } W^O.$$
+#
+# Elhage et al. (2021, "A Mathematical Framework for Transformer Circuits",
+# transformer-circuits.pub) use this to read heads as independent units that each add their own
+# vector into the residual stream. In Hugging Face's `nn.Linear` convention $W^O_i$ is the column
+# block `attention.output.dense.weight[:, i*d:(i+1)*d]`. Below, every head runs on its own
+# slices of `query`, `key`, `value` and `dense`, nothing shared, and the sum is compared with the
+# pretrained layer:
+
+# %%
+w_o, b_o = attn.output.dense.weight, attn.output.dense.bias  # (H, H), (H,)
+heads_sum = torch.zeros(B, T, H)
+with torch.no_grad():
+    for i in range(A):
+        r = slice(i * d, (i + 1) * d)
+        q_i = x @ sa.query.weight[r].T + sa.query.bias[r]  # (B, T, d)
+        k_i = x @ sa.key.weight[r].T + sa.key.bias[r]  # (B, T, d)
+        v_i = x @ sa.value.weight[r].T + sa.value.bias[r]  # (B, T, d)
+        p_i = torch.softmax(q_i @ k_i.transpose(-1, -2) / d**0.5 + mask[:, 0], dim=-1)  # (B, T, T)
+        heads_sum += (p_i @ v_i) @ w_o[:, r].T  # (B, T, d) @ (d, H) -> (B, T, H)
+    projected = heads_sum + b_o  # (B, T, H)
+    library_dense = attn.output.dense(call.output[0])  # W_O applied to the concatenated heads
+    library_out = cap.layer(LAYER, "attention.output").output  # after the first Add & Norm
+print(f"sum of 12 separate heads vs attention.output.dense(context): max abs diff {(projected - library_dense).abs().max().item():.1e}")
+print(f"LayerNorm(sum + x) vs the attention sub-layer's output:      max abs diff "
+      f"{(attn.output.LayerNorm(projected + x) - library_out).abs().max().item():.1e}")
+
+# %% [markdown]
+# ## Each head writes through a narrow channel
+#
+# For a fixed attention pattern, head $i$ maps a token vector it attends to through $W_i^V$
+# ($H \to d$) and then $W^O_i$ ($d \to H$). The product $W_i^V W^O_i$ is an $H \times H$
+# matrix, but it passes through $d$ dimensions, so its rank is at most $d$ (Elhage et al. 2021
+# call it the head's OV circuit). `ov_circuits` builds these matrices for every head;
+# `torch.linalg.matrix_rank` measures them:
+
+# %%
+with torch.no_grad():
+    ov_all = torch.stack([ov_circuits(layer.attention) for layer in model.encoder.layer])  # (L, A, H, H)
+    ranks = torch.linalg.matrix_rank(ov_all)  # (L, A)
+    full = torch.linalg.matrix_rank(ov_all[LAYER].sum(0))  # all heads of one layer together
+assert ranks.max() <= d
+for layer_index, r in enumerate(ranks):
+    print(f"layer {layer_index}: rank of W_V W_O per head: {r.tolist()}")
+print(f"head size d = {d}, hidden size H = {H}; layer {LAYER}, all heads summed: rank {full.item()}")
+
+# %% [markdown]
+# Every head's map has rank at most $d$ (the printout shows whether each head uses all $d$
+# dimensions), so no single head can move more than a $d$-dimensional slice of information;
+# summed, the heads of a layer reach (nearly) the full width.
+#
+# ## What the heads look at
+#
+# The attention patterns of the twelve heads of this layer, for one sentence (real tokens only):
+
+# %%
+s = 1
+n = int(pad[s].sum())
+toks = tokenizer.convert_ids_to_tokens(cap.batch["input_ids"][s, :n])
+fig, axes = plt.subplots(3, 4, figsize=(11, 8.6))
+for i, ax in enumerate(axes.flat):
+    ax.imshow(probs[s, i, :n, :n].numpy(), cmap="viridis", vmin=0, vmax=1)
+    ax.set_title(f"head {i}", fontsize=9)
+    ax.set_xticks(range(n), toks, rotation=90, fontsize=6)
+    ax.set_yticks(range(n), toks, fontsize=6)
+fig.suptitle(f"layer {LAYER}: attention probabilities (rows: queries, columns: keys)")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## Why one matrix: speed
+#
+# Storing the heads side by side lets the hardware do one large matrix product instead of many
+# small ones. The three variants below (from `bertlab.experiments.heads`) compute identical
+# queries, keys and values for all heads: 36 small products (3 roles × 12 heads), three
+# $H \times H$ products (what `BertSelfAttention` does), or one fused $H \times 3H$ product.
+# Timed on a batch of 4 random sequences of 64 tokens, median of interleaved runs:
+
+# %%
+torch.manual_seed(0)
+xb = torch.randn(4, 64, H)  # (B, T, H)
+variants = projection_variants(sa)
+with torch.no_grad():
+    results = {name: fn(xb) for name, fn in variants.items()}  # each (q, k, v), (B, A, T, d)
+reference_qkv = results["one matrix per role"]
+for name, qkv in results.items():
+    diff = max((a - b).abs().max().item() for a, b in zip(qkv, reference_qkv))
+    print(f"{name:<20} same q, k, v as one matrix per role: max abs diff {diff:.1e}")
+
+times = median_times(variants, xb, rounds=20)
+slowest = times["per head"]
+for name, t in times.items():
+    print(f"{name:<20} {t * 1e3:7.3f} ms   speed-up over per head: {slowest / t:4.1f}x")
+
+# %% [markdown]
+# The printed ratios come from this machine and this run; the ordering, not the exact factor, is
+# the point. Many small products pay a fixed overhead each and keep the arithmetic units less
+# busy than one large product, so the per-head form is the slowest.
+#
+# ## What we found
+#
+# - There is one `query` matrix per layer because the heads' $W_i^Q$ are stored side by side:
+#   head $i$ is rows $i\,d \dots (i+1)\,d-1$ of `query.weight` (likewise `key`, `value`), and its
+#   block of $W^O$ is the matching columns of `attention.output.dense.weight`.
+# - Running the twelve heads separately on their own slices and summing reproduced the pretrained
+#   layer (differences printed above), and each head's $W_i^V W^O_i$ has rank at most $d$.
+# - One large product computes all heads faster than many small ones.
+# - Along the way: the scores are scaled by $1/\sqrt{d}$, padding is removed by an **additive**
+#   float mask (a bool mask is silently wrong), the softmax runs over the keys, and attention
+#   dropout acts on the probabilities only in training.
+#
+# **Exercise:** [03-self-attention](../exercises/03-self-attention/03-self-attention.ipynb): open it
+# with `make lab`, then grade it with `bertlab grade 03`.

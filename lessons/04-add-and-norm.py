@@ -1,0 +1,234 @@
+# %% [markdown]
+# # Lesson 4: Add & Norm
+#
+# **Question.** Diagrams of the Transformer show two "Add & Norm" boxes per layer. Hugging
+# Face's `BertLayer` has no module of that name. Where exactly do the residual additions and the
+# LayerNorms happen, and in which order?
+#
+# ## The equation
+#
+# Vaswani et al. (2017, "Attention Is All You Need", NeurIPS, Section 3.1) wrap each of the two
+# sub-layers in a residual connection followed by layer normalisation,
+#
+# $$\mathrm{LayerNorm}\big(x + \mathrm{Sublayer}(x)\big),$$
+#
+# and (Section 5.4, "Residual Dropout") apply dropout to the output of each sub-layer before it
+# is added to the sub-layer input. BERT (Devlin et al. 2019, "BERT: Pre-training of Deep
+# Bidirectional Transformers for Language Understanding", NAACL) keeps this layer as is. Written
+# out for one layer with input $x$:
+#
+# $$a = \mathrm{LayerNorm}_1\big(x + \mathrm{Dropout}(\mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)\,W^O + b^O)\big),$$
+#
+# $$y = \mathrm{LayerNorm}_2\big(a + \mathrm{Dropout}(\mathrm{GELU}(aW_1 + b_1)\,W_2 + b_2)\big).$$
+#
+# Note what the first line lacks: no activation function follows $W^O$. The next nonlinearity
+# after the softmax is the LayerNorm (it divides by a data-dependent standard deviation), then
+# the GELU inside the feed-forward network of lesson 5.
+
+# %%
+import inspect
+
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+from transformers.models.bert import modeling_bert
+
+from bertlab.capture import capture
+from bertlab.experiments.variants import ARRANGEMENTS, drift, encode
+from bertlab.masks import additive_mask
+from bertlab.reference import load_model
+
+model = load_model()
+cap = capture()  # one recorded forward pass over the course corpus
+pad = cap.batch["attention_mask"]  # (B, T)
+real = pad.bool()  # (B, T)
+
+# %% [markdown]
+# ## Where the code puts them
+#
+# The "Add & Norm" lives inside the two modules that end each sub-layer, `BertSelfOutput`
+# (`attention.output`) and `BertOutput` (`output`). The library's own source, printed from the
+# installed version:
+
+# %%
+print(inspect.getsource(modeling_bert.BertSelfOutput.forward))
+print(inspect.getsource(modeling_bert.BertOutput.forward))
+print(inspect.getsource(modeling_bert.BertLayer.feed_forward_chunk))
+
+# %% [markdown]
+# Both have the same shape: `dense`, `dropout`, then `LayerNorm(hidden_states + input_tensor)`.
+# The difference is what they receive. `BertAttention` calls `self.output(attention_output,
+# hidden_states)`, so in the first one `input_tensor` is the **layer's input** $x$;
+# `feed_forward_chunk` calls `self.output(intermediate_output, attention_output)`, so in the
+# second one `input_tensor` is the **attention sub-layer's output** $a$.
+#
+# ## One layer by four calls
+#
+# If that reading is right, calling layer 0's four sub-modules in order on `hidden_states[0]`
+# (the embeddings) must give exactly `hidden_states[1]`:
+
+# %%
+layer = model.encoder.layer[0]
+x = cap.hidden_states[0]  # (B, T, H): the embeddings
+mask = additive_mask(pad)  # (B, 1, T, T): 0 for real keys, finfo.min for padding
+with torch.no_grad():
+    context, probs = layer.attention.self(x, attention_mask=mask)  # (B, T, H), (B, A, T, T)
+    a = layer.attention.output(context, x)  # first Add & Norm, residual = x
+    inner = layer.intermediate(a)  # (B, T, 4H): W_1 and GELU
+    y = layer.output(inner, a)  # second Add & Norm, residual = a
+print(f"four calls vs hidden_states[1]: max abs diff {(y - cap.hidden_states[1]).abs().max().item()}")
+
+# %% [markdown]
+# The difference is exactly zero: the same operations in the same order give the same bits.
+# The same holds for every layer:
+
+# %%
+with torch.no_grad():
+    for i, lay in enumerate(model.encoder.layer):
+        h = cap.hidden_states[i]
+        ctx, _ = lay.attention.self(h, attention_mask=mask)
+        att = lay.attention.output(ctx, h)
+        out = lay.output(lay.intermediate(att), att)
+        print(f"layer {i}: four calls on hidden_states[{i}] vs hidden_states[{i + 1}]: "
+              f"max abs diff {(out - cap.hidden_states[i + 1]).abs().max().item()}")
+
+# %% [markdown]
+# ## The first Add & Norm
+#
+# Now the inside of `attention.output`, by hand: $W^O$ (`dense`) mixes the concatenated heads,
+# dropout (the identity in eval mode), the residual add of the layer input $x$, then LayerNorm
+# with the biased variance and $\varepsilon$ from the config. The two wrong orders a learner might
+# write are computed alongside.
+
+# %%
+def layer_norm(z, ln):
+    """LayerNorm over the last axis by hand: (..., H) -> (..., H)."""
+    mu = z.mean(-1, keepdim=True)
+    var = z.var(-1, keepdim=True, unbiased=False)
+    return ln.weight * (z - mu) / torch.sqrt(var + ln.eps) + ln.bias
+
+
+so = layer.attention.output
+with torch.no_grad():
+    o = context @ so.dense.weight.T + so.dense.bias  # (B, T, H): W_O applied to the merged heads
+    a_hand = layer_norm(x + o, so.LayerNorm)  # add, then normalise
+print(f"LayerNorm(x + W_O(context)) by hand vs attention.output: max abs diff {(a_hand - a).abs().max().item():.1e}")
+print(f"mistake x + LayerNorm(W_O(context)):                      max abs diff {(x + layer_norm(o, so.LayerNorm) - a).abs().max().item():.2f}")
+print(f"mistake LayerNorm(W_O(context)), no residual:             max abs diff {(layer_norm(o, so.LayerNorm) - a).abs().max().item():.2f}")
+
+# %% [markdown]
+# ## The second Add & Norm
+#
+# The same pattern closes the feed-forward network, with one change that is easy to get wrong:
+# the residual is $a$, the output of the first Add & Norm, not the layer input $x$.
+
+# %%
+out = layer.output
+with torch.no_grad():
+    f = inner @ out.dense.weight.T + out.dense.bias  # (B, T, 4H) @ (4H, H) -> (B, T, H)
+    y_hand = layer_norm(a + f, out.LayerNorm)
+print(f"LayerNorm(a + W_2(inner)) by hand vs hidden_states[1]: max abs diff {(y_hand - cap.hidden_states[1]).abs().max().item():.1e}")
+print(f"mistake: residual x instead of a:                       max abs diff "
+      f"{(layer_norm(x + f, out.LayerNorm) - cap.hidden_states[1]).abs().max().item():.2f}")
+
+# %% [markdown]
+# ## Dropout on the branch, never on the residual
+#
+# In training, `hidden_dropout_prob` zeroes features of the sub-layer's output (`dense(...)`),
+# before the add. The residual input $x$ is added untouched, so a token's representation is never
+# wiped out by dropout; only the sub-layer's update to it is thinned. One training-mode draw
+# through the first Add & Norm:
+
+# %%
+torch.manual_seed(0)
+p = so.dropout.p
+with torch.no_grad():
+    o_dropped = F.dropout(o, p=p, training=True)  # only the branch
+    a_train = so.LayerNorm(x + o_dropped)
+print(f"p = {p}: zeroed fraction of the branch {(o_dropped == 0).float().mean().item():.3f}; "
+      f"mean cosine of the token vectors to eval mode {F.cosine_similarity(a_train[real], a[real], dim=-1).mean().item():.4f}")
+
+# %% [markdown]
+# ## How much each sub-layer writes
+#
+# The residual form means each sub-layer adds an *update* to the stream. Its size relative to the
+# stream it is added to, $\lVert \mathrm{Sublayer}(x) \rVert / \lVert x \rVert$, averaged over
+# real tokens, per layer and sub-layer:
+
+# %%
+ratios = {"attention": [], "feed-forward": []}
+with torch.no_grad():
+    for i, lay in enumerate(model.encoder.layer):
+        h_in = cap.layer(i, "attention.output").args[1]  # (B, T, H): residual of the first add
+        ctx = cap.layer(i, "attention.output").args[0]  # (B, T, H): merged heads
+        att = cap.layer(i, "attention.output").output  # (B, T, H): a
+        upd_attn = lay.attention.output.dense(ctx)
+        upd_ffn = lay.output.dense(cap.layer(i, "intermediate").output)
+        ratios["attention"].append((upd_attn.norm(dim=-1) / h_in.norm(dim=-1))[real].mean().item())
+        ratios["feed-forward"].append((upd_ffn.norm(dim=-1) / att.norm(dim=-1))[real].mean().item())
+        print(f"layer {i}: |attention update| / |x| = {ratios['attention'][-1]:.3f}   "
+              f"|FFN update| / |a| = {ratios['feed-forward'][-1]:.3f}")
+
+fig, ax = plt.subplots(figsize=(6, 3))
+idx = torch.arange(model.config.num_hidden_layers)
+ax.bar(idx - 0.18, ratios["attention"], width=0.36, label="attention update / x", color="#4c78a8")
+ax.bar(idx + 0.18, ratios["feed-forward"], width=0.36, label="FFN update / a", color="#f58518")
+ax.set_xlabel("layer")
+ax.set_ylabel("mean norm ratio")
+ax.legend(frameon=False)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## Post-LN
+#
+# BERT normalises **after** the add, on the main path: "Post-LN". Xiong et al. (2020, "On Layer
+# Normalization in the Transformer Architecture", ICML, arXiv:2002.04745) compare it with
+# "Pre-LN", which moves the LayerNorm inside the branch and leaves the residual path free of
+# normalisation:
+#
+# $$\text{Post-LN: } x_{l+1} = \mathrm{LayerNorm}\big(x_l + F(x_l)\big) \qquad
+# \text{Pre-LN: } x_{l+1} = x_l + F\big(\mathrm{LayerNorm}(x_l)\big).$$
+#
+# They show that at initialisation the Post-LN gradients of the parameters near the output are
+# large, which is why Post-LN models need a learning-rate warm-up (Devlin et al. warm up over the
+# first 10,000 steps), while Pre-LN trains well without one. One visible consequence of Post-LN:
+# every layer's output is freshly normalised, so the size of the token vectors does not grow with
+# depth. Mean token norm of each `hidden_states[i]`:
+
+# %%
+for i, h in enumerate(cap.hidden_states):
+    print(f"hidden_states[{i}]: mean token norm {h[real].norm(dim=-1).mean().item():6.2f}")
+
+# %% [markdown]
+# The weights of a pretrained model only make sense in the arrangement they were trained in.
+# `bertlab.experiments.variants.encode` runs the pretrained sub-modules with the residuals and
+# LayerNorms arranged differently (the same weights throughout) and `drift` compares the final
+# hidden states and the sentence embeddings (mean over tokens, normalised) with the real model.
+# "Same neighbour" is the fraction of corpus sentences whose most similar other sentence is
+# unchanged:
+
+# %%
+reference = cap.last_hidden_state  # (B, T, H)
+for name, formula in ARRANGEMENTS.items():
+    dr = drift(reference, encode(model, cap.batch, name), pad)
+    print(f"{name:<25} {formula:<48} max abs diff {dr['max_abs_diff']:8.2e}  sentence cosine "
+          f"{dr['sentence_cosine']:.4f}  same neighbour {dr['same_neighbour']:.0%}")
+
+# %% [markdown]
+# Post-LN reproduces the model; each other arrangement moves the outputs away from it, by the
+# amounts printed. This is also why the checks of the course's exercises can tell these mistakes
+# apart: each one leaves its own fingerprint on the numbers.
+#
+# ## What we found
+#
+# - The first Add & Norm is the end of `attention.output` (`BertSelfOutput`):
+#   `LayerNorm(dropout(dense(context)) + input_tensor)` with `input_tensor` = the layer input.
+# - The second Add & Norm is the end of `output` (`BertOutput`): the same formula with
+#   `input_tensor` = the output of the first Add & Norm.
+# - Calling `attention.self`, `attention.output`, `intermediate` and `output` by hand reproduced
+#   `hidden_states[1]` from `hidden_states[0]` with a difference of exactly zero.
+# - BERT is Post-LN: it normalises after each add, on the residual path itself.
+#
+# **Exercise:** [04-attention-output](../exercises/04-attention-output/04-attention-output.ipynb):
+# open it with `make lab`, then grade it with `bertlab grade 04`.
