@@ -1,0 +1,259 @@
+"""The course site as a reader sees it: the strict build, served locally, read by headless Chromium.
+
+The site is built once per session (executed lessons are cached in .cache/, so a rebuild costs
+seconds). Browser tests use Debian's chromium: Playwright's own browser download is not
+available here. Every request that would leave 127.0.0.1 is blocked and reported: the course
+must work offline, so a CDN script or a web font is a failure, not a slow page.
+"""
+
+from __future__ import annotations
+
+import functools
+import html.parser
+import os
+import posixpath
+import re
+import subprocess
+import sys
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urljoin, urlsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+]
+
+pytestmark = pytest.mark.slow
+
+
+def lessons() -> list[Path]:
+    return sorted((ROOT / "lessons").glob("[0-9][0-9]-*.py"))
+
+
+def exercises() -> list[Path]:
+    return sorted((ROOT / "exercises").glob("[0-9][0-9]-*/[0-9][0-9]-*.ipynb"))
+
+
+def has_math(lesson: Path) -> bool:
+    """True when a markdown cell (a "# " comment in a jupytext percent file) holds $...$."""
+    prose = [line for line in lesson.read_text().splitlines() if line.startswith("# ")]
+    return re.search(r"\$[^$]+\$", "\n".join(prose)) is not None
+
+
+# -- the build and the server ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "NO_MKDOCS_2_WARNING": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True,
+    )
+    assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stderr[-6000:]}"
+    return out
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # the test reports failed requests itself
+        pass
+
+
+@pytest.fixture(scope="session")
+def base_url(site):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not CHROMIUM.exists():
+        message = f"Debian's chromium is not installed ({CHROMIUM}); `make browser` installs it"
+        if os.environ.get("CI"):
+            pytest.fail(message + " (CI must run the browser tests)")
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+class Reader:
+    """A browser tab on the served site that records requests that fail or leave the machine."""
+
+    def __init__(self, context, base_url: str):
+        self.base_url = base_url
+        self.problems: list[str] = []
+        context.route("**/*", self._route)
+        self.page = context.new_page()
+        self.page.on("response", lambda r: r.status >= 400 and self.problems.append(f"HTTP {r.status}: {r.url}"))
+
+    def _route(self, route):
+        url = route.request.url
+        if url.startswith((self.base_url, "data:", "blob:")):
+            route.continue_()
+        else:
+            self.problems.append(f"request leaving the machine: {url}")
+            route.abort()
+
+    def visit(self, path: str):
+        self.page.goto(urljoin(self.base_url, path))
+        self.page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
+        self.page.evaluate("() => MathJax.startup.promise.then(() => true)")
+        return self.page
+
+    def broken_images(self) -> list[str]:
+        """The src of every <img> that did not load (lazy images are made to load first)."""
+        return self.page.evaluate(
+            """async () => {
+                const images = Array.from(document.images);
+                images.forEach(i => { i.loading = "eager"; });
+                await Promise.all(images.map(i => i.complete ? null :
+                    new Promise(done => { i.addEventListener("load", done); i.addEventListener("error", done); })));
+                return images.filter(i => !(i.naturalWidth > 0)).map(i => (i.getAttribute("src") || "").slice(0, 100));
+            }"""
+        )
+
+
+@pytest.fixture
+def reader(browser, base_url):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    yield Reader(context, base_url)
+    context.close()
+
+
+def lesson_url(lesson: Path) -> str:
+    return f"lessons/{lesson.stem}/"
+
+
+# -- the tests -------------------------------------------------------------------------------
+
+
+def test_nav_lists_every_lesson_and_exercise(reader):
+    page = reader.visit("")
+    hrefs = page.eval_on_selector_all("nav.md-nav--primary a.md-nav__link[href]", "as => as.map(a => a.href)")
+    paths = {urlsplit(h).path.lstrip("/") for h in hrefs}
+    missing = [lesson.name for lesson in lessons() if lesson_url(lesson) not in paths]
+    missing += [
+        nb.relative_to(ROOT).as_posix() for nb in exercises()
+        if f"exercises/{nb.parent.name}/{nb.stem}/" not in paths
+    ]
+    assert not missing, f"not in the site's navigation (add them to mkdocs.yml's nav): {missing}"
+    assert not reader.problems, reader.problems
+
+
+def test_home_page_shows_the_diagram(reader, base_url):
+    page = reader.visit("")
+    assert page.locator('img[src$="bertlayer.svg"]').count() == 1, "the home page must show assets/bertlayer.svg"
+    response = page.request.get(urljoin(base_url, "assets/bertlayer.svg"))
+    assert response.ok and response.headers["content-type"].startswith("image/svg+xml")
+    assert reader.broken_images() == []
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "site.png"), full_page=True)
+    assert not reader.problems, reader.problems
+
+
+def test_lessons_typeset_math_and_show_their_images(reader):
+    assert lessons(), "no lessons/NN-*.py to check"
+    with_math = [lesson for lesson in lessons() if has_math(lesson)]
+    assert with_math, "no lesson has $...$ math: the MathJax check would prove nothing"
+    for lesson in lessons():
+        page = reader.visit(lesson_url(lesson))
+        assert reader.broken_images() == [], f"{lesson.name}: images that did not load"
+        if lesson not in with_math:
+            continue
+        assert page.locator(".jp-RenderedMarkdown mjx-container").count() > 0, f"{lesson.name}: no typeset math"
+        assert page.locator("mjx-merror").count() == 0, f"{lesson.name}: MathJax reports a TeX error"
+        # Prose of the markdown cells without the typeset math and code: no TeX may be left.
+        prose = page.eval_on_selector_all(
+            ".jp-RenderedMarkdown",
+            """cells => cells.map(cell => {
+                const copy = cell.cloneNode(true);
+                copy.querySelectorAll("mjx-container, code, pre").forEach(e => e.remove());
+                return copy.textContent;
+            }).join("\\n")""",
+        )
+        raw = re.findall(r"\$[^$]*\$?|\\(?:frac|sqrt|mathrm|text|top|[a-zA-Z]+\{)", prose)
+        assert not raw, f"{lesson.name}: raw TeX visible on the page: {raw[:5]}"
+        if lesson == with_math[0]:
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "lesson.png"), full_page=True)
+    assert not reader.problems, reader.problems
+
+
+def test_search_finds_a_lesson(reader):
+    assert lessons(), "no lessons/NN-*.py to search"
+    page = reader.visit("")
+    page.locator("input.md-search__input").click()
+    page.keyboard.type("intermediate")  # Material searches on key events, not on fill()
+    results = page.locator(".md-search-result__item a")
+    results.first.wait_for(timeout=15_000)
+    hrefs = results.evaluate_all("as => as.map(a => a.href)")
+    assert any("/lessons/" in h for h in hrefs), f"searching 'intermediate' lists no lesson: {hrefs}"
+    assert not reader.problems, reader.problems
+
+
+class _Links(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        for name, value in attrs:
+            if name in ("href", "src") and value and tag in ("a", "img", "script", "link"):
+                self.links.append(value)
+
+
+def test_internal_links_resolve(site):
+    """Every relative href/src of every page points at a file of the site (lesson links included)."""
+    broken = []
+    for page in sorted(site.rglob("*.html")):
+        if page.name == "404.html":
+            continue  # its links are written for any depth
+        parser = _Links()
+        parser.feed(page.read_text(encoding="utf-8"))
+        here = page.parent.relative_to(site).as_posix()
+        for link in parser.links:
+            parts = urlsplit(link)
+            if parts.scheme or parts.netloc or not parts.path or link.startswith("/"):
+                continue
+            target = site / posixpath.normpath(posixpath.join(here, parts.path))
+            if target.is_dir():
+                target = target / "index.html"
+            if not target.is_file():
+                broken.append(f"{page.relative_to(site)}: {link}")
+    assert not broken, "broken links:\n" + "\n".join(broken[:30])
+
+
+def _help(*args: str) -> str:
+    return subprocess.run(
+        [sys.executable, "-m", "bertlab.cli", *args, "--help"], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def test_commands_page_documents_every_option():
+    """The Commands page keeps up with the CLI: every subcommand and option is on it."""
+    pytest.importorskip("bertlab.cli")
+    text = (ROOT / "docs" / "commands.md").read_text()
+    # argparse lists subcommands indented by 4 under "positional arguments".
+    commands = re.findall(r"^ {4}([a-z][\w-]*)(?: {2,}|$)", _help(), re.M)
+    assert commands, "no subcommands found in `bertlab --help`"
+    undocumented = [f"bertlab {c}" for c in commands if f"## bertlab {c}" not in text]
+    for command in commands:
+        options = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", _help(command))) - {"--help"}
+        undocumented += [f"bertlab {command} {o}" for o in sorted(options) if o not in text]
+    assert not undocumented, f"missing from docs/commands.md: {undocumented}"
