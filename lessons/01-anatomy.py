@@ -40,9 +40,10 @@ print(f"activation: {config.hidden_act!r}, vocabulary: {config.vocab_size}, posi
 # The FFN is Vaswani et al.'s equation (2), two linear maps with a nonlinearity between them,
 # applied to every position separately:
 #
-# $$\mathrm{FFN}(x) = \max(0,\, xW_1 + b_1)\,W_2 + b_2, \qquad W_1 \in \mathbb{R}^{H \times 4H},\ W_2 \in \mathbb{R}^{4H \times H}.$$
+# $$\mathrm{FFN}(x) = \max(0,\, xW_1 + b_1)\,W_2 + b_2, \qquad W_1 \in \mathbb{R}^{H \times d_\text{ff}},\ W_2 \in \mathbb{R}^{d_\text{ff} \times H},$$
 #
-# Devlin et al. keep the inner size at $4H$ and replace the ReLU $\max(0,\cdot)$ by GELU.
+# with $d_\text{ff} = 2048 = 4 \times 512$ in their base model. Devlin et al. keep the inner size
+# at $4H$ and replace the ReLU $\max(0,\cdot)$ by GELU.
 #
 # In Hugging Face's code every box of that picture is a small module, and a parameter's name is
 # the path to its module. One layer, as the library builds it:
@@ -51,12 +52,9 @@ print(f"activation: {config.hidden_act!r}, vocabulary: {config.vocab_size}, posi
 print(model.encoder.layer[0])
 
 # %% [markdown]
-# Read it in forward order:
+# Read it in forward order, as the diagram draws it:
 #
-# ```
-# x ─► attention.self (query, key, value; softmax) ─► attention.output.dense (W_O) ─► + x ─► LayerNorm ─► a
-# a ─► intermediate.dense (W_1) ─► GELU ─► output.dense (W_2) ─► + a ─► LayerNorm ─► next layer
-# ```
+# ![BertLayer](../assets/bertlayer.svg)
 #
 # The GELU is a module without parameters (`intermediate_act_fn`), so it never shows up in
 # `named_parameters()`: the list jumps from `intermediate.dense` straight to `output.dense`.

@@ -97,8 +97,9 @@ with torch.no_grad():
 #
 # Now the inside of `attention.output`, by hand: $W^O$ (`dense`) mixes the concatenated heads,
 # dropout (the identity in eval mode), the residual add of the layer input $x$, then LayerNorm
-# with the biased variance and $\varepsilon$ from the config. The two wrong orders a learner might
-# write are computed alongside.
+# with the biased variance and $\varepsilon$ from the config. The residual is `input_tensor`, the
+# input of the whole attention sub-layer, not the merged heads that entered `dense`. The mistakes
+# a learner might make are computed alongside, each with its distance from the real module.
 
 # %%
 def layer_norm(z, ln):
@@ -109,12 +110,20 @@ def layer_norm(z, ln):
 
 
 so = layer.attention.output
+torch_eps = torch.nn.LayerNorm(1).eps  # PyTorch's default
 with torch.no_grad():
     o = context @ so.dense.weight.T + so.dense.bias  # (B, T, H): W_O applied to the merged heads
-    a_hand = layer_norm(x + o, so.LayerNorm)  # add, then normalise
-print(f"LayerNorm(x + W_O(context)) by hand vs attention.output: max abs diff {(a_hand - a).abs().max().item():.1e}")
-print(f"mistake x + LayerNorm(W_O(context)):                      max abs diff {(x + layer_norm(o, so.LayerNorm) - a).abs().max().item():.2f}")
-print(f"mistake LayerNorm(W_O(context)), no residual:             max abs diff {(layer_norm(o, so.LayerNorm) - a).abs().max().item():.2f}")
+    candidates = {
+        "by hand: LayerNorm(x + W_O(context))": layer_norm(x + o, so.LayerNorm),  # add, then normalise
+        "mistake: x + LayerNorm(W_O(context))": x + layer_norm(o, so.LayerNorm),
+        "mistake: LayerNorm(W_O(context)), no residual": layer_norm(o, so.LayerNorm),
+        "mistake: LayerNorm(W_O(context) + context)": layer_norm(o + context, so.LayerNorm),
+        "mistake: attention.output(x, context), swapped": so(x, context),
+        f"mistake: eps {torch_eps:g} instead of {so.LayerNorm.eps:g}": F.layer_norm(
+            x + o, (x.shape[-1],), so.LayerNorm.weight, so.LayerNorm.bias, eps=torch_eps),
+    }
+for label, candidate in candidates.items():
+    print(f"{label:<48} vs attention.output: max abs diff {(candidate - a).abs().max().item():.1e}")
 
 # %% [markdown]
 # ## The second Add & Norm
@@ -127,9 +136,11 @@ out = layer.output
 with torch.no_grad():
     f = inner @ out.dense.weight.T + out.dense.bias  # (B, T, 4H) @ (4H, H) -> (B, T, H)
     y_hand = layer_norm(a + f, out.LayerNorm)
-print(f"LayerNorm(a + W_2(inner)) by hand vs hidden_states[1]: max abs diff {(y_hand - cap.hidden_states[1]).abs().max().item():.1e}")
-print(f"mistake: residual x instead of a:                       max abs diff "
-      f"{(layer_norm(x + f, out.LayerNorm) - cap.hidden_states[1]).abs().max().item():.2f}")
+for label, candidate in {
+    "by hand: LayerNorm(a + W_2(inner))": y_hand,
+    "mistake: LayerNorm(x + W_2(inner))": layer_norm(x + f, out.LayerNorm),
+}.items():
+    print(f"{label:<36} vs hidden_states[1]: max abs diff {(candidate - cap.hidden_states[1]).abs().max().item():.1e}")
 
 # %% [markdown]
 # ## Dropout on the branch, never on the residual
@@ -201,6 +212,11 @@ for i, h in enumerate(cap.hidden_states):
     print(f"hidden_states[{i}]: mean token norm {h[real].norm(dim=-1).mean().item():6.2f}")
 
 # %% [markdown]
+# Dropout keeps its place in either arrangement: on the branch, before the add (see
+# "Dropout on the branch, never on the residual" above). Placed after the LayerNorm it would
+# also drop features of the residual stream, the one path that is supposed to carry $x$ through
+# unchanged.
+#
 # The weights of a pretrained model only make sense in the arrangement they were trained in.
 # `bertlab.experiments.variants.encode` runs the pretrained sub-modules with the residuals and
 # LayerNorms arranged differently (the same weights throughout) and `drift` compares the final
