@@ -74,4 +74,4 @@ def test_bool_mask_added_is_not_the_right_answer():
         _, probs = module(call.args[0], attention_mask=bool_mask)
     b, t = (cap.batch["attention_mask"] == 0).nonzero()[0]  # a padding position
     assert call.output[1][b, :, :, t].abs().max() == 0  # the additive mask: never attended to
-    assert probs[b, :, :, t].abs().min() > 0  # the bool mask: attended to by every query
+    assert probs[b, :, :, t].sum() > 0  # the bool mask: padding gets attention (no error raised)
