@@ -1,0 +1,88 @@
+"""Task 2: the embeddings.
+
+- Task 2.1 ``BertEmbeddings``: word + position + token-type embeddings, then LayerNorm and dropout.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from bertlab.checks.framework import Context, ModuleTask
+from bertlab.diagnose import embeddings as flawed  # noqa: F401  (registers the mistakes)
+
+EMBEDDING_DIMS = ("batch", "token", "dim")
+# Buffers HF registers with persistent=False: in the module, never in its state_dict.
+NON_PERSISTENT = ("position_ids", "token_type_ids")
+
+# The random batches of the `batches` check, one per form: (token types given?, positions given?).
+# Every form is used, so the defaults and the explicit arguments are both exercised.
+FORMS = ((False, False), (True, False), (True, True), (False, True))
+
+
+def random_ids_batch(ctx: Context, token_types: bool, positions: bool) -> tuple[dict, str]:
+    """Random token ids (B, T), optionally random token types and random position ids."""
+    g, config = ctx.generator, ctx.model.config
+    B, T = int(torch.randint(1, 5, (1,), generator=g)), int(torch.randint(1, 21, (1,), generator=g))
+    inputs = {
+        "input_ids": torch.randint(config.vocab_size, (B, T), generator=g),
+        "token_type_ids": torch.randint(config.type_vocab_size, (B, T), generator=g) if token_types else None,
+        "position_ids": torch.randint(config.max_position_embeddings, (B, T), generator=g) if positions else None,
+    }
+    given = [name for name in ("token_type_ids", "position_ids") if inputs[name] is not None]
+    return inputs, (
+        f"random ids (batch {B}, length {T}, "
+        + (f"random {' and '.join(given)})" if given else "default token types and positions)")
+    )
+
+
+class BertEmbeddingsTask(ModuleTask):
+    id = "2.1"
+    title = "BertEmbeddings"
+    lesson = "02-embeddings"
+    hf_path = "embeddings"
+    outputs = {"embeddings": EMBEDDING_DIMS}
+    dropouts = {"dropout": "hidden_dropout_prob"}
+    grad_inputs = ()  # the inputs are integer ids: gradients flow to the tables only
+    # No attention mask here: the random-batch check is named for what it varies.
+    stages = ("names", "shapes", "values", "batches", "dropout", "gradients")
+
+    def captured(self, ctx, layer):
+        call = ctx.capture.calls["embeddings"]
+        # HF's BertModel passes position_ids=None, so the default positions are checked here too.
+        inputs = {k: call.kwargs.get(k) for k in ("input_ids", "token_type_ids", "position_ids")}
+        return inputs, {"embeddings": call.output}
+
+    def random_inputs(self, ctx):
+        form = FORMS[int(torch.randint(len(FORMS), (1,), generator=ctx.generator))]
+        return random_ids_batch(ctx, *form)
+
+    def check_names(self, cls, ctx):
+        module = self.build(cls, ctx)
+        saved = [name for name in NON_PERSISTENT if name in module.state_dict()]
+        if saved:
+            self.fail(
+                f"the buffer {' and '.join(saved)} is saved in the state_dict, so the pretrained weights cannot load",
+                "HF keeps these buffers out of the state_dict: register them with "
+                f"`self.register_buffer(\"{saved[0]}\", ..., persistent=False)`.",
+            )
+        super().check_names(cls, ctx)
+        eps, want = getattr(module.LayerNorm, "eps", None), ctx.model.config.layer_norm_eps
+        if eps is not None and eps != want:
+            self.fail(
+                f"`self.LayerNorm` has eps={eps:g}, expected config.layer_norm_eps = {want:g}",
+                "nn.LayerNorm's default eps is 1e-05; pass eps=config.layer_norm_eps like HF.",
+            )
+
+    def check_batches(self, cls, ctx):
+        """Every form of random batch once: default and given token types and positions."""
+        module = self.learner_for(cls, ctx, None)
+        hf = self.reference(ctx, None)
+        for form in FORMS:
+            inputs, description = random_ids_batch(ctx, *form)
+            with torch.no_grad():
+                expected = self.call(hf, inputs)
+                got = self.call(module, inputs)
+            self.compare(expected, got, self.outputs, f"HF's {self.title} on {description}", (hf, inputs))
+
+
+TASKS = [BertEmbeddingsTask()]

@@ -1,0 +1,20 @@
+from tests.mutations import Mutation
+
+NB = "02-embeddings"
+
+MUTATIONS = [
+    Mutation(
+        "position-ids-off-by-one",
+        NB,
+        "self.position_ids[:, past_key_values_length : past_key_values_length + T]",
+        "self.position_ids[:, past_key_values_length + 1 : past_key_values_length + T + 1]",
+    ),
+    Mutation(
+        "token-types-ignored",
+        NB,
+        "embeddings = inputs_embeds + self.token_type_embeddings(token_type_ids)",
+        "embeddings = inputs_embeds",
+    ),
+    Mutation("token-types-always-zero", NB, "if token_type_ids is None:", "if True:"),
+    Mutation("embeddings-no-layernorm", NB, "embeddings = self.LayerNorm(embeddings)", "embeddings = embeddings"),
+]
