@@ -11,6 +11,7 @@ where, and (when recognised) which known mistake produces exactly that output.
 
 from __future__ import annotations
 
+from bertlab.checks import add_norm, feed_forward
 from bertlab.checks import attention
 from bertlab.checks import embeddings
 from bertlab.checks.framework import CheckFailed, Task
@@ -19,6 +20,8 @@ from bertlab.diagnose import common  # noqa: F401  (mistakes shared by every tas
 # One module per assignment; each exposes TASKS, a list of Task instances.
 TASK_MODULES = [
     attention,
+    add_norm,
+    feed_forward,
     embeddings,
 ]
 TASKS: dict[str, Task] = {t.id: t for module in TASK_MODULES for t in module.TASKS}

@@ -1,0 +1,122 @@
+"""Task 4: the attention sub-layer's output, the first Add & Norm.
+
+- Task 4.1 ``BertSelfOutput``: ``dense`` (W_O), dropout, the residual add of ``input_tensor``, LayerNorm.
+- Task 4.2 ``BertAttention``: the learner's ``BertSelfAttention`` (``self``) composed with their
+  ``BertSelfOutput`` (``output``), returning ``(attention_output, attn_weights)``.
+
+``AddNormTask`` holds what BertOutput (Task 5.2), the second Add & Norm, checks too.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from bertlab import diagnose
+from bertlab.checks.attention import CONTEXT_DIMS, PROBS_DIMS, random_attention_batch
+from bertlab.checks.compare import allclose, worst_position
+from bertlab.checks.framework import Context, ModuleTask
+from bertlab.diagnose import add_norm as flawed
+
+HIDDEN_DIMS = ("batch", "token", "dim")
+
+
+def random_batch(ctx: Context, **widths: int) -> tuple[dict, str]:
+    """Random (B, T, width) tensors, one per keyword, sharing one random batch size and length."""
+    g = ctx.generator
+    B, T = int(torch.randint(1, 5, (1,), generator=g)), int(torch.randint(1, 21, (1,), generator=g))
+    inputs = {name: torch.randn(B, T, width, generator=g) for name, width in widths.items()}
+    return inputs, f"a random batch (batch {B}, length {T})"
+
+
+class AddNormTask(ModuleTask):
+    """A module ending in ``LayerNorm(dropout(dense(x)) + input_tensor)``: Tasks 4.1, 4.2, 5.2.
+
+    Beyond ModuleTask's checks: the LayerNorm's eps is compared with the config (a wrong eps
+    changes outputs by only about 1e-4), and where dropout acts is compared with HF's module in
+    train mode, both run from one seed.
+    """
+
+    # Position-wise modules have no mask: their random-input check is called "batches".
+    stages = ("names", "shapes", "values", "batches", "dropout", "gradients")
+    dropouts = {"dropout": "hidden_dropout_prob"}
+    grad_inputs = ("hidden_states", "input_tensor")
+
+    def check_batches(self, cls, ctx: Context) -> None:
+        """Random batch sizes and lengths against HF's module with the same weights."""
+        self.check_masks(cls, ctx)
+
+    def check_names(self, cls, ctx: Context) -> None:
+        super().check_names(cls, ctx)
+        want = ctx.model.config.layer_norm_eps
+        for name, sub in self.build(cls, ctx).named_modules():
+            eps = getattr(sub, "eps", None)
+            if name.split(".")[-1] == "LayerNorm" and eps is not None and eps != want:
+                default = eps == flawed.TORCH_LAYER_NORM_EPS
+                self.fail(
+                    f"`self.{name}.eps` is {eps:g}, expected config.layer_norm_eps = {want:g}",
+                    "The outputs differ by only about 1e-4, but the pretrained weights were trained with this eps.",
+                    mistake=diagnose.REGISTRY["layernorm-eps-default"] if default else None,
+                )
+
+    def check_dropout(self, cls, ctx: Context) -> None:
+        super().check_dropout(cls, ctx)
+        if ctx.model.config.hidden_dropout_prob == 0:
+            return
+        layer = self.layers(ctx)[0]
+        inputs, _ = self.captured(ctx, layer)
+        hf = self.reference(ctx, layer)
+        module = self.learner_for(cls, ctx, layer).train()
+        with torch.no_grad():
+            got = flawed.seeded(lambda: self.call(module, inputs))
+            expected = flawed.seeded(lambda: flawed.simulate(hf, inputs, training=True))
+        if all(allclose(expected[k], got[k], self.atol) for k in expected):
+            return
+        # Another valid way of drawing the masks would differ too: fail only on a known mistake.
+        mistake = flawed.diagnose_train_mode(self.id, hf, inputs, got, expected)
+        if mistake is not None:
+            name = next(k for k in expected if not allclose(expected[k], got[k], self.atol))
+            self.fail(
+                f"in train mode, from the same seed, `{name}` differs from HF's {self.title}",
+                worst_position(expected[name], got[name], self.outputs[name]),
+                mistake=mistake,
+            )
+
+
+class BertSelfOutputTask(AddNormTask):
+    id = "4.1"
+    title = "BertSelfOutput"
+    lesson = "04-add-and-norm"
+    hf_path = "encoder.layer.{layer}.attention.output"
+    outputs = {"hidden_states": HIDDEN_DIMS}
+
+    def captured(self, ctx, layer):
+        call = ctx.capture.layer(layer, "attention.output")
+        hidden_states, input_tensor = call.args  # self-attention's context (B, T, H), the layer's input (B, T, H)
+        return {"hidden_states": hidden_states, "input_tensor": input_tensor}, {"hidden_states": call.output}
+
+    def random_inputs(self, ctx):
+        H = ctx.model.config.hidden_size
+        return random_batch(ctx, hidden_states=H, input_tensor=H)
+
+
+class BertAttentionTask(AddNormTask):
+    id = "4.2"
+    title = "BertAttention"
+    lesson = "04-add-and-norm"
+    hf_path = "encoder.layer.{layer}.attention"
+    outputs = {"attention_output": CONTEXT_DIMS, "attn_weights": PROBS_DIMS}
+    stages = ("names", "shapes", "values", "masks", "dropout", "gradients")
+    # Its dropouts belong to its parts (Tasks 3.2 and 4.1); where they act is checked from a seed.
+    dropouts = {}
+    grad_inputs = ("hidden_states",)
+
+    def captured(self, ctx, layer):
+        call = ctx.capture.layer(layer, "attention")
+        hidden_states, attention_mask = call.args  # (B, T, H), additive (B, 1, T, T)
+        return {"hidden_states": hidden_states, "attention_mask": attention_mask}, dict(zip(self.outputs, call.output))
+
+    def random_inputs(self, ctx):
+        return random_attention_batch(ctx)
+
+
+TASKS = [BertSelfOutputTask(), BertAttentionTask()]

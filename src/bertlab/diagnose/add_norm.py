@@ -1,0 +1,161 @@
+"""Known mistakes in the Add & Norm sub-layers: BertSelfOutput (Task 4.1), BertAttention (Task 4.2)
+and BertOutput (Task 5.2).
+
+BertSelfOutput and BertOutput share one computation, ``LayerNorm(dropout(dense(x)) + input_tensor)``,
+so their mistakes share ids. Each is simulated by a flawed copy of that computation on the
+pretrained weights; for BertAttention the flawed copy runs after HF's own self-attention, so a
+mistake made in the learner's BertSelfOutput is still recognised when it is composed.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+
+import torch
+from torch import nn
+
+from bertlab.diagnose import MATCH_ATOL, REGISTRY, Mistake, register
+
+LESSON = "04-add-and-norm"
+ADD_NORM = ("4.1", "4.2", "5.2")
+
+# torch's own default, read from nn.LayerNorm's signature rather than typed in.
+TORCH_LAYER_NORM_EPS = inspect.signature(nn.LayerNorm).parameters["eps"].default
+
+
+def add_norm(module, hidden_states, input_tensor, flaw=None, training=False):
+    """HF's BertSelfOutput / BertOutput forward on ``module``'s weights, with an optional flaw.
+
+    Args:
+        module: HF's BertSelfOutput or BertOutput (``dense``, ``dropout``, ``LayerNorm``).
+        hidden_states: the sub-layer's output, (B, T, H) or (B, T, intermediate_size).
+        input_tensor: the sub-layer's input, the residual, (B, T, H).
+        flaw: a mistake id, or None for the right computation.
+        training: apply dropout (with the global RNG), as a module in train mode would.
+
+    Returns:
+        (B, T, H).
+    """
+    p = module.dropout.p
+    x = module.dense(hidden_states)  # (B, T, H)
+    if flaw != "dropout-after-layernorm":
+        x = nn.functional.dropout(x, p, training)
+
+    def norm(y):
+        eps = TORCH_LAYER_NORM_EPS if flaw == "layernorm-eps-default" else module.LayerNorm.eps
+        return nn.functional.layer_norm(y, y.shape[-1:], module.LayerNorm.weight, module.LayerNorm.bias, eps)
+
+    if flaw == "layernorm-before-residual":
+        out = norm(x) + input_tensor
+    elif flaw == "residual-missing":
+        out = norm(x)
+    elif flaw == "residual-wrong-tensor":
+        out = norm(x + hidden_states)  # the tensor before `dense`; only possible when its width is H
+    else:
+        out = norm(x + input_tensor)
+    if flaw == "dropout-after-layernorm":
+        out = nn.functional.dropout(out, p, training)
+    return out
+
+
+def attention(module, hidden_states, attention_mask=None, flaw=None, training=False):
+    """HF's BertAttention forward on ``module``'s weights, the flaw in its Add & Norm part.
+
+    ``training`` runs HF's self-attention in train mode too (on a copy: the reference stays frozen).
+
+    Returns:
+        {"attention_output": (B, T, H), "attn_weights": (B, heads, T, T)}.
+    """
+    self_attention = module.self
+    if training:
+        self_attention = copy.deepcopy(self_attention).train()
+    mask = None if flaw == "attention-mask-not-passed" else attention_mask
+    context, probs = self_attention(hidden_states, attention_mask=mask)  # (B, T, H), (B, h, T, T)
+    if flaw == "attention-output-wrong-order":
+        out = add_norm(module.output, hidden_states, context, training=training)
+    else:
+        out = add_norm(module.output, context, hidden_states, flaw, training)
+    return {"attention_output": out, "attn_weights": probs}
+
+
+def simulate(module, inputs, flaw=None, training=False) -> dict:
+    """What the module with ``flaw`` returns on ``inputs`` (the kwargs of a Task 4.1, 4.2 or 5.2 check)."""
+    if hasattr(module, "self"):  # BertAttention: self-attention, then its BertSelfOutput
+        return attention(module, inputs["hidden_states"], inputs.get("attention_mask"), flaw, training)
+    out = add_norm(module, inputs["hidden_states"], inputs["input_tensor"], flaw, training)
+    return {"hidden_states": out}
+
+
+def _flawed(flaw):
+    def outputs(module, inputs):
+        try:
+            return simulate(module, inputs, flaw)
+        except RuntimeError:  # a flaw that cannot happen here (e.g. widths that cannot be added)
+            return {}
+
+    return outputs
+
+
+for _id, _tasks, _description, _lesson, _section in [
+    ("layernorm-before-residual", ADD_NORM,
+     "LayerNorm applied BEFORE the residual add, LayerNorm(dense(x)) + input_tensor, instead of "
+     "LayerNorm(dense(x) + input_tensor)", LESSON, "Post-LN"),
+    ("residual-missing", ADD_NORM,
+     "LayerNorm(dense(x)) with NO residual: `input_tensor` is never added (adding dense(x) to "
+     "itself is the same mistake: LayerNorm cancels the factor 2)", LESSON, "The first Add & Norm"),
+    ("residual-wrong-tensor", ADD_NORM,
+     "LayerNorm(dense(x) + x): the residual is the tensor that entered `dense`, not "
+     "`input_tensor`, the input of the whole sub-layer", LESSON, "The first Add & Norm"),
+    ("layernorm-eps-default", ADD_NORM,
+     f"nn.LayerNorm with torch's default eps={TORCH_LAYER_NORM_EPS:g} instead of config.layer_norm_eps",
+     LESSON, "The first Add & Norm"),
+    ("attention-output-wrong-order", ("4.2",),
+     "self.output(hidden_states, self_output): the arguments swapped, so `dense` sees the layer's "
+     "input and the attention output becomes the residual", LESSON, "The first Add & Norm"),
+    ("attention-mask-not-passed", ("4.2",),
+     "self-attention called WITHOUT the attention mask, so padding tokens are attended to",
+     "03-multi-head-attention", "The additive mask"),
+]:
+    register(Mistake(_id, _tasks, _description, _lesson, _section, _flawed(_id)))
+
+register(
+    Mistake(
+        "dropout-after-layernorm",
+        ADD_NORM,
+        "dropout applied AFTER the LayerNorm (in train mode), which also drops the residual path, "
+        "instead of on dense(x) before the add",
+        LESSON,
+        "Post-LN",
+    )
+)
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    a = a.detach().float()
+    return a.shape == b.shape and bool(torch.allclose(a, b, atol=MATCH_ATOL, rtol=MATCH_ATOL, equal_nan=True))
+
+
+# Where dropout goes can only be seen in train mode; the learner's module and these simulations
+# run from the same seed, so they draw the same dropout masks in the same order.
+TRAIN_MODE_FLAWS = ("dropout-after-layernorm",)
+
+
+def seeded(fn, seed: int = 0):
+    """``fn()`` with the global RNG seeded, leaving the caller's RNG state untouched."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return fn()
+
+
+def diagnose_train_mode(task_id: str, module, inputs, got: dict, expected: dict) -> Mistake | None:
+    """The train-mode mistake of ``task_id`` whose outputs, from the same seed, equal ``got``."""
+    for flaw in TRAIN_MODE_FLAWS:
+        if task_id in REGISTRY[flaw].tasks:
+            with torch.no_grad():
+                wrong = seeded(lambda flaw=flaw: simulate(module, inputs, flaw, training=True))
+            names = [n for n in wrong if n in got]
+            changes = any(not _close(wrong[n], expected[n]) for n in names)  # else it proves nothing
+            if changes and all(_close(got[n], wrong[n]) for n in names):
+                return REGISTRY[flaw]
+    return None

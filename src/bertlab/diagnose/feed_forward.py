@@ -1,0 +1,48 @@
+"""Known mistakes in BertIntermediate (Task 5.1), the first half of the feed-forward network.
+
+BertOutput (Task 5.2), the second half, is an Add & Norm: its mistakes live in ``add_norm``.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from bertlab.diagnose import Mistake, register
+
+LESSON = "05-feed-forward"
+
+
+def intermediate(module, hidden_states, flaw=None):
+    """HF's BertIntermediate forward on ``module``'s weights with an optional flaw.
+
+    Args:
+        module: HF's BertIntermediate (``dense``: H -> intermediate_size).
+        hidden_states: (B, T, H).
+
+    Returns:
+        (B, T, intermediate_size).
+    """
+    x = module.dense(hidden_states)  # (B, T, I)
+    if flaw == "tanh-gelu":
+        return nn.functional.gelu(x, approximate="tanh")
+    if flaw == "relu-instead-of-gelu":
+        return nn.functional.relu(x)
+    if flaw == "activation-missing":
+        return x
+    return nn.functional.gelu(x)  # the exact form, x * Phi(x) with Phi from erf
+
+
+def _flawed(flaw):
+    def outputs(module, inputs):
+        return {"hidden_states": intermediate(module, inputs["hidden_states"], flaw)}
+
+    return outputs
+
+
+for _id, _description in [
+    ("tanh-gelu", 'the tanh approximation of GELU (`approximate="tanh"`, HF\'s "gelu_new") '
+                  "instead of the exact erf form"),
+    ("relu-instead-of-gelu", "ReLU instead of GELU: negative pre-activations become exactly 0"),
+    ("activation-missing", "dense(x) with NO activation: the two matrices of the FFN collapse into one"),
+]:
+    register(Mistake(_id, ("5.1",), _description, LESSON, "Exact GELU", _flawed(_id)))
