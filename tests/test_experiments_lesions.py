@@ -149,6 +149,7 @@ def test_intact_effect_is_neutral(model, batch, queries):
     e = lesions.effect(model, batch, queries, None)
     assert e.cosine.shape == (len(corpus.SENTENCES),)
     assert e.min_cosine > 0.99999 and e.top_kept == 1.0 and e.rank_of_top.tolist() == [1] * len(lesions.QUERIES)
+    assert e.score_correlation == pytest.approx(1.0, abs=1e-6)
 
 
 def test_layer_lesions_table_is_deterministic(model, batch, queries):

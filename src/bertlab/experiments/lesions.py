@@ -29,7 +29,9 @@ one layer; the rules, shared by the lesions here and the rank-collapse variants 
 
 Effects are measured on sentence embeddings (mean over real tokens of the last hidden state,
 L2-normalised, as all-MiniLM-L6-v2 does): cosine similarity to the intact model's embedding of the
-same sentence, and agreement of a small semantic search with the intact model's.
+same sentence, and agreement of a small semantic search (``QUERIES`` against the corpus) with the
+intact model's: is each query's best sentence still first, and do the search scores still
+correlate with the intact ones.
 
 All functions are deterministic: the model must be in eval mode (dropout off) and nothing random
 is drawn.
@@ -311,6 +313,7 @@ class Baseline:
     queries: Trace
     corpus_embeddings: torch.Tensor  # (N, H)
     query_embeddings: torch.Tensor  # (Q, H)
+    scores: torch.Tensor  # (Q, N) cosine of every query to every corpus sentence
     top: torch.Tensor  # (Q,) index of each query's best corpus sentence
 
 
@@ -323,11 +326,14 @@ class Effect:
         top_kept: fraction of queries whose best corpus sentence is unchanged.
         rank_of_top: (Q,) 1-based rank, under the edited model, of the intact model's best
             sentence for each query (1 everywhere when nothing changed).
+        score_correlation: Pearson correlation between the edited and the intact (Q, N) matrices
+            of query-to-sentence cosines, flattened (1 when the search scores move together).
     """
 
     cosine: torch.Tensor
     top_kept: float
     rank_of_top: torch.Tensor
+    score_correlation: float
 
     @property
     def mean_cosine(self) -> float:
@@ -348,7 +354,8 @@ def baseline(model, corpus_batch: Mapping[str, torch.Tensor], query_batch: Mappi
     corpus, queries = run(model, corpus_batch), run(model, query_batch)
     docs = sentence_embeddings(corpus.last_hidden_state, corpus.attention_mask)
     qs = sentence_embeddings(queries.last_hidden_state, queries.attention_mask)
-    return Baseline(corpus, queries, docs, qs, search(qs, docs)[1][:, 0])
+    scores, order = search(qs, docs)
+    return Baseline(corpus, queries, docs, qs, scores, order[:, 0])
 
 
 def _first_edited(per_layer: Sequence[LayerEdit]) -> int:
@@ -386,9 +393,15 @@ def effect(
     docs = sentence_embeddings(corpus.last_hidden_state, corpus.attention_mask)  # (N, H)
     qs = sentence_embeddings(queries.last_hidden_state, queries.attention_mask)  # (Q, H)
     cosine = (docs * base.corpus_embeddings).sum(-1)  # (N,)
-    order = search(qs, docs)[1]  # (Q, N)
+    scores, order = search(qs, docs)  # (Q, N), (Q, N)
     rank = (order == base.top[:, None]).float().argmax(-1) + 1  # (Q,)
-    return Effect(cosine=cosine, top_kept=(rank == 1).float().mean().item(), rank_of_top=rank)
+    pair = torch.stack([scores.flatten(), base.scores.flatten()])  # (2, Q*N)
+    return Effect(
+        cosine=cosine,
+        top_kept=(rank == 1).float().mean().item(),
+        rank_of_top=rank,
+        score_correlation=torch.corrcoef(pair)[0, 1].item(),
+    )
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,290 @@
+# %% [markdown]
+# # Lesson 6: Residual connections
+#
+# **Question.** Every sub-layer of BERT adds its input back to its output before normalising:
+# $\mathrm{LayerNorm}(x + \mathrm{Sublayer}(x))$. What goes wrong without that "$x\,+$"? And if
+# the skip connections matter so much, how much does each layer, sub-layer and head matter?
+#
+# ## The equation
+#
+# Drop the LayerNorms for a moment. With identity skips, layer $l$ computes
+# $x_{l+1} = x_l + F_l(x_l)$, and unrolling gives
+#
+# $$x_L = x_0 + \sum_{l=0}^{L-1} F_l(x_l),$$
+#
+# so the input reaches the output directly, and the gradient
+# $\partial x_L / \partial x_l = I + \partial\big(\sum_{i \ge l} F_i\big)/\partial x_l$ always
+# contains the identity (He et al. 2016b). Veit et al. (2016) read the unrolled sum as an
+# ensemble of paths of different lengths and found that deleting a single block of a trained
+# residual network at test time barely hurts it. BERT is Post-LN, so a LayerNorm sits on the
+# path after each add and the sum is renormalised every half layer, but the skip still carries
+# $x$ to the next LayerNorm untouched.
+#
+# ## Attention alone averages tokens away
+#
+# Each attention head outputs, for every token, a weighted average of the value vectors of the
+# sentence (the softmax weights are positive and sum to 1). Averaging again and again makes the
+# tokens alike. Dong, Cordonnier & Loukas (2021) prove that a stack of self-attention layers with
+# no skip connections and no MLPs converges to a rank-1 matrix, every row (token) the same, and
+# that it does so *doubly exponentially* in depth; skip connections (chiefly) and MLPs counteract
+# it. Their measure, for the $T \times H$ matrix $X$ of one sentence's token vectors, is the
+# residual
+#
+# $$\mathrm{res}(X) = X - \mathbf{1}\bar x^\top, \qquad \bar x = \frac{1}{T}\sum_t X_t,$$
+#
+# the part of $X$ that is not shared by all tokens. We report $r(X) = \lVert \mathrm{res}(X)
+# \rVert_F / \lVert X \rVert_F$ per layer: 0 means every token carries the same vector. (For the
+# Frobenius norm, $\mathbf{1}\bar x^\top$ is the closest matrix with identical rows, so $r$ is
+# the relative distance to "all tokens alike".) Only the real tokens of a sentence count:
+# padding is left out of $\bar x$ and of both norms.
+#
+# We build Dong et al.'s four variants from the pretrained sub-modules of our model, with
+# `bertlab.experiments.rank_collapse`:
+#
+# | variant | attention block | feed-forward block |
+# |---|---|---|
+# | full model | $\mathrm{LN}(x + a)$ | $\mathrm{LN}(h + f)$ |
+# | attention only | $\mathrm{LN}(a)$ | removed |
+# | attention + skip | $\mathrm{LN}(x + a)$ | removed |
+# | attention + FFN | $\mathrm{LN}(a)$ | $\mathrm{LN}(f)$ |
+#
+# **LayerNorm.** Every kept block keeps its own LayerNorm, and a removed block is the identity,
+# LayerNorm included; removing a skip means the LayerNorm receives the branch alone. This is what
+# Dong et al.'s own code does for BERT. Keeping the LayerNorm keeps the numbers on the scale the
+# pretrained weights expect, and it cannot fake or hide a collapse: it acts on each token
+# separately, so identical tokens stay identical.
+
+# %%
+import matplotlib.pyplot as plt
+import torch
+
+from bertlab import corpus
+from bertlab.experiments import lesions, rank_collapse
+from bertlab.experiments.lesions import LESIONS
+from bertlab.reference import load_model, load_tokenizer
+
+model, tokenizer = load_model(), load_tokenizer()
+batch = corpus.batch(tokenizer)  # (B, T) tensors: the course corpus, padded
+L, A = model.config.num_hidden_layers, model.config.num_attention_heads
+B, T = batch["input_ids"].shape
+print(f"{L} layers, {A} heads; corpus: B={B} sentences, T={T} tokens")
+
+# %% [markdown]
+# ## The measure by hand
+#
+# First the residual of the embeddings output for one sentence, by hand, against the library
+# function. Sentence 1 has padding, which we slice away.
+
+# %%
+hidden0 = rank_collapse.residuals(model, batch, "full")  # (L + 1, B)
+trace = lesions.run(model, batch)
+row = 1
+n = int(batch["attention_mask"][row].sum())
+X = trace.hidden_states[0][row, :n]  # (n, H): real tokens only
+res = X - X.mean(0, keepdim=True)  # (n, H): X - 1 x̄ᵀ
+print(f"sentence {row}: {n} real tokens of T={T}")
+print(f"by hand ||X - 1 x̄ᵀ||_F / ||X||_F = {(res.norm() / X.norm()).item():.6f}")
+print(f"relative_residual                 = {hidden0[0, row].item():.6f}")
+
+# %% [markdown]
+# ## Four variants, pretrained and at initialisation
+#
+# The same measure for every hidden state of every variant, averaged over the corpus sentences.
+# "Random init" is a `BertModel` with the same config and freshly initialised weights (the
+# library's initialisation, seed 0).
+
+# %%
+random_model = rank_collapse.random_model(model.config, seed=0)
+curves = {"pretrained": rank_collapse.curves(model, batch), "random init": rank_collapse.curves(random_model, batch)}
+
+for weights, table in curves.items():
+    print(f"{weights}: mean relative residual after each layer (column 0 = embeddings)")
+    for name, curve in table.items():
+        print(f"  {rank_collapse.LABELS[name]:<17}" + " ".join(f"{v:9.2e}" for v in curve.tolist()))
+
+# %%
+FLOOR = 1e-9  # exact zeros cannot be drawn on a log axis
+fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
+for ax, (weights, table) in zip(axes, curves.items()):
+    for name, curve in table.items():
+        ax.plot(range(L + 1), curve.clamp(min=FLOOR), marker="o", label=rank_collapse.LABELS[name])
+    ax.set_yscale("log")
+    ax.set_title(f"{weights} weights")
+    ax.set_xlabel("hidden state (0 = embeddings, i = after layer i)")
+axes[0].set_ylabel(r"$\|X - \mathbf{1}\bar{x}^\top\|_F \;/\; \|X\|_F$")
+axes[1].legend(frameon=False)
+fig.tight_layout()
+plt.show()
+print(f"values below {FLOOR:g} are drawn at {FLOOR:g}")
+
+# %% [markdown]
+# Both variants without a skip around attention ("attention only", "attention + FFN") fall
+# towards zero within a few layers, pretrained or not; both variants with the skip stay far from
+# zero. How fast the pure-attention curve falls is easier to see on
+# $-\log_{10} r$, which counts the digits of agreement between the tokens. An exponential decay
+# would add the same number of digits per layer; doubly exponential decay multiplies them:
+
+# %%
+pure = curves["pretrained"]["attention_only"]  # (L + 1,)
+digits = -torch.log10(pure.clamp(min=FLOOR))
+for i in range(1, L + 1):
+    grow = digits[i] / digits[i - 1]
+    print(f"after layer {i - 1}: r = {pure[i].item():.2e}, digits = {digits[i].item():5.2f}, "
+          f"x{grow.item():.1f} the digits of the layer before")
+collapsed = next((i for i in range(L + 1) if pure[i] < 1e-3), None)
+print(f"attention only: r < 1e-3 from hidden state {collapsed} on; "
+      f"full model at the last layer: r = {curves['pretrained']['full'][-1].item():.3f}")
+
+# %% [markdown]
+# The number of digits grows by a factor larger than one each layer, until float32 runs out of
+# digits: a doubly exponential collapse, as Dong et al. predict. At initialisation it is even
+# faster: the random query and key weights are tiny, so every attention row is close to uniform
+# and a single layer already averages the sentence into nearly one vector. The skip connection keeps
+# each token's own vector in the sum, and the FFN alone (attention + FFN) does not rescue it here:
+# it acts on each token separately, so once the tokens are alike it keeps them alike.
+#
+# ## Lesions: remove one piece of the pretrained model
+#
+# Now the other direction: keep everything and remove one piece at test time, the way Veit et
+# al. (2016) deleted blocks of residual networks and Michel, Levy & Neubig (2019) masked
+# attention heads. `bertlab.experiments.lesions` runs the pretrained model by hand with one
+# layer changed:
+#
+# - `layer`: the whole layer is skipped (its input is its output);
+# - `attention` / `ffn`: one block (branch, add and LayerNorm) is skipped;
+# - `attention_skip` / `ffn_skip`: the block stays but loses its skip connection;
+# - heads: one head's output is zeroed before $W^O$.
+#
+# Two effects are measured. **Cosine**: each corpus sentence's embedding (mean over its real
+# tokens, L2-normalised, the recipe of all-MiniLM-L6-v2, lesson 9) against the intact model's
+# embedding of the same sentence; 1 means unchanged. **Search**: a few queries
+# (`lesions.QUERIES`) search the corpus; for each query we look up where the lesioned model ranks
+# the sentence the intact model ranked first. "top kept" is the fraction of queries whose first
+# result is unchanged, and "score r" the correlation between the lesioned and the intact
+# query-to-sentence cosine scores (1: the search scores move together).
+
+# %%
+queries = corpus.batch(tokenizer, lesions.QUERIES)  # (Q, T') tensors
+table = lesions.layer_lesions(model, batch, queries)  # 5 kinds x L layers
+print(f"{'lesion':<15}{'layer':>6}{'mean cos':>10}{'min cos':>10}{'top kept':>10}{'score r':>9}   rank of the intact top result per query")
+for r in table:
+    e = r.effect
+    print(f"{r.kind:<15}{r.layer:>6}{e.mean_cosine:>10.3f}{e.min_cosine:>10.3f}{e.top_kept:>10.0%}"
+          f"{e.score_correlation:>9.3f}   {e.rank_of_top.tolist()}")
+
+# %%
+kinds = list(LESIONS)
+by_kind = {k: torch.tensor([r.effect.mean_cosine for r in table if r.kind == k]) for k in kinds}  # (L,) each
+fig, ax = plt.subplots(figsize=(9, 3.4))
+width = 0.8 / len(kinds)
+for n_kind, k in enumerate(kinds):
+    ax.bar(torch.arange(L) + (n_kind - (len(kinds) - 1) / 2) * width, by_kind[k], width=width, label=k)
+ax.set_xlabel("lesioned layer")
+ax.set_ylabel("mean cosine to intact")
+ax.set_ylim(min(0.0, min(v.min().item() for v in by_kind.values())), 1.0)
+ax.legend(frameon=False, ncol=len(kinds), fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0))
+fig.tight_layout()
+plt.show()
+
+for k in kinds:
+    print(f"{k:<15} mean cosine averaged over layers {by_kind[k].mean().item():.3f}  (worst layer {int(by_kind[k].argmin())})")
+skip_worse = all(by_kind[s].mean() < by_kind["layer"].mean() for s in ("attention_skip", "ffn_skip"))
+print(f"removing a skip connection hurts more than removing the whole layer, on average: {skip_worse}")
+
+# %% [markdown]
+# Reading the table: skipping a whole layer, or one of its blocks, moves the embeddings but
+# mostly leaves the search results in place, as in Veit et al.'s residual networks: the rest of
+# the model still receives a stream of the kind it expects. Removing only the *skip* while
+# keeping the block is worse than removing the whole layer (compare the averages printed above):
+# the layer then passes on only its update, which on its own is not a stream the following layers
+# know how to read. Removing the last layer moves the embedding a lot (the output space is that
+# layer's), yet most queries still find the same sentence: lesions change the geometry of the
+# embeddings more than their ranking.
+#
+# ## Masking single heads
+
+# %%
+heads = lesions.head_lesions(model, batch)  # (L, A): mean cosine to intact per masked head
+fig, ax = plt.subplots(figsize=(7, 3))
+im = ax.imshow(heads.numpy(), cmap="viridis", aspect="auto")
+ax.set_xlabel("masked head")
+ax.set_ylabel("layer")
+ax.set_xticks(range(A))
+ax.set_yticks(range(L))
+fig.colorbar(im, ax=ax, label="mean cosine to intact")
+fig.tight_layout()
+plt.show()
+
+worst = int(heads.argmin())
+layer_worst = by_kind["layer"].min().item()
+print(f"{L * A} single-head lesions: mean cosine from {heads.min().item():.4f} (layer {worst // A}, head {worst % A}) "
+      f"to {heads.max().item():.4f}; median {heads.median().item():.4f}")
+print(f"heads whose removal keeps the mean cosine above 0.99: {int((heads > 0.99).sum())} of {L * A}")
+print("per layer, mean over its heads:", " ".join(f"{v:.4f}" for v in heads.mean(1).tolist()),
+      f"-> most harmful on average: layer {int(heads.mean(1).argmin())}")
+print(f"for comparison, the most harmful whole-layer lesion: mean cosine {layer_worst:.4f}")
+
+# %% [markdown]
+# Any single head can go with little effect on the sentence embeddings (the range is printed
+# above); the heads of the last layer matter most. This matches Michel et al. (2019), who removed
+# many heads of a trained BERT at test time without a significant loss in accuracy. Each head
+# writes a small, separate term into the residual stream (lesson 3), and the stream carries
+# everything else past it.
+#
+# ## How much each block writes
+#
+# The lesions above suggest that each block *nudges* a stream that mostly flows past it. We
+# measure the size of each update next to the stream it is added to, per real token, before the
+# LayerNorm: $\lVert a_t \rVert / \lVert x_t \rVert$ for attention and $\lVert f_t \rVert /
+# \lVert h_t \rVert$ for the FFN ($h$ is the stream between the two blocks). Lesson 4 measured
+# the same ratios from the recorded modules.
+
+# %%
+ratios = lesions.update_ratios(trace)  # {"attention": (L,), "ffn": (L,)}
+for i in range(L):
+    print(f"layer {i}: ||a|| / ||x|| = {ratios['attention'][i].item():.3f}   ||f|| / ||h|| = {ratios['ffn'][i].item():.3f}")
+
+fig, ax = plt.subplots(figsize=(6, 3))
+idx = torch.arange(L)
+ax.bar(idx - 0.18, ratios["attention"], width=0.36, label="attention: |a| / |x|")
+ax.bar(idx + 0.18, ratios["ffn"], width=0.36, label="FFN: |f| / |h|")
+ax.axhline(1.0, color="gray", lw=0.8, ls="--")
+ax.set_xlabel("layer")
+ax.set_ylabel("mean norm ratio")
+ax.legend(frameon=False)
+fig.tight_layout()
+plt.show()
+print(f"attention updates smaller than the stream in every layer: {bool((ratios['attention'] < 1).all())}; "
+      f"FFN updates larger than the stream in layers {torch.nonzero(ratios['ffn'] > 1).flatten().tolist()}")
+
+# %% [markdown]
+# Attention's updates are smaller than the stream in every layer; the FFN writes more, in some
+# layers (printed above) more than the stream itself, before the LayerNorm scales the sum back.
+# With the skip, a token's vector after a block is its old vector plus a change; without it, the
+# block has to rebuild the whole vector from its update, and for attention that update is a
+# weighted average over the sentence, which is exactly what drove the collapse above.
+#
+# ## What we found
+#
+# - Without a skip connection around attention, the pretrained model's token vectors become
+#   identical within a few layers, and faster than exponentially; at initialisation within one
+#   layer. With the skip they stay distinct (curves above). The FFN alone does not prevent it.
+# - Removing a whole layer or one block at test time changes the sentence embeddings but mostly
+#   not the search results; removing a skip connection is worse than removing the layer.
+# - Any single attention head can be masked with a small effect; the last layer's heads matter
+#   most.
+# - Each block's update is of the order of the stream, attention's always smaller: the stream
+#   carries the token through, blocks adjust it.
+#
+# **Exercise:** 07-why-measured: open it with `make lab`, then grade it with `bertlab grade 07`.
+#
+# ## References
+#
+# - Dong, Y., Cordonnier, J.-B., & Loukas, A. (2021). Attention is not all you need: pure
+#   attention loses rank doubly exponentially with depth. *ICML*. arXiv:2103.03404.
+# - He, K., Zhang, X., Ren, S., & Sun, J. (2016b). Identity Mappings in Deep Residual Networks.
+#   *ECCV*.
+# - Michel, P., Levy, O., & Neubig, G. (2019). Are Sixteen Heads Really Better than One?
+#   *NeurIPS*.
+# - Veit, A., Wilber, M., & Belongie, S. (2016). Residual Networks Behave Like Ensembles of
+#   Relatively Shallow Networks. *NeurIPS*.

@@ -1,0 +1,223 @@
+# %% [markdown]
+# # Lesson 7: No activation after attention, none on the residual path
+#
+# **Question.** The feed-forward network has its GELU. But the attention sub-layer ends with
+# $W^O$ and goes straight into the add, and the skip connection carries $x$ with no function
+# applied at all. Is attention then "just linear"? And why not put a ReLU after $W^O$, or on the
+# residual path?
+#
+# ## The equation
+#
+# One head $i$ of one layer, for the $T \times H$ matrix $X$ of a sentence (Lesson 3):
+#
+# $$\mathrm{head}_i = P_i\,(X W^V_i + b^V_i), \qquad
+# P_i = \mathrm{softmax}\!\left(\frac{(XW^Q_i + b^Q_i)(XW^K_i + b^K_i)^\top}{\sqrt d} + M\right),$$
+#
+# and the attention update is $a = \sum_i \mathrm{head}_i W^O_i + b^O$. The rows of $P_i$ sum to
+# 1, so the value bias passes through unchanged, and
+#
+# $$a = \sum_i P_i\, X\, \underbrace{W^V_i W^O_i}_{\text{OV}_i} \;+\; \Big(\sum_i b^V_i W^O_i + b^O\Big).$$
+#
+# For fixed attention weights $P_i$, $a$ is an affine function of $X$: each head multiplies by a
+# fixed $H \times H$ matrix of rank at most $d$ and averages over tokens with fixed weights. The
+# only nonlinearity is the one that *computes* $P_i$: the softmax of the query-key scores, a
+# function of $X$ through both $W^Q_i$ and $W^K_i$. Elhage et al. (2021) make the same split:
+# an attention head is a QK circuit (where to look, nonlinear through the softmax) and an OV
+# circuit (what to move, linear).
+
+# %%
+import matplotlib.pyplot as plt
+import torch
+
+from bertlab import corpus
+from bertlab.experiments import lesions
+from bertlab.experiments.heads import ov_circuits
+from bertlab.experiments.lesions import LESIONS, LayerEdit
+from bertlab.masks import additive_mask
+from bertlab.reference import load_model, load_tokenizer
+
+model, tokenizer = load_model(), load_tokenizer()
+batch = corpus.batch(tokenizer)  # (B, T) tensors
+queries = corpus.batch(tokenizer, lesions.QUERIES)  # (Q, T') tensors
+real = batch["attention_mask"].bool()  # (B, T)
+L, A = model.config.num_hidden_layers, model.config.num_attention_heads
+trace = lesions.run(model, batch)  # intact pass, every stream and update kept
+
+# %% [markdown]
+# ## Attention is linear once the weights are fixed
+#
+# We take layer 3, record its attention probabilities, and rebuild its update $a$ from the
+# equation above: the per-head OV matrices (`ov_circuits`, lesson 3) applied to $X$, averaged
+# with the recorded $P_i$, plus the constant bias term.
+
+# %%
+LAYER = 3
+attn = model.encoder.layer[LAYER].attention
+x = trace.hidden_states[LAYER]  # (B, T, H): the stream entering the layer
+mask = additive_mask(batch["attention_mask"])  # (B, 1, T, T)
+with torch.no_grad():
+    probs = attn.self(x, attention_mask=mask)[1]  # (B, A, T, T)
+    ov = ov_circuits(attn)  # (A, H, H)
+    d = attn.self.attention_head_size
+    w_o = attn.output.dense.weight  # (H, H) acting as x @ w_o.T
+    bias = attn.self.value.bias @ w_o.T + attn.output.dense.bias  # (H,): sum_i b_i^V W_i^O + b^O
+
+    def frozen(xs):
+        """The attention update for stream xs (B, T, H) with the attention weights held at `probs`."""
+        moved = torch.einsum("bhts,bsk,hkj->btj", probs, xs, ov)  # sum_i P_i X OV_i: (B, T, H)
+        return moved + bias
+
+    a = trace.attention_updates[LAYER]  # (B, T, H): what the model computed
+    print(f"sum_i P_i X OV_i + bias vs the model's update a: max abs diff {(frozen(x) - a).abs().max().item():.1e}")
+
+    # With P fixed, the map is affine in X: doubling X doubles the moved part exactly.
+    lin_err = (frozen(2 * x) - bias - 2 * (frozen(x) - bias)).abs().max().item()
+    # The real sub-layer recomputes P from 2X: its output is not the linear prediction.
+    a2 = attn.output.dense(attn.self(2 * x, attention_mask=mask)[0])  # (B, T, H)
+    probs2 = attn.self(2 * x, attention_mask=mask)[1]  # (B, A, T, T)
+gap = ((a2 - frozen(2 * x)).norm(dim=-1) / a2.norm(dim=-1))[real]  # (N,)
+print(f"P frozen: moved part of f(2X) minus 2 x moved part of f(X): max abs diff {lin_err:.1e}")
+print(f"real sub-layer on 2X vs the frozen-P prediction: relative difference per token, mean {gap.mean().item():.3f}")
+ent = lambda p: -(p * p.clamp(min=1e-30).log()).sum(-1)  # noqa: E731  entropy per attention row
+keys = real[:, None, :].expand(-1, A, -1)  # (B, A, T): rows of real query tokens
+print(f"mean attention entropy over real query tokens: X {ent(probs)[keys].mean().item():.3f} nats, "
+      f"2X {ent(probs2)[keys].mean().item():.3f} nats")
+
+# %% [markdown]
+# The reconstruction matches the model to float rounding, and with $P$ held fixed the map is
+# exactly linear. Let $P$ be recomputed, and doubling the input changes the attention pattern
+# itself (doubling $X$ roughly quadruples the query-key scores, so the softmax sharpens and the
+# entropy printed above drops): the output is no longer the linear prediction. So attention does
+# have a nonlinearity, in the *routing*: which tokens are read is a nonlinear function of the
+# input; what is read from them is a linear image of it.
+#
+# ## Why no activation after $W^O$
+#
+# 1. **$W^V$ and $W^O$ form one map.** In $P_i X W^V_i W^O_i$ the two matrices act back to back
+#    (the averaging by $P_i$ commutes with them), so per head they are one low-rank linear map
+#    (lesson 3 measured the ranks). An activation *between* them would make each head a small
+#    MLP; an activation *after* $W^O$ would act on the sum of all heads.
+# 2. **Heads add independently.** Without an activation, the update is the sum of the heads'
+#    terms, so each head writes its own vector into the stream, independently of the others
+#    (Elhage et al. 2021). A ReLU after $W^O$ would couple them: whether head 3's contribution to
+#    a feature survives would depend on what the other heads wrote there.
+# 3. **A nonlinearity follows anyway.** The update is added to the stream and normalised, and the
+#    next thing to read it is the FFN, with its GELU (lesson 5). A per-token nonlinearity right
+#    after $W^O$ would duplicate the FFN's job, only without its width.
+# 4. **A ReLU would throw away the negative part of every update.** An update has to be able to
+#    push a feature down as well as up. How much of the update sits in negative coordinates:
+
+# %%
+upd = torch.stack(trace.attention_updates)  # (L, B, T, H)
+stream = torch.stack(trace.hidden_states[:-1])  # (L, B, T, H): the stream each layer reads
+real_l = real[None].expand(L, -1, -1)  # (L, B, T)
+neg_upd = (upd[real_l] < 0).float().mean().item()
+lost = ((upd - upd.relu()).norm(dim=-1) / upd.norm(dim=-1))[real_l].mean().item()
+neg_stream = (stream[real_l] < 0).float().mean().item()
+print(f"attention updates: {neg_upd:.1%} of the coordinates are negative; a ReLU would remove "
+      f"on average {lost:.1%} of each update's norm")
+print(f"residual stream:   {neg_stream:.1%} of the coordinates are negative")
+
+# %% [markdown]
+# ## The residual stream is a linear channel
+#
+# Elhage et al. (2021) describe the residual stream as the transformer's communication channel:
+# every sub-layer *reads* it through linear maps (here after a LayerNorm) and *writes* to it by
+# addition, so information written by one layer reaches every later layer unless something
+# overwrites it, and a layer's update is a sum of independent terms (heads, FFN units). The skip
+# connection is what makes the channel: it is the identity, so nothing written earlier is lost in
+# transit, and the gradient reaches early layers through it undiminished (He et al. 2016b). He et
+# al. (2016b) moved the ReLU that the original ResNet applied *after* each addition, i.e. on the
+# path, off it ("pre-activation"), and the clean identity path trained better, above all in very
+# deep networks. In BERT the only thing on the path is the LayerNorm (lesson 8), which rescales
+# each token but keeps its direction information.
+#
+# A ReLU on the path would zero the negative coordinates of the stream (the share printed above)
+# at every layer, for all later layers, and their gradient with them.
+#
+# ## The experiment: put the ReLUs in
+#
+# We run the pretrained model with (a) a ReLU after $W^O$, i.e. on the attention update before the
+# add, and (b) a ReLU on what the skip connections carry, $\mathrm{LN}(\mathrm{ReLU}(x) + a)$ and
+# $\mathrm{LN}(\mathrm{ReLU}(h) + f)$, first in every layer, then in one layer at a time. For
+# scale, the lesion of lesson 6 that removes the whole attention block of a layer. Effects as in
+# lesson 6: cosine of each sentence's embedding to the intact one, and the search results.
+
+# %%
+base = lesions.baseline(model, batch, queries)
+edits = {
+    "ReLU after W_O": LayerEdit(relu_after_attention=True),
+    "ReLU on the skips": LayerEdit(relu_on_skip=True),
+}
+print(f"{'edit, every layer':<22}{'mean cos':>10}{'min cos':>10}{'top kept':>10}{'score r':>9}   rank of the intact top result per query")
+everywhere = {}
+for name, edit in edits.items():
+    e = lesions.effect(model, batch, queries, edit, base)  # the same edit in all layers
+    everywhere[name] = e
+    print(f"{name:<22}{e.mean_cosine:>10.3f}{e.min_cosine:>10.3f}{e.top_kept:>10.0%}{e.score_correlation:>9.3f}"
+          f"   {e.rank_of_top.tolist()}")
+
+per_layer = {name: [lesions.effect(model, batch, queries, {i: edit}, base) for i in range(L)] for name, edit in edits.items()}
+per_layer["attention block removed"] = [lesions.effect(model, batch, queries, {i: LESIONS["attention"]}, base) for i in range(L)]
+print(f"\n{'one layer at a time':<26}" + "".join(f"{'layer ' + str(i):>10}" for i in range(L)))
+for name, effects in per_layer.items():
+    print(f"{name:<26}" + "".join(f"{e.mean_cosine:>10.3f}" for e in effects))
+    print(f"{'   top kept':<26}" + "".join(f"{e.top_kept:>10.0%}" for e in effects))
+    print(f"{'   score r':<26}" + "".join(f"{e.score_correlation:>10.3f}" for e in effects))
+
+# %%
+fig, ax = plt.subplots(figsize=(7, 3.2))
+for name, effects in per_layer.items():
+    ax.plot(range(L), [e.mean_cosine for e in effects], marker="o", label=name)
+ax.set_xlabel("layer edited")
+ax.set_ylabel("mean cosine to intact")
+ax.set_xticks(range(L))
+ax.legend(frameon=False)
+fig.tight_layout()
+plt.show()
+
+relu_wo, relu_skip = everywhere["ReLU after W_O"], everywhere["ReLU on the skips"]
+print(f"every layer: ReLU after W_O keeps mean cosine {relu_wo.mean_cosine:.3f}, "
+      f"ReLU on the skips {relu_skip.mean_cosine:.3f}")
+print(f"ReLU on the skips is the more damaging edit in every single layer: "
+      f"{all(s.mean_cosine < w.mean_cosine for s, w in zip(per_layer['ReLU on the skips'], per_layer['ReLU after W_O']))}")
+print(f"ReLU after W_O in one layer costs less than removing that layer's attention block, in every layer: "
+      f"{all(w.mean_cosine > r.mean_cosine for w, r in zip(per_layer['ReLU after W_O'], per_layer['attention block removed']))}")
+
+# %% [markdown]
+# A ReLU after $W^O$ in every layer moves the embeddings by the amount printed, and the search
+# scores still move together with the intact ones ("score r"). In one layer at a time it costs
+# less than removing that layer's attention block altogether: the model loses the negative part
+# of what attention writes, but the stream itself is intact and the FFNs still read it. A ReLU on
+# the skips is worse in every layer, and in all layers together it leaves little of the
+# embeddings (mean cosine printed): it cuts the channel itself. Everything the embeddings and
+# earlier layers stored in negative coordinates is gone after the first edited block, and no
+# later layer can recover it. The first search result of each query survives even that on this
+# small corpus (each query has one clearly best sentence, lesson 9), but the scores below it are
+# shuffled much more (the lower "score r").
+#
+# These weights were trained without either ReLU, so some damage is expected from any change.
+# The point is the difference between the two places: a nonlinearity *on a branch* changes one
+# update; a nonlinearity *on the path* changes everything that flows through it.
+#
+# ## What we found
+#
+# - For fixed attention weights, the attention sub-layer is affine in its input (reconstructed to
+#   rounding from the OV matrices); its nonlinearity is the softmax that decides where to look.
+# - $W^V_i W^O_i$ is one low-rank map per head, and heads add their terms independently; an
+#   activation after $W^O$ would couple them and discard the negative part of every update.
+# - The residual stream is a linear channel every sub-layer reads from and writes to by
+#   addition; a ReLU on it destroys what is stored in negative coordinates (their share is
+#   printed above) for all later layers.
+# - Measured on the pretrained model: a ReLU on the skip connections is far more damaging than a
+#   ReLU after $W^O$, which in any one layer costs less than removing that layer's attention
+#   (numbers above).
+#
+# **Exercise:** 07-why-measured: open it with `make lab`, then grade it with `bertlab grade 07`.
+#
+# ## References
+#
+# - Elhage, N., Nanda, N., Olsson, C., et al. (2021). A Mathematical Framework for Transformer
+#   Circuits. *Transformer Circuits Thread*, transformer-circuits.pub.
+# - He, K., Zhang, X., Ren, S., & Sun, J. (2016b). Identity Mappings in Deep Residual Networks.
+#   *ECCV*.
