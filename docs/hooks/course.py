@@ -98,7 +98,8 @@ def _resolve(link: str, page, docs: Path) -> str | None:
     """The docs-relative path a notebook's relative link points at, or None if it is a URL."""
     if link.startswith("/") or urlsplit(link).scheme:
         return None
-    # lessons/ is a symlink: "../docs/assets/x.svg" must resolve from the repository ...
+    # docs/lessons is a symlink: "../docs/assets/x.svg", relative to the real lessons/, must
+    # resolve from the repository ...
     real = Path(os.path.normpath(Path(os.path.realpath(page.file.abs_src_path)).parent / link))
     if real.is_relative_to(docs):
         return real.relative_to(docs).as_posix()
