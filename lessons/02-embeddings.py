@@ -123,8 +123,8 @@ for label, part in [("word", word), ("position", pos_bt), ("token type", typ), (
           f"std/mean {norms.std() / norms.mean():.3f}")
 
 # %% [markdown]
-# The word embedding is the largest of the three terms; the token-type term is one and the same
-# vector for every token here. LayerNorm gives every token the same statistics (zero mean, unit
+# Compare the rows: which table dominates the sum, and how much the norms vary from token to token.
+# The token-type term is one and the same vector for every token here (all are segment A). LayerNorm gives every token the same statistics (zero mean, unit
 # variance, then the learned $\gamma$ and $\beta$), so the *relative* spread of the norms
 # (std/mean) shrinks, while the scale is now set by $\gamma$.
 #
@@ -173,9 +173,8 @@ with torch.no_grad():
 # ## What the position table learned
 #
 # Cosine similarity between the learned position vectors. Adjacent positions have the most
-# similar vectors and similarity falls with distance, though not strictly (the numbers and the
-# figure show how regular the pattern is): "near" in the sentence is roughly "near" in
-# embedding space.
+# similar vectors and similarity falls with distance, though not strictly: the figure shows how
+# regular the pattern is. Roughly, "near" in the sentence is "near" in embedding space.
 
 # %%
 P = F.normalize(emb.position_embeddings.weight[:128], dim=-1)  # (128, H)

@@ -240,18 +240,17 @@ print(f"LayerNorm(sum + x) vs the attention sub-layer's output:      max abs dif
 # For a fixed attention pattern, head $i$ maps a token vector it attends to through $W_i^V$
 # ($H \to d$) and then $W^O_i$ ($d \to H$). The product $W_i^V W^O_i$ is an $H \times H$
 # matrix, but it passes through $d$ dimensions, so its rank is at most $d$ (Elhage et al. 2021
-# call it the head's OV circuit). `ov_circuits` builds these matrices for every head;
-# `torch.linalg.matrix_rank` measures them:
+# call it the head's OV circuit). `ov_circuits` builds these matrices for every head of
+# the layer; `torch.linalg.matrix_rank` measures them:
 
 # %%
 with torch.no_grad():
-    ov_all = torch.stack([ov_circuits(layer.attention) for layer in model.encoder.layer])  # (L, A, H, H)
-    ranks = torch.linalg.matrix_rank(ov_all)  # (L, A)
-    full = torch.linalg.matrix_rank(ov_all[LAYER].sum(0))  # all heads of one layer together
+    ov = ov_circuits(attn)  # (A, H, H): one H x H matrix per head of this layer
+    ranks = torch.linalg.matrix_rank(ov)  # (A,)
+    full = torch.linalg.matrix_rank(ov.sum(0))  # all heads together: W_V W_O of the whole layer
 assert ranks.max() <= d
-for layer_index, r in enumerate(ranks):
-    print(f"layer {layer_index}: rank of W_V W_O per head: {r.tolist()}")
-print(f"head size d = {d}, hidden size H = {H}; layer {LAYER}, all heads summed: rank {full.item()}")
+print(f"layer {LAYER}: each OV matrix is {tuple(ov.shape[1:])}; rank per head: {ranks.tolist()}")
+print(f"head size d = {d}; all {A} heads summed: rank {full.item()} of {H}")
 
 # %% [markdown]
 # Every head's map has rank at most $d$ (the printout shows whether each head uses all $d$
@@ -302,9 +301,10 @@ for name, t in times.items():
     print(f"{name:<20} {t * 1e3:7.3f} ms   speed-up over per head: {slowest / t:4.1f}x")
 
 # %% [markdown]
-# The printed ratios come from this machine and this run; the ordering, not the exact factor, is
-# the point. Many small products pay a fixed overhead each and keep the arithmetic units less
-# busy than one large product, so the per-head form is the slowest.
+# The printed ratios come from this machine and this run, so the exact factors vary. Many small
+# products each pay a fixed overhead and keep the arithmetic units less busy than one large
+# product of the same total size, which is why the per-head form is expected to come out
+# slowest and the fused product fastest.
 #
 # ## What we found
 #

@@ -77,6 +77,7 @@ with torch.no_grad():
     inner = layer.intermediate(a)  # (B, T, 4H): W_1 and GELU
     y = layer.output(inner, a)  # second Add & Norm, residual = a
 print(f"four calls vs hidden_states[1]: max abs diff {(y - cap.hidden_states[1]).abs().max().item()}")
+assert torch.equal(y, cap.hidden_states[1])  # the prose below says "exactly zero"
 
 # %% [markdown]
 # The difference is exactly zero: the same operations in the same order give the same bits.

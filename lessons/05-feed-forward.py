@@ -1,0 +1,296 @@
+# %% [markdown]
+# # Lesson 5: The feed-forward network
+#
+# **Question.** After attention has let every token gather information from the others, each
+# layer runs a feed-forward network (FFN): `intermediate` ($H \to 4H$, GELU) then `output`
+# ($4H \to H$). What is it for, and does its exact activation matter?
+#
+# ## The equations
+#
+# Vaswani et al. (2017, "Attention Is All You Need", NeurIPS, Section 3.3) apply the same
+# two-layer network to every position separately; BERT (Devlin et al. 2019, "BERT: Pre-training
+# of Deep Bidirectional Transformers for Language Understanding", NAACL) swaps their ReLU for
+# GELU:
+#
+# $$\mathrm{FFN}(x) = \mathrm{GELU}(xW_1 + b_1)\,W_2 + b_2.$$
+#
+# Geva, Schuster, Berant & Levy (2021, "Transformer Feed-Forward Layers Are Key-Value Memories",
+# EMNLP) read the same formula one hidden unit at a time. With $k_i$ the $i$-th column of $W_1$
+# (a "key") and $v_i$ the $i$-th row of $W_2$ (a "value"),
+#
+# $$\mathrm{FFN}(x) = \sum_{i=1}^{4H} m_i\, v_i + b_2, \qquad m_i = \mathrm{GELU}(x \cdot k_i + b_{1,i}):$$
+#
+# each unit checks how well the token matches its key and, if it does, adds its value vector.
+# In Hugging Face's storage, $k_i$ is `intermediate.dense.weight[i]` and $v_i$ is
+# `output.dense.weight[:, i]`.
+
+# %%
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bertlab.capture import capture
+from bertlab.experiments.census import census, ffn_share
+from bertlab.experiments.variants import drift, swap_activation
+from bertlab.reference import load_model, load_tokenizer
+
+model, tokenizer = load_model(), load_tokenizer()
+cap = capture()  # one recorded forward pass over the course corpus
+pad = cap.batch["attention_mask"]  # (B, T)
+real = pad.bool()  # (B, T)
+B, T = pad.shape
+H, I = model.config.hidden_size, model.config.intermediate_size
+print(f"H = {H}, intermediate size 4H = {I}, activation {model.config.hidden_act!r}")
+
+# %% [markdown]
+# ## Attention only mixes
+#
+# Within one head, the output for query token $t$ is $\sum_j p_{tj}\, v_j$ with $p_{tj} \ge 0$ and
+# $\sum_j p_{tj} = 1$: a **convex combination** (a weighted average) of the value vectors of the
+# same sentence. A weighted average can never leave the range spanned by what it averages: every
+# coordinate of the output lies between the smallest and the largest value of that coordinate over
+# the sentence's value vectors. We check this on the recorded probabilities of one layer:
+
+# %%
+LAYER = 3
+sa = model.encoder.layer[LAYER].attention.self
+A, d = sa.num_attention_heads, sa.attention_head_size
+x = cap.layer(LAYER, "attention.self").args[0]  # (B, T, H)
+probs = cap.attentions[LAYER]  # (B, A, T, T), recorded by the model
+with torch.no_grad():
+    v = sa.value(x).view(B, T, A, d).transpose(1, 2)  # (B, A, T, d)
+context = probs @ v  # (B, A, T, d)
+recorded = cap.layer(LAYER, "attention.self").output[0].view(B, T, A, d).transpose(1, 2)  # (B, A, T, d)
+print(f"weights >= 0: {bool((probs >= 0).all())}; row sums within {(probs.sum(-1) - 1).abs().max().item():.1e} of 1; "
+      f"probs @ V vs the model's context: max abs diff {(context - recorded).abs().max().item():.1e}")
+
+big = torch.finfo(v.dtype).max
+keys = real[:, None, :, None]  # (B, 1, T, 1): only real tokens count as values
+lo = torch.where(keys, v, big).amin(dim=2, keepdim=True)  # (B, A, 1, d)
+hi = torch.where(keys, v, -big).amax(dim=2, keepdim=True)  # (B, A, 1, d)
+inside = (context >= lo - 1e-5) & (context <= hi + 1e-5)  # (B, A, T, d)
+print(f"output coordinates inside the range of the sentence's values: "
+      f"{inside[real[:, None, :, None].expand_as(inside)].float().mean().item():.2%}")
+
+# %% [markdown]
+# So attention *routes*: the softmax decides how much of each token to take, but what it delivers
+# is an average of linear images ($xW^V$) of tokens already in the sentence, which $W^O$ then maps
+# linearly again. Nothing in the attention sub-layer applies a nonlinear function to a token's
+# features: a token that attends only to itself comes out as a linear map of itself.
+#
+# ## The per-token nonlinearity
+#
+# The FFN is the opposite: it never looks at other tokens, and it is nonlinear. Two checks on the
+# recorded input of the FFN of the same layer: running it on every token *alone* gives the same
+# result as on the batch (up to float32 rounding: a matrix-vector product sums in a different
+# order than a matrix-matrix product), and removing its GELU (keeping both matrices) changes its
+# output by the relative amount printed.
+
+# %%
+layer = model.encoder.layer[LAYER]
+
+
+def ffn(t, act=None):
+    """W_2(act(W_1 t + b_1)) + b_2 for t of shape (..., H); act defaults to the model's GELU."""
+    hidden = layer.intermediate.dense(t)  # (..., 4H)
+    hidden = (act or layer.intermediate.intermediate_act_fn)(hidden)
+    return layer.output.dense(hidden)  # (..., H)
+
+
+a = cap.layer(LAYER, "intermediate").args[0]  # (B, T, H): the attention sub-layer's output
+with torch.no_grad():
+    together = ffn(a)  # (B, T, H)
+    alone = torch.stack([torch.stack([ffn(a[b, t]) for t in range(T)]) for b in range(B)])  # one token at a time
+    linear = ffn(a, act=nn.Identity())
+rel = ((together - linear).norm(dim=-1) / together.norm(dim=-1))[real]  # (N,)
+print(f"each token alone vs the whole batch: max abs diff {(alone - together).abs().max().item():.1e}")
+print(f"without GELU: relative change of the FFN output per token, mean {rel.mean():.2f}, min {rel.min():.2f}")
+
+# %% [markdown]
+# Without a nonlinearity the two matrices would collapse into one $H \times H$ map (their product)
+# and the layer would add nothing a single linear map could not. Stacked attention and FFN
+# layers need both: attention moves information between tokens, the FFN transforms each token's
+# features.
+#
+# ## Parameter share
+#
+# The FFN is where most of a layer's parameters are (lesson 1 counted them):
+
+# %%
+layer_counts = census(model, by="group", layer=0)
+all_counts = census(model, by="group")
+print(f"per layer: FFN {layer_counts['feed-forward']:,} of {layer_counts['attention'] + layer_counts['feed-forward']:,} "
+      f"parameters = {ffn_share(model):.1%}")
+print(f"whole model: FFN {all_counts['feed-forward']:,} of {sum(all_counts.values()):,} = "
+      f"{all_counts['feed-forward'] / sum(all_counts.values()):.1%} (the embedding table takes much of the rest)")
+
+# %% [markdown]
+# Geva et al. (2021) note that feed-forward layers make up about two thirds of a transformer's
+# parameters. That is exact for the layers; the share of the whole model also depends on the size
+# of the embedding table, which is large next to a model as narrow as this one.
+#
+# ## Keys and values
+#
+# First the decomposition itself: for one token, summing $m_i v_i$ over all units, term by term,
+# gives the FFN's output.
+
+# %%
+k_all = layer.intermediate.dense.weight  # (4H, H): row i is key k_i
+b1 = layer.intermediate.dense.bias  # (4H,)
+v_all = layer.output.dense.weight  # (H, 4H): column i is value v_i
+token = a[1, 2]  # (H,): one token of one sentence
+with torch.no_grad():
+    m = F.gelu(k_all @ token + b1)  # (4H,): one coefficient per unit
+    summed = sum(m[i] * v_all[:, i] for i in range(I)) + layer.output.dense.bias  # (H,)
+print(f"sum of {I} weighted value vectors vs the FFN: max abs diff {(summed - ffn(token)).abs().max().item():.1e}")
+
+# %% [markdown]
+# How many memories does a token use? GELU is positive exactly where its input is positive, so a
+# unit "fires" when its output is above 0. The recorded `intermediate` outputs give, for every
+# real token and every layer, the fraction of the $4H$ units that fire:
+
+# %%
+fire = []
+for i in range(model.config.num_hidden_layers):
+    m_all = cap.layer(i, "intermediate").output  # (B, T, 4H), after GELU
+    frac = (m_all > 0).float().mean(-1)[real]  # (N,): per real token
+    fire.append(frac)
+    assert frac.mean() < 0.5  # the prose below says "a fraction"
+    print(f"layer {i}: units firing per token: mean {frac.mean():.1%} ({frac.mean() * I:.0f} of {I}), "
+          f"min {frac.min():.1%}, max {frac.max():.1%}")
+
+fig, ax = plt.subplots(figsize=(6, 3))
+ax.boxplot([f.numpy() for f in fire], showfliers=False)
+ax.set_xticks(range(1, len(fire) + 1), [str(i) for i in range(len(fire))])
+ax.set_xlabel("layer")
+ax.set_ylabel("fraction of units > 0")
+ax.set_title("FFN units firing per token (corpus tokens)")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Each token uses only a fraction of its layer's units (printed above): the FFN is a large store
+# of which a given token reads a subset, a different one for different tokens.
+#
+# Which inputs trigger a unit? Geva et al. collect the inputs whose key match is largest and find
+# human-readable patterns, shallow ones (a specific word) in lower layers and more semantic ones
+# in upper layers. Our corpus has only about a hundred and fifty tokens, so this is a glimpse, not
+# a study: for the first and the last layer, take the unit with the single largest activation on a
+# word token (special tokens `[CLS]`/`[SEP]` left out, since some units fire on them in every
+# sentence) and list the corpus tokens that excite it most, each shown in its sentence.
+
+# %%
+ids = cap.batch["input_ids"]  # (B, T)
+words = real & ~torch.isin(ids, torch.tensor(tokenizer.all_special_ids))  # (B, T)
+where = words.nonzero()  # (N, 2): (sentence, position) of each word token
+
+
+def show_unit(layer_index, top=6):
+    """Print the unit with the largest activation on a word token, and its top tokens in context."""
+    m_all = cap.layer(layer_index, "intermediate").output[words]  # (N, 4H)
+    unit = int(m_all.max(0).values.argmax())
+    values, rows = m_all[:, unit].topk(top)
+    print(f"layer {layer_index}, unit {unit}: fires on {(m_all[:, unit] > 0).float().mean():.0%} of word tokens")
+    for value, row in zip(values, rows):
+        s, t = where[row].tolist()
+        toks = tokenizer.convert_ids_to_tokens(ids[s, 1:int(pad[s].sum()) - 1])  # without [CLS], [SEP]
+        context = " ".join(toks[max(0, t - 4):t - 1] + [f"[[{toks[t - 1]}]]"] + toks[t:t + 3])
+        print(f"   {value:6.2f}  {context}")
+
+
+show_unit(0)
+show_unit(model.config.num_hidden_layers - 1)
+
+# %% [markdown]
+# Read the two lists with Geva et al.'s question in mind: do the tokens that excite a unit share
+# their spelling, their meaning, or nothing obvious? With a larger corpus the lists would be
+# longer and the pattern clearer; the code works unchanged on any list of sentences.
+#
+# ## Exact GELU
+#
+# Hendrycks & Gimpel (2016, "Gaussian Error Linear Units (GELUs)", arXiv:1606.08415) define
+#
+# $$\mathrm{GELU}(x) = x\,\Phi(x) = \frac{x}{2}\left(1 + \mathrm{erf}\!\left(\frac{x}{\sqrt 2}\right)\right),$$
+#
+# with $\Phi$ the standard normal CDF, and give the approximation
+# $\frac{x}{2}\left(1 + \tanh\!\left(\sqrt{2/\pi}\,(x + 0.044715\,x^3)\right)\right)$. In
+# transformers, `hidden_act="gelu"` is the exact erf form and `"gelu_new"` the tanh form; in
+# PyTorch they are `F.gelu(x)` and `F.gelu(x, approximate="tanh")`. Which one does the
+# pretrained model use, and how far apart are they?
+
+# %%
+act = layer.intermediate.intermediate_act_fn
+z = torch.linspace(-6, 6, 4001)
+exact = 0.5 * z * (1 + torch.erf(z / 2**0.5))  # the definition
+tanh_form = 0.5 * z * (1 + torch.tanh((2 / torch.pi) ** 0.5 * (z + 0.044715 * z**3)))
+print(f"model's activation: {type(act).__name__}")
+print(f"  vs x * Phi(x) (erf):   max abs diff {(act(z) - exact).abs().max().item():.1e}")
+print(f"  vs the tanh form:      max abs diff {(act(z) - tanh_form).abs().max().item():.1e}")
+print(f"F.gelu(x, approximate='tanh') vs the tanh formula: max abs diff "
+      f"{(F.gelu(z, approximate='tanh') - tanh_form).abs().max().item():.1e}")
+worst = (exact - tanh_form).abs().argmax()
+print(f"largest gap between erf and tanh GELU on [-6, 6]: {(exact - tanh_form).abs().max().item():.1e} at x = {z[worst].item():.2f}")
+
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.2))
+ax1.plot(z, exact, label="GELU (erf)")
+ax1.plot(z, tanh_form, "--", label="GELU (tanh)")
+ax1.plot(z, torch.relu(z), ":", label="ReLU")
+ax1.set_xlim(-4, 3)
+ax1.set_ylim(-0.5, 3)
+ax1.legend(frameon=False)
+ax1.set_title("activations")
+ax2.plot(z, exact - tanh_form)
+ax2.set_title("GELU (erf) minus GELU (tanh)")
+ax2.set_xlabel("x")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The two GELUs differ by at most the gap printed above, invisible in the left plot, while ReLU
+# differs from both for negative inputs:
+# GELU lets small negative values through and is smooth at 0. Does that matter for a pretrained
+# model? `swap_activation` puts another function into every layer's `intermediate.intermediate_act_fn`
+# (and restores the original afterwards); `drift` compares the final hidden states and the
+# sentence embeddings with the unchanged model ("same neighbour": the fraction of corpus
+# sentences whose most similar other sentence stays the same).
+
+# %%
+swaps = {
+    "exact GELU (erf)": nn.GELU(),
+    "tanh GELU": nn.GELU(approximate="tanh"),
+    "ReLU": nn.ReLU(),
+    "no activation": nn.Identity(),
+}
+reference = cap.last_hidden_state  # (B, T, H) of the unchanged model
+results = {}
+for name, fn in swaps.items():
+    with swap_activation(model, fn), torch.no_grad():
+        hidden = model(**cap.batch).last_hidden_state  # (B, T, H)
+    dr = results[name] = drift(reference, hidden, pad)
+    print(f"{name:<17} max abs diff {dr['max_abs_diff']:8.1e}   token cosine {dr['token_cosine']:.6f}   "
+          f"sentence cosine {dr['sentence_cosine']:.6f}   same neighbour {dr['same_neighbour']:.0%}")
+# the prose below ranks the swaps by how far they move the outputs: keep it honest
+gaps = [results[name]["max_abs_diff"] for name in swaps]
+assert gaps[0] < 1e-5 and gaps[1] < gaps[2] < gaps[3]
+
+# %% [markdown]
+# The erf GELU reproduces the model, the tanh form moves the outputs by a small amount, ReLU by
+# much more, and dropping the activation altogether wrecks the embeddings (the numbers are
+# above). A model should be run with the activation it was trained with; for checks that compare
+# against the pretrained layer with a tight tolerance, even the tanh approximation is a
+# detectable mistake.
+#
+# ## What we found
+#
+# - Attention outputs, head by head, are weighted averages of value vectors: it moves information
+#   between tokens but applies no nonlinearity to a token's features.
+# - The FFN is the per-token nonlinearity: it acts on each token alone, and without its GELU its
+#   two matrices would be one linear map. It holds about two thirds of each layer's parameters.
+# - As key-value memories: each unit matches the token against a key and adds a value vector;
+#   a token activates only a fraction of the units (printed per layer).
+# - The pretrained model uses the exact erf GELU; swapping in tanh GELU, ReLU or nothing moves
+#   its outputs by the amounts printed above.
+#
+# **Exercise:** [05-feed-forward](../exercises/05-feed-forward/05-feed-forward.ipynb): open it with
+# `make lab`, then grade it with `bertlab grade 05`.
