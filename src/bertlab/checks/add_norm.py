@@ -14,7 +14,7 @@ import torch
 from bertlab import diagnose
 from bertlab.checks.attention import CONTEXT_DIMS, PROBS_DIMS, random_attention_batch
 from bertlab.checks.compare import allclose, worst_position
-from bertlab.checks.framework import Context, ModuleTask
+from bertlab.checks.framework import CheckFailed, Context, ModuleTask
 from bertlab.diagnose import add_norm as flawed
 
 HIDDEN_DIMS = ("batch", "token", "dim")
@@ -32,8 +32,9 @@ class AddNormTask(ModuleTask):
     """A module ending in ``LayerNorm(dropout(dense(x)) + input_tensor)``: Tasks 4.1, 4.2, 5.2.
 
     Beyond ModuleTask's checks: the LayerNorm's eps is compared with the config (a wrong eps
-    changes outputs by only about 1e-4), and where dropout acts is compared with HF's module in
-    train mode, both run from one seed.
+    changes outputs by only about 1e-4); values that differ because dropout stays on in eval mode
+    say so; and where dropout acts is compared with HF's module in train mode, both run from one
+    seed.
     """
 
     # Position-wise modules have no mask: their random-input check is called "batches".
@@ -57,6 +58,35 @@ class AddNormTask(ModuleTask):
                     "The outputs differ by only about 1e-4, but the pretrained weights were trained with this eps.",
                     mistake=diagnose.REGISTRY["layernorm-eps-default"] if default else None,
                 )
+
+    def compare(self, expected, got, dims, against, diagnose_with=None):
+        try:
+            super().compare(expected, got, dims, against, diagnose_with)
+        except CheckFailed as err:
+            if err.mistake is not None or diagnose_with is None:
+                raise
+            mistake = flawed.diagnose_near_miss(self.id, *diagnose_with, got, expected, self.atol)
+            if mistake is None:
+                raise
+            raise CheckFailed(f"{err}\n  {mistake.hint()}", mistake.id) from None
+
+    def check_values(self, cls, ctx: Context) -> None:
+        try:
+            super().check_values(cls, ctx)
+        except CheckFailed as err:
+            if err.mistake is not None or not self.random_in_eval(cls, ctx):
+                raise
+            mistake = diagnose.REGISTRY["dropout-in-eval"]
+            raise CheckFailed(f"{err}\n  {mistake.hint()}", mistake.id) from None
+
+    def random_in_eval(self, cls, ctx: Context) -> bool:
+        """Whether two calls in eval mode on the same input differ (dropout left on, say)."""
+        layer = self.layers(ctx)[0]
+        inputs, _ = self.captured(ctx, layer)
+        module = self.learner_for(cls, ctx, layer)
+        with torch.no_grad():
+            first, second = self.call(module, inputs), self.call(module, inputs)
+        return any(not torch.equal(first[k], second[k]) for k in first)
 
     def check_dropout(self, cls, ctx: Context) -> None:
         super().check_dropout(cls, ctx)

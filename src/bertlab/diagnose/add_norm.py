@@ -107,9 +107,6 @@ for _id, _tasks, _description, _lesson, _section in [
     ("residual-wrong-tensor", ADD_NORM,
      "LayerNorm(dense(x) + x): the residual is the tensor that entered `dense`, not "
      "`input_tensor`, the input of the whole sub-layer", LESSON, "The first Add & Norm"),
-    ("layernorm-eps-default", ADD_NORM,
-     f"nn.LayerNorm with torch's default eps={TORCH_LAYER_NORM_EPS:g} instead of config.layer_norm_eps",
-     LESSON, "The first Add & Norm"),
     ("attention-output-wrong-order", ("4.2",),
      "self.output(hidden_states, self_output): the arguments swapped, so `dense` sees the layer's "
      "input and the attention output becomes the residual", LESSON, "The first Add & Norm"),
@@ -119,6 +116,19 @@ for _id, _tasks, _description, _lesson, _section in [
 ]:
     register(Mistake(_id, _tasks, _description, _lesson, _section, _flawed(_id)))
 
+# Detected by the names check (the LayerNorm's ``eps``); when there is no ``eps`` to read, by
+# ``diagnose_near_miss``: its outputs are too close to the right ones for ``diagnose``.
+register(
+    Mistake(
+        "layernorm-eps-default",
+        ADD_NORM,
+        f"nn.LayerNorm with torch's default eps={TORCH_LAYER_NORM_EPS:g} instead of config.layer_norm_eps",
+        LESSON,
+        "The first Add & Norm",
+    )
+)
+NEAR_MISSES = ("layernorm-eps-default",)
+
 register(
     Mistake(
         "dropout-after-layernorm",
@@ -126,17 +136,36 @@ register(
         "dropout applied AFTER the LayerNorm (in train mode), which also drops the residual path, "
         "instead of on dense(x) before the add",
         LESSON,
-        "Post-LN",
+        "Dropout on the branch, never on the residual",
     )
 )
 
 
-def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
-    a = a.detach().float()
-    return a.shape == b.shape and bool(torch.allclose(a, b, atol=MATCH_ATOL, rtol=MATCH_ATOL, equal_nan=True))
+def _matches(got: dict, wrong: dict, expected: dict, atol: float, rtol: float) -> bool:
+    """``got`` equals ``wrong``, and ``wrong`` differs from ``expected`` (else it proves nothing)."""
+
+    def close(a, b):
+        return a.shape == b.shape and bool(torch.allclose(a.detach().float(), b, atol=atol, rtol=rtol))
+
+    names = [n for n in wrong if n in got]
+    return bool(names) and any(not close(wrong[n], expected[n]) for n in names) and all(
+        close(got[n], wrong[n]) for n in names
+    )
 
 
-# Where dropout goes can only be seen in train mode; the learner's module and these simulations
+def diagnose_near_miss(task_id: str, module, inputs, got: dict, expected: dict, atol: float) -> Mistake | None:
+    """The ``NEAR_MISSES`` mistake of ``task_id`` whose outputs equal ``got`` at the check's own
+    ``atol``, without relative tolerance (``diagnose``'s looser match cannot tell them apart)."""
+    for flaw in NEAR_MISSES:
+        if task_id in REGISTRY[flaw].tasks:
+            with torch.no_grad():
+                wrong = _flawed(flaw)(module, inputs)
+            if _matches(got, wrong, expected, atol, rtol=0):
+                return REGISTRY[flaw]
+    return None
+
+
+# Where dropout acts can only be seen in train mode; the learner's module and these simulations
 # run from the same seed, so they draw the same dropout masks in the same order.
 TRAIN_MODE_FLAWS = ("dropout-after-layernorm",)
 
@@ -149,13 +178,11 @@ def seeded(fn, seed: int = 0):
 
 
 def diagnose_train_mode(task_id: str, module, inputs, got: dict, expected: dict) -> Mistake | None:
-    """The train-mode mistake of ``task_id`` whose outputs, from the same seed, equal ``got``."""
+    """The ``TRAIN_MODE_FLAWS`` mistake of ``task_id`` whose outputs, from the same seed, equal ``got``."""
     for flaw in TRAIN_MODE_FLAWS:
         if task_id in REGISTRY[flaw].tasks:
             with torch.no_grad():
                 wrong = seeded(lambda flaw=flaw: simulate(module, inputs, flaw, training=True))
-            names = [n for n in wrong if n in got]
-            changes = any(not _close(wrong[n], expected[n]) for n in names)  # else it proves nothing
-            if changes and all(_close(got[n], wrong[n]) for n in names):
+            if _matches(got, wrong, expected, MATCH_ATOL, MATCH_ATOL):
                 return REGISTRY[flaw]
     return None

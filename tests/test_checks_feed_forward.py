@@ -1,0 +1,124 @@
+"""Task 5's checks: HF's own classes pass; GELU's look-alikes and the second Add & Norm's mistakes
+are named; failures read well."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from transformers.activations import ACT2FN
+from transformers.models.bert import modeling_bert as hf
+
+from bertlab import capture, reference
+from bertlab.checks import CheckFailed, check
+from tests.test_checks_add_norm import wrong_add_norm
+
+
+def intermediate_with(activation) -> type:
+    """HF's BertIntermediate with ``activation`` as ``intermediate_act_fn``."""
+
+    def __init__(self, config):
+        hf.BertIntermediate.__init__(self, config)
+        del self.intermediate_act_fn  # a module; a plain function may replace it only once it is gone
+        self.intermediate_act_fn = activation
+
+    return type(f"BertIntermediate_{type(activation).__name__}", (hf.BertIntermediate,), {"__init__": __init__})
+
+
+def erf_gelu(x):
+    """GELU from its definition, x * Phi(x)."""
+    return 0.5 * x * (1 + torch.erf(x / 2**0.5))
+
+
+@pytest.mark.parametrize(
+    "task, cls",
+    [
+        ("5.1", hf.BertIntermediate),
+        ("5.1", intermediate_with(nn.GELU())),
+        ("5.1", intermediate_with(erf_gelu)),
+        ("5.1", intermediate_with(ACT2FN["gelu"])),
+        ("5.2", hf.BertOutput),
+    ],
+)
+def test_right_code_passes(task, cls, capsys):
+    check(task, cls)
+    assert "checks)" in capsys.readouterr().out
+
+
+def test_nothing_hard_wired_to_the_pretrained_sizes(tiny_bert_dir, monkeypatch):
+    monkeypatch.setenv(reference.ENV_VAR, str(tiny_bert_dir))
+    check("5.1", hf.BertIntermediate)
+    check("5.2", hf.BertOutput)
+    assert capture.capture().layer(0, "intermediate").output.shape[-1] == 64
+    with pytest.raises(CheckFailed) as err:
+        check("5.1", intermediate_with(nn.ReLU()))
+    assert err.value.mistake == "relu-instead-of-gelu"
+
+
+@pytest.mark.parametrize(
+    "activation, mistake",
+    [
+        (nn.GELU(approximate="tanh"), "tanh-gelu"),
+        (ACT2FN["gelu_new"], "tanh-gelu"),
+        (nn.ReLU(), "relu-instead-of-gelu"),
+        (nn.Identity(), "activation-missing"),
+    ],
+)
+def test_activation_mistakes_are_named(activation, mistake):
+    with pytest.raises(CheckFailed, match=r"^\[Task 5\.1\] BertIntermediate: values differ from the pretrained layer 0") as err:
+        check("5.1", intermediate_with(activation))
+    assert err.value.mistake == mistake, str(err.value)
+    assert f"(known mistake `{mistake}`)" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "wrong, mistake",
+    [
+        ("layernorm-before-residual", "layernorm-before-residual"),
+        ("residual-missing", "residual-missing"),
+        ("residual-added-to-itself", "residual-missing"),
+        ("layernorm-eps-default", "layernorm-eps-default"),
+        ("layernorm-eps-by-hand", "layernorm-eps-default"),
+        ("dropout-after-layernorm", "dropout-after-layernorm"),
+        ("dropout-in-eval", "dropout-in-eval"),
+    ],
+)
+def test_second_add_and_norm_mistakes_are_named(wrong, mistake):
+    with pytest.raises(CheckFailed, match=r"^\[Task 5\.2\] BertOutput: ") as err:
+        check("5.2", wrong_add_norm(hf.BertOutput, wrong))
+    assert err.value.mistake == mistake, str(err.value)
+
+
+class Renamed(hf.BertIntermediate):
+    def __init__(self, config):
+        super().__init__(config)
+        self.act = self.intermediate_act_fn
+        del self.intermediate_act_fn
+
+    def forward(self, hidden_states):
+        return self.act(self.dense(hidden_states))
+
+
+class NarrowDense(hf.BertIntermediate):
+    def __init__(self, config):
+        super().__init__(config)
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+
+
+class ReturnsInput(hf.BertOutput):
+    def forward(self, hidden_states, input_tensor):
+        return input_tensor
+
+
+@pytest.mark.parametrize(
+    "task, cls, expected",
+    [
+        ("5.1", Renamed, r"`self\.intermediate_act_fn` is missing or not callable"),
+        ("5.1", NarrowDense, r"parameter shapes differ from HF's\n  dense.weight: expected \[\d+, \d+\], got"),
+        ("5.2", ReturnsInput, r"values differ from the pretrained layer 0 \(atol 1e-05\)\n  max abs diff"),
+    ],
+)
+def test_failures_say_what_and_where(task, cls, expected):
+    with pytest.raises(CheckFailed, match=expected) as err:
+        check(task, cls)
+    assert err.value.mistake is None
