@@ -207,8 +207,9 @@ def run(model, batch: Mapping[str, torch.Tensor], edits: Edits = None, start: tu
         batch: ``input_ids`` and ``attention_mask`` (B, T), optionally ``token_type_ids`` (B, T).
         edits: see ``edit_list``.
         start: ``(i, x)`` to begin at layer ``i`` with stream ``x`` (B, T, H) instead of running
-            the embeddings and layers ``0..i-1`` (used to reuse an intact prefix; the returned
-            ``hidden_states`` then begin with ``x``).
+            the embeddings and layers ``0..i-1`` (used to reuse an intact prefix). The returned
+            trace then covers layers ``i..L-1`` only: its ``hidden_states`` begin with ``x`` and
+            its per-layer tuples have ``L - i`` entries.
 
     Returns:
         A ``Trace``. Without edits its ``hidden_states`` equal ``model(...).hidden_states``.
@@ -307,14 +308,23 @@ def search(queries: torch.Tensor, documents: torch.Tensor) -> tuple[torch.Tensor
 
 @dataclass
 class Baseline:
-    """The intact model's passes on the corpus and the queries, reused by every lesion."""
+    """The intact model's passes on the corpus and the queries, reused by every lesion.
+
+    Attributes:
+        corpus: the intact ``Trace`` of the corpus batch (N sentences).
+        queries: the intact ``Trace`` of the query batch (Q queries).
+        corpus_embeddings: (N, H) unit sentence vectors.
+        query_embeddings: (Q, H) unit query vectors.
+        scores: (Q, N) cosine of every query to every corpus sentence.
+        top: (Q,) index of each query's best corpus sentence.
+    """
 
     corpus: Trace
     queries: Trace
-    corpus_embeddings: torch.Tensor  # (N, H)
-    query_embeddings: torch.Tensor  # (Q, H)
-    scores: torch.Tensor  # (Q, N) cosine of every query to every corpus sentence
-    top: torch.Tensor  # (Q,) index of each query's best corpus sentence
+    corpus_embeddings: torch.Tensor
+    query_embeddings: torch.Tensor
+    scores: torch.Tensor
+    top: torch.Tensor
 
 
 @dataclass(frozen=True)
@@ -337,20 +347,23 @@ class Effect:
 
     @property
     def mean_cosine(self) -> float:
+        """Mean of ``cosine`` over the corpus sentences."""
         return self.cosine.mean().item()
 
     @property
     def min_cosine(self) -> float:
+        """The least similar sentence's cosine."""
         return self.cosine.min().item()
 
     @property
     def mean_rank(self) -> float:
+        """Mean of ``rank_of_top`` over the queries."""
         return self.rank_of_top.float().mean().item()
 
 
 @torch.no_grad()
 def baseline(model, corpus_batch: Mapping[str, torch.Tensor], query_batch: Mapping[str, torch.Tensor]) -> Baseline:
-    """Run the intact model once on the corpus and on the queries."""
+    """Run the intact model once on the corpus (N, T) and on the queries (Q, T')."""
     corpus, queries = run(model, corpus_batch), run(model, query_batch)
     docs = sentence_embeddings(corpus.last_hidden_state, corpus.attention_mask)
     qs = sentence_embeddings(queries.last_hidden_state, queries.attention_mask)
@@ -420,6 +433,12 @@ def layer_lesions(
     kinds: Sequence[str] = tuple(LESIONS),
 ) -> list[LesionResult]:
     """Apply each lesion of ``LESIONS`` to each layer in turn, one at a time.
+
+    Args:
+        model: a ``BertModel`` in eval mode.
+        corpus_batch: the documents, (N, T) tensors.
+        query_batch: the queries, (Q, T') tensors.
+        kinds: which keys of ``LESIONS`` to apply.
 
     Returns:
         ``len(kinds) * L`` results, ordered by kind then layer.
