@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from bertlab.checks import add_norm, feed_forward
 from bertlab.checks import attention
+from bertlab.checks import numpy_bert
 from bertlab.checks import embeddings
 from bertlab.checks.framework import CheckFailed, Task
 from bertlab.diagnose import common  # noqa: F401  (mistakes shared by every task)
@@ -20,6 +21,7 @@ from bertlab.diagnose import common  # noqa: F401  (mistakes shared by every tas
 # One module per assignment; each exposes TASKS, a list of Task instances.
 TASK_MODULES = [
     attention,
+    numpy_bert,
     add_norm,
     feed_forward,
     embeddings,
