@@ -30,7 +30,6 @@ import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
 
-from bertlab import corpus
 from bertlab.capture import capture
 from bertlab.experiments.heads import median_times, ov_circuits, projection_variants
 from bertlab.masks import additive_mask
@@ -75,7 +74,7 @@ q_i = x @ sa.query.weight[rows].T + sa.query.bias[rows]  # (B, T, H) @ (H, d) ->
 print(f"head {i} from its own {d} rows of query.weight vs q[:, {i}]: max abs diff {(q_i - q[:, i]).abs().max().item():.1e}")
 
 wrong = sa.query(x).reshape(B, A, T, d)  # reinterprets memory: no head axis is cut out of H
-print(f"view(B, A, T, d) without the transpose vs q: max abs diff {(wrong - q).abs().max().item():.1e}")
+print(f"reshape(B, A, T, d) without the transpose vs q: max abs diff {(wrong - q).abs().max().item():.1e}")
 
 # %% [markdown]
 # The second line shows the classic mistake: `reshape(B, A, T, d)` runs without error, but since
@@ -144,8 +143,9 @@ print("softmax of an all finfo.min row:", torch.softmax(torch.full((4,), torch.f
 
 # %% [markdown]
 # The tempting shortcut, adding a **bool** mask, raises no error: PyTorch promotes `True` to 1
-# and `False` to 0. Real keys then get $+1$ (which the softmax cancels) and padding keys get
-# $+0$, so padding is attended to as if it were text:
+# and `False` to 0. Real keys get $+1$ and padding keys $+0$, which for the softmax is the same
+# as lowering padding by just 1 instead of removing it: each padding key keeps its weight divided
+# by $e$, and padding is attended to as if it were (slightly discounted) text:
 
 # %%
 bool_mask = pad.bool()[:, None, None, :]  # (B, 1, 1, T): True for real tokens
@@ -230,7 +230,7 @@ with torch.no_grad():
     projected = heads_sum + b_o  # (B, T, H)
     library_dense = attn.output.dense(call.output[0])  # W_O applied to the concatenated heads
     library_out = cap.layer(LAYER, "attention.output").output  # after the first Add & Norm
-print(f"sum of 12 separate heads vs attention.output.dense(context): max abs diff {(projected - library_dense).abs().max().item():.1e}")
+print(f"sum of {A} separate heads vs attention.output.dense(context): max abs diff {(projected - library_dense).abs().max().item():.1e}")
 print(f"LayerNorm(sum + x) vs the attention sub-layer's output:      max abs diff "
       f"{(attn.output.LayerNorm(projected + x) - library_out).abs().max().item():.1e}")
 
@@ -255,7 +255,7 @@ print(f"head size d = {d}; all {A} heads summed: rank {full.item()} of {H}")
 # %% [markdown]
 # Every head's map has rank at most $d$ (the printout shows whether each head uses all $d$
 # dimensions), so no single head can move more than a $d$-dimensional slice of information;
-# summed, the heads of a layer reach (nearly) the full width.
+# summed, the heads of a layer reach the rank printed on the second line.
 #
 # ## What the heads look at
 #
@@ -304,16 +304,18 @@ for name, t in times.items():
 # The printed ratios come from this machine and this run, so the exact factors vary. Many small
 # products each pay a fixed overhead and keep the arithmetic units less busy than one large
 # product of the same total size, which is why the per-head form is expected to come out
-# slowest and the fused product fastest.
+# slowest. Between three $H \times H$ products and one fused $H \times 3H$ product the gap is
+# small at this size, and on a busy machine it can go either way.
 #
 # ## What we found
 #
 # - There is one `query` matrix per layer because the heads' $W_i^Q$ are stored side by side:
 #   head $i$ is rows $i\,d \dots (i+1)\,d-1$ of `query.weight` (likewise `key`, `value`), and its
 #   block of $W^O$ is the matching columns of `attention.output.dense.weight`.
-# - Running the twelve heads separately on their own slices and summing reproduced the pretrained
+# - Running the heads separately on their own slices and summing reproduced the pretrained
 #   layer (differences printed above), and each head's $W_i^V W^O_i$ has rank at most $d$.
-# - One large product computes all heads faster than many small ones.
+# - One large product computes all heads faster than many small ones (timings above, from the
+#   machine that built this page).
 # - Along the way: the scores are scaled by $1/\sqrt{d}$, padding is removed by an **additive**
 #   float mask (a bool mask is silently wrong), the softmax runs over the keys, and attention
 #   dropout acts on the probabilities only in training.

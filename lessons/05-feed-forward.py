@@ -175,8 +175,8 @@ plt.show()
 #
 # Which inputs trigger a unit? Geva et al. collect the inputs whose key match is largest and find
 # human-readable patterns, shallow ones (a specific word) in lower layers and more semantic ones
-# in upper layers. Our corpus has only about a hundred and fifty tokens, so this is a glimpse, not
-# a study: for the first and the last layer, take the unit with the single largest activation on a
+# in upper layers. Our corpus is tiny (the cell prints how many word tokens it has), so this is a
+# glimpse, not a study: for the first and the last layer, take the unit with the single largest activation on a
 # word token (special tokens `[CLS]`/`[SEP]` left out, since some units fire on them in every
 # sentence) and list the corpus tokens that excite it most, each shown in its sentence.
 
@@ -184,6 +184,7 @@ plt.show()
 ids = cap.batch["input_ids"]  # (B, T)
 words = real & ~torch.isin(ids, torch.tensor(tokenizer.all_special_ids))  # (B, T)
 where = words.nonzero()  # (N, 2): (sentence, position) of each word token
+print(f"{len(where)} word tokens in {B} sentences")
 
 
 def show_unit(layer_index, top=6):
