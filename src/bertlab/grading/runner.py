@@ -153,6 +153,10 @@ def grade(
     """Grade the selected tasks under ``path``; raises GradingError when there is nothing to grade."""
     tasks = notebooks.select(notebooks.discover(path), wanted)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "MPLBACKEND": "Agg"}
+    # Workers running side by side must share the cores, not each start one thread per core:
+    # oversubscribed BLAS threads make every matmul several times slower.
+    threads = str(max(1, (os.cpu_count() or 1) // max(1, jobs)))
+    env.update({k: env.get(k, threads) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")})
     if model:
         env["BERTLAB_MODEL"] = str(Path(model).resolve())
     progress(f"grading {len(tasks)} task(s) under {path}/ ({jobs} at a time, timeout {timeout:g} s each)")
