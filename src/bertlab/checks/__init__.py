@@ -15,6 +15,7 @@ from bertlab.checks import add_norm, feed_forward
 from bertlab.checks import attention
 from bertlab.checks import numpy_bert
 from bertlab.checks import embeddings
+from bertlab.checks import model
 from bertlab.checks.framework import CheckFailed, Task
 from bertlab.diagnose import common  # noqa: F401  (mistakes shared by every task)
 
@@ -25,6 +26,7 @@ TASK_MODULES = [
     add_norm,
     feed_forward,
     embeddings,
+    model,
 ]
 TASKS: dict[str, Task] = {t.id: t for module in TASK_MODULES for t in module.TASKS}
 

@@ -1,0 +1,276 @@
+"""Task 6: the whole model.
+
+- Task 6.1 ``BertLayer``: attention, then the feed-forward block; returns a tensor (transformers 5).
+- Task 6.2 ``BertEncoder``: ``layer``, a ModuleList of BertLayer; returns
+  ``(last_hidden_state, hidden_states)``, ``hidden_states`` holding the encoder's input and then
+  the output of every layer (``num_hidden_layers + 1`` tensors).
+- Task 6.3 ``BertPooler``: tanh(dense(hidden state of the first token, [CLS])).
+- Task 6.4 ``BertModel``: embeddings, the additive mask built from the (B, T) 0/1
+  ``attention_mask``, encoder, pooler; returns ``(last_hidden_state, pooler_output, hidden_states)``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from bertlab import corpus, diagnose, reference
+from bertlab.checks.attention import random_attention_batch
+from bertlab.checks.compare import allclose
+from bertlab.checks.embeddings import NON_PERSISTENT
+from bertlab.checks.framework import CheckFailed, ModuleTask, _describe
+from bertlab.diagnose import model as flawed
+from bertlab.masks import random_padding
+
+HIDDEN = ("batch", "token", "dim")
+LESSON = "09-putting-it-together"
+
+
+class _Dims(dict):
+    """Output name -> dim names; every ``hidden_states[i]`` has the dims of ``hidden_states``."""
+
+    def __missing__(self, key):
+        return self[key.split("[")[0]]
+
+
+def _is_hf(module) -> bool:
+    return type(module).__module__.startswith("transformers.")
+
+
+class _VariantDiagnosis:
+    """Also recognise the mistakes that take several forms (see ``diagnose.model.VARIANTS``)."""
+
+    def compare(self, expected, got, dims, against, diagnose_with=None):
+        # A check run on its own (`only=`) has no shapes check before it: compare shapes here too.
+        for name, want in expected.items():
+            if name in got and tuple(got[name].shape) != tuple(want.shape):
+                self.fail(f"`{name}` has shape {list(got[name].shape)}, expected {list(want.shape)} ({', '.join(dims[name])})")
+        try:
+            super().compare(expected, got, dims, against, diagnose_with)
+        except CheckFailed as err:
+            mistake = None
+            if err.mistake is None and diagnose_with is not None:
+                mistake = flawed.diagnose_variants(self.id, *diagnose_with, got, expected)
+            if mistake is None:
+                raise
+            raise CheckFailed(f"{err}\n  {mistake.hint()}", mistake.id) from None
+
+
+class _HiddenStates(_VariantDiagnosis):
+    """For outputs that include ``hidden_states``: a tuple flattened into ``hidden_states[i]``."""
+
+    def hidden_states(self, value) -> tuple:
+        if not isinstance(value, (tuple, list)) or not all(isinstance(h, torch.Tensor) for h in value):
+            self.fail(f"`hidden_states` must be a tuple of tensors (B, T, H); got {_describe(value)}")
+        return tuple(value)
+
+    def check_count(self, expected: dict, got: dict) -> None:
+        """Fail unless ``got`` has as many hidden states as ``expected``; name a missing input."""
+        count = lambda d: sum(k.startswith("hidden_states[") for k in d)  # noqa: E731
+        want, have = count(expected), count(got)
+        if want == have:
+            return
+        mistake = None
+        if have == want - 1 and all(
+            allclose(expected[f"hidden_states[{i + 1}]"], got[f"hidden_states[{i}]"], diagnose.MATCH_ATOL)
+            for i in range(have)
+        ):
+            mistake = diagnose.REGISTRY["hidden-states-missing-embeddings"]
+        self.fail(
+            f"`hidden_states` has {have} entries, expected {want}: the encoder's input (the embeddings "
+            f"output) first, then the output of each of the {want - 1} layers",
+            mistake=mistake,
+        )
+
+    def compare(self, expected, got, dims, against, diagnose_with=None):
+        self.check_count(expected, got)
+        super().compare(expected, got, dims, against, diagnose_with)
+
+    def check_shapes(self, cls, ctx):
+        inputs, expected = self.captured(ctx, None)
+        with torch.no_grad():
+            got = self.call(self.learner_for(cls, ctx, None), inputs)
+        self.check_count(expected, got)
+        for name, want in expected.items():
+            if tuple(got[name].shape) != tuple(want.shape):
+                dims = ", ".join(self.outputs[name])
+                self.fail(f"`{name}` has shape {list(got[name].shape)}, expected {list(want.shape)} ({dims})")
+
+
+class BertLayerTask(_VariantDiagnosis, ModuleTask):
+    id = "6.1"
+    title = "BertLayer"
+    lesson = LESSON
+    hf_path = "encoder.layer.{layer}"
+    outputs = {"layer_output": HIDDEN}
+    dropouts = {}  # the dropouts live in the sub-modules, checked in Tasks 3 to 5
+
+    def captured(self, ctx, layer):
+        call = ctx.capture.layer(layer)
+        return {"hidden_states": call.args[0], "attention_mask": call.args[1]}, {"layer_output": call.output}
+
+    def random_inputs(self, ctx):
+        return random_attention_batch(ctx)
+
+
+class BertEncoderTask(_HiddenStates, ModuleTask):
+    id = "6.2"
+    title = "BertEncoder"
+    lesson = LESSON
+    hf_path = "encoder"
+    outputs = _Dims(last_hidden_state=HIDDEN, hidden_states=HIDDEN)
+    # No dropout of its own, and Task 6.1 already checks that its layers are deterministic in eval.
+    stages = ("names", "shapes", "values", "masks", "gradients")
+    random_trials = 3  # each runs every layer: fewer batches than for one layer
+
+    def captured(self, ctx, layer):
+        call = ctx.capture.calls["encoder"]
+        inputs = {"hidden_states": call.args[0], "attention_mask": call.kwargs["attention_mask"]}
+        return inputs, flawed.flatten(ctx.capture.hidden_states, call.output["last_hidden_state"])
+
+    def random_inputs(self, ctx):
+        return random_attention_batch(ctx)
+
+    def call(self, module, inputs, what="forward"):
+        if _is_hf(module):  # the expected output: HF's encoder, its layers' outputs caught by hooks
+            states = [inputs["hidden_states"]]
+            hooks = [block.register_forward_hook(lambda m, args, out: states.append(out)) for block in module.layer]
+            try:
+                last = module(**inputs).last_hidden_state
+            finally:
+                for hook in hooks:
+                    hook.remove()
+            return flawed.flatten(states, last)
+        out = self.call_learner(what, module, **inputs)
+        if not isinstance(out, (tuple, list)) or len(out) != 2 or not isinstance(out[0], torch.Tensor):
+            self.fail(f"forward must return a tuple (last_hidden_state, hidden_states); got {_describe(out)}")
+        return flawed.flatten(self.hidden_states(out[1]), out[0])
+
+
+class BertPoolerTask(_VariantDiagnosis, ModuleTask):
+    id = "6.3"
+    title = "BertPooler"
+    lesson = LESSON
+    hf_path = "pooler"
+    outputs = {"pooled_output": ("batch", "dim")}
+    stages = ("names", "shapes", "values", "batches", "gradients")  # no mask, no dropout
+
+    def captured(self, ctx, layer):
+        call = ctx.capture.calls["pooler"]
+        return {"hidden_states": call.args[0]}, {"pooled_output": call.output}
+
+    def random_inputs(self, ctx):
+        g = ctx.generator
+        B, T = int(torch.randint(1, 5, (1,), generator=g)), int(torch.randint(2, 21, (1,), generator=g))
+        hidden_states = torch.randn(B, T, ctx.model.config.hidden_size, generator=g)
+        return {"hidden_states": hidden_states}, f"random hidden states (batch {B}, length {T})"
+
+    def check_batches(self, cls, ctx):
+        self.check_masks(cls, ctx)
+
+
+def random_model_batch(ctx) -> tuple[dict, str]:
+    """Random ids (B, T) with random padding (or no mask) and random token types (or none)."""
+    g, config = ctx.generator, ctx.model.config
+    B, T = int(torch.randint(1, 5, (1,), generator=g)), int(torch.randint(2, 21, (1,), generator=g))
+    with_mask, with_types = (bool(torch.randint(4, (1,), generator=g) > 0) for _ in range(2))
+    mask = random_padding(B, T, g) if with_mask else None
+    inputs = {
+        "input_ids": torch.randint(config.vocab_size, (B, T), generator=g),
+        "attention_mask": mask,
+        "token_type_ids": torch.randint(config.type_vocab_size, (B, T), generator=g) if with_types else None,
+    }
+    padded = int((mask.sum(1) < T).sum()) if mask is not None else 0
+    return inputs, (
+        f"random ids (batch {B}, length {T}, "
+        + (f"{padded} padded" if mask is not None else "no attention_mask")
+        + (", random token types)" if with_types else ")")
+    )
+
+
+@functools.cache
+def sentence_transformer_embeddings(path) -> torch.Tensor:
+    """``SentenceTransformer(path).encode(corpus.SENTENCES)``: (sentences, H), L2-normalised."""
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(path), device="cpu")
+    return model.encode(list(corpus.SENTENCES), convert_to_tensor=True).float()
+
+
+def mean_pooling(last_hidden_state, attention_mask) -> torch.Tensor:
+    """Average of the token vectors, padding excluded, then L2-normalised: (B, T, H) -> (B, H)."""
+    keep = attention_mask[:, :, None].float()  # (B, T, 1)
+    pooled = (last_hidden_state * keep).sum(1) / keep.sum(1).clamp(min=1e-9)
+    return torch.nn.functional.normalize(pooled, dim=-1)
+
+
+class BertModelTask(_HiddenStates, ModuleTask):
+    id = "6.4"
+    title = "BertModel"
+    lesson = LESSON
+    hf_path = ""  # the whole model: its complete state_dict must load strictly
+    outputs = _Dims(hidden_states=HIDDEN, last_hidden_state=HIDDEN, pooler_output=("batch", "dim"))
+    grad_inputs = ()  # integer ids
+    # No dropout of its own (its parts are checked in Tasks 2 to 6.1); one more check at the end:
+    # the sentence embeddings of sentence-transformers.
+    stages = ("names", "shapes", "values", "masks", "gradients", "sentences")
+    random_trials = 3
+
+    def captured(self, ctx, layer):
+        batch = ctx.capture.batch
+        inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+        cap = ctx.capture
+        return inputs, flawed.flatten(cap.hidden_states, cap.last_hidden_state, cap.pooler_output)
+
+    def random_inputs(self, ctx):
+        return random_model_batch(ctx)
+
+    def call(self, module, inputs, what="forward"):
+        if _is_hf(module):
+            out = module(**inputs, output_hidden_states=True)
+            return flawed.flatten(out.hidden_states, out.last_hidden_state, out.pooler_output)
+        out = self.call_learner(what, module, **inputs)
+        if not isinstance(out, (tuple, list)) or len(out) != 3:
+            self.fail(
+                "forward must return a tuple (last_hidden_state, pooler_output, hidden_states); "
+                f"got {_describe(out)}"
+            )
+        for name, value in zip(("last_hidden_state", "pooler_output"), out):
+            if not isinstance(value, torch.Tensor):
+                self.fail(f"`{name}` must be a tensor; got {_describe(value)}")
+        return flawed.flatten(self.hidden_states(out[2]), out[0], out[1])
+
+    def check_names(self, cls, ctx):
+        module = self.build(cls, ctx)
+        saved = [f"embeddings.{b}" for b in NON_PERSISTENT if f"embeddings.{b}" in module.state_dict()]
+        if saved:
+            self.fail(
+                f"{' and '.join(saved)} is saved in the state_dict, so the pretrained weights cannot load",
+                "Register BertEmbeddings' buffers with persistent=False, like HF.",
+            )
+        super().check_names(cls, ctx)
+
+    def check_sentences(self, cls, ctx):
+        """Mean pooling + L2 norm of the output equals the sentence-transformers pipeline."""
+        path = reference.model_dir()
+        if not reference.is_bundled(path):
+            print(
+                f"[Task {self.id}] note: the SentenceTransformer check is skipped: ${reference.ENV_VAR} "
+                f"names {path.name}, not the bundled {reference.BUNDLED_NAME} (a sentence-transformers "
+                "model that averages its token vectors)."
+            )
+            return
+        inputs, _ = self.captured(ctx, None)
+        with torch.no_grad():
+            got = self.call(self.learner_for(cls, ctx, None), inputs)["last_hidden_state"]
+        self.compare(
+            {"sentence_embeddings": sentence_transformer_embeddings(path)},
+            {"sentence_embeddings": mean_pooling(got, inputs["attention_mask"])},
+            {"sentence_embeddings": ("sentence", "dim")},
+            f"SentenceTransformer({reference.BUNDLED_NAME}).encode(corpus.SENTENCES) after mean pooling "
+            "and L2 normalisation",
+        )
+
+
+TASKS = [BertLayerTask(), BertEncoderTask(), BertPoolerTask(), BertModelTask()]
