@@ -5,6 +5,11 @@ BertSelfOutput and BertOutput share one computation, ``LayerNorm(dropout(dense(x
 so their mistakes share ids. Each is simulated by a flawed copy of that computation on the
 pretrained weights; for BertAttention the flawed copy runs after HF's own self-attention, so a
 mistake made in the learner's BertSelfOutput is still recognised when it is composed.
+
+Two mistakes escape ``bertlab.diagnose.diagnose``: torch's default LayerNorm eps moves the outputs
+by less than its match tolerance (``diagnose_near_miss`` compares at the check's own tolerance),
+and dropout after the LayerNorm is invisible in eval mode (``diagnose_train_mode`` replays train
+mode from one seed).
 """
 
 from __future__ import annotations
