@@ -301,7 +301,8 @@ print(f"learning rate at step 1: {PEAK * schedule.lr_lambdas[0](1):.1e}, at step
 #   Pre-LN's by a factor that grows with depth, as Xiong et al. predict; with BERT's small
 #   initialisation the two are closer. Post-LN BERT was trained with a learning-rate warm-up.
 #
-# **Exercise:** 06-bert-model: open it with `make lab`, then grade it with `bertlab grade 06`.
+# **Exercise:** [06-bert-model](../exercises/06-bert-model/06-bert-model.ipynb): open it with
+# `make lab`, then grade it with `bertlab grade 06`.
 #
 # ## References
 #

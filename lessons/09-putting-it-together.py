@@ -151,7 +151,8 @@ for i, j in enumerate(best.tolist()):
 # - Cosine similarity of these vectors ranks the corpus sentences by topic for queries that
 #   share few words with them.
 #
-# **Exercise:** 06-bert-model: open it with `make lab`, then grade it with `bertlab grade 06`.
+# **Exercise:** [06-bert-model](../exercises/06-bert-model/06-bert-model.ipynb): open it with
+# `make lab`, then grade it with `bertlab grade 06`.
 #
 # ## References
 #
