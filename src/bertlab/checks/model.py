@@ -45,7 +45,8 @@ class _VariantDiagnosis:
         # A check run on its own (`only=`) has no shapes check before it: compare shapes here too.
         for name, want in expected.items():
             if name in got and tuple(got[name].shape) != tuple(want.shape):
-                self.fail(f"`{name}` has shape {list(got[name].shape)}, expected {list(want.shape)} ({', '.join(dims[name])})")
+                have, dims_named = list(got[name].shape), ", ".join(dims[name])
+                self.fail(f"`{name}` has shape {have}, expected {list(want.shape)} ({dims_named})")
         try:
             super().compare(expected, got, dims, against, diagnose_with)
         except CheckFailed as err:
