@@ -163,11 +163,15 @@ def test_layer_lesions_table_is_deterministic(model, batch, queries):
     assert min(r.effect.mean_cosine for r in first) < 0.5
 
 
-def test_head_lesions_shape_and_range(model, batch):
+def test_head_lesions_match_one_edit_at_a_time(model, batch):
     small = {k: v[:3] for k, v in batch.items()}
     table = lesions.head_lesions(model, small)
     assert table.shape == (model.config.num_hidden_layers, model.config.num_attention_heads)
     assert ((table > 0.5) & (table <= 1.0 + 1e-6)).all()
+    reference = lesions.encode(model, small)
+    for i, j in [(0, 0), (2, 7), (model.config.num_hidden_layers - 1, 11)]:
+        one = lesions.encode(model, small, {i: LayerEdit(heads_off={j})})
+        assert abs((one * reference).sum(-1).mean().item() - table[i, j].item()) < 1e-5
 
 
 def test_training_mode_is_refused(batch):
