@@ -16,6 +16,7 @@ from bertlab.checks import attention
 from bertlab.checks import numpy_bert
 from bertlab.checks import embeddings
 from bertlab.checks import model
+from bertlab.checks import why_measured
 from bertlab.checks.framework import CheckFailed, Task
 from bertlab.diagnose import common  # noqa: F401  (mistakes shared by every task)
 
@@ -27,6 +28,7 @@ TASK_MODULES = [
     feed_forward,
     embeddings,
     model,
+    why_measured,
 ]
 TASKS: dict[str, Task] = {t.id: t for module in TASK_MODULES for t in module.TASKS}
 
