@@ -132,6 +132,11 @@ class Task:
         """
         for name, want in expected.items():
             have = got[name]
+            if tuple(have.shape) != tuple(want.shape):
+                self.fail(
+                    f"`{name}` has shape {list(have.shape)}, expected {list(want.shape)} "
+                    f"({', '.join(dims[name])}), compared with {against}"
+                )
             if allclose(want, have, self.atol):
                 continue
             what = "values" if len(expected) == 1 else f"`{name}` values"
