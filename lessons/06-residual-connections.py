@@ -276,7 +276,8 @@ print(f"attention updates smaller than the stream in every layer: {bool((ratios[
 # - Each block's update is of the order of the stream, attention's always smaller: the stream
 #   carries the token through, blocks adjust it.
 #
-# **Exercise:** 07-why-measured: open it with `make lab`, then grade it with `bertlab grade 07`.
+# **Exercise:** [07-why-measured](../exercises/07-why-measured/07-why-measured.ipynb): open it with
+# `make lab`, then grade it with `bertlab grade 07`.
 #
 # ## References
 #

@@ -213,7 +213,8 @@ print(f"ReLU after W_O in one layer costs less than removing that layer's attent
 #   ReLU after $W^O$, which in any one layer costs less than removing that layer's attention
 #   (numbers above).
 #
-# **Exercise:** 07-why-measured: open it with `make lab`, then grade it with `bertlab grade 07`.
+# **Exercise:** [07-why-measured](../exercises/07-why-measured/07-why-measured.ipynb): open it with
+# `make lab`, then grade it with `bertlab grade 07`.
 #
 # ## References
 #
