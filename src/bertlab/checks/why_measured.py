@@ -87,9 +87,9 @@ class FunctionTask(Task):
         if isinstance(value, (list, tuple)) and all(isinstance(v, (torch.Tensor, float, int)) for v in value):
             value = torch.stack([torch.as_tensor(v, dtype=torch.float32) for v in value]) if value else torch.empty(0)
         if not isinstance(value, torch.Tensor):
-            self.fail(f"`{name}` must be a tensor of shape {list(shape)} ({', '.join(dims)}); got {_describe(value)}")
+            self.fail(f"{name} must be a tensor of shape {list(shape)} ({', '.join(dims)}); got {_describe(value)}")
         if tuple(value.shape) != tuple(shape):
-            self.fail(f"`{name}` has shape {list(value.shape)}, expected {list(shape)} ({', '.join(dims)})")
+            self.fail(f"{name} has shape {list(value.shape)}, expected {list(shape)} ({', '.join(dims)})")
         return value.detach().float()
 
     def call(self, fn, *args) -> object:
@@ -202,11 +202,33 @@ class LayerVariantTask(FunctionTask):
 
 
 class Claim:
-    """One conclusion a lesson draws from a measurement, as a function of the numbers."""
+    """One conclusion a lesson draws from a measurement, as a function of the numbers.
 
-    def __init__(self, question: str, answer: Callable[[Mapping[str, torch.Tensor]], object]):
+    Attributes:
+        question: the question, as the failure message quotes it.
+        answer: numbers -> the answer (a value comparable with ``==``).
+        margin: numbers -> how far the deciding comparison is from going the other way. A claim
+            is only asked when the reference's margin exceeds ``DECISIVE``: then numbers within
+            the values check's tolerance of the reference cannot answer it differently, and a
+            near tie (two collapsed curves both at the float32 floor) is never asked.
+    """
+
+    def __init__(self, question: str, answer: Callable, margin: Callable):
         self.question = question
         self.answer = answer
+        self.margin = margin
+
+
+# Numbers that pass the values check are within ATOL of the reference, so a comparison whose
+# two sides are more than 2 * ATOL apart in the reference goes the same way in them; 10 * ATOL
+# leaves room.
+DECISIVE = 10 * ATOL
+
+
+def _gap(values) -> float:
+    """The smallest distance between two of ``values`` (inf for fewer than two)."""
+    values = sorted(float(v) for v in values)
+    return min((b - a for a, b in zip(values, values[1:])), default=float("inf"))
 
 
 class MeasurementTask(FunctionTask):
@@ -256,7 +278,7 @@ class MeasurementTask(FunctionTask):
             self.fail(f"must return a dict with keys {', '.join(map(repr, self.names))}; got keys "
                       f"{', '.join(map(repr, out)) or 'none'}")
         n = self.length(model)
-        got = {k: self.tensor(out[k], f"[{k!r}]", (n,), self.dims) for k in self.names}
+        got = {k: self.tensor(out[k], f"the output[{k!r}]", (n,), self.dims) for k in self.names}
         if cache:
             try:
                 self._results[key] = (model, got)
@@ -283,6 +305,8 @@ class MeasurementTask(FunctionTask):
         batch = ctx.capture.batch
         reference, got = self.reference_on(ctx.model, batch), self.learner_on(fn, ctx.model, batch)
         for claim in self.claims:
+            if claim.margin(reference) <= DECISIVE:
+                continue  # a near tie in the reference itself: no conclusion to draw
             want, have = claim.answer(reference), claim.answer(got)
             if want != have:
                 self.fail(
@@ -292,8 +316,14 @@ class MeasurementTask(FunctionTask):
                 )
 
 
-def _last_over_first(curves: Mapping[str, torch.Tensor]) -> dict[str, float]:
-    return {k: (c[-1] / c[0]).item() for k, c in curves.items()}
+def _with_skip(curves: Mapping[str, torch.Tensor]) -> float:
+    """The lowest last value among the variants that keep the skip around attention."""
+    return min(curves["full"][-1].item(), curves["attention_skip"][-1].item())
+
+
+def _without_skip(curves: Mapping[str, torch.Tensor]) -> float:
+    """The highest last value among the variants without the skip around attention."""
+    return max(curves["attention_only"][-1].item(), curves["attention_ffn"][-1].item())
 
 
 class CurvesTask(MeasurementTask):
@@ -306,12 +336,14 @@ class CurvesTask(MeasurementTask):
     stages = ("shapes", "values", "random_init", "conclusions")
     claims = (
         Claim(f"which variants end below {COLLAPSED:g} of their embeddings' residual (collapsed)?",
-              lambda c: sorted(k for k, r in _last_over_first(c).items() if r < COLLAPSED)),
-        Claim("which variant ends with the smallest residual?",
-              lambda c: min(c, key=lambda k: c[k][-1].item())),
+              lambda c: sorted(k for k, v in c.items() if v[-1] < COLLAPSED * v[0]),
+              lambda c: min(abs(v[-1] - COLLAPSED * v[0]).item() for v in c.values())),
+        Claim("which variant ends with the largest residual?",
+              lambda c: max(c, key=lambda k: c[k][-1].item()),
+              lambda c: _gap(sorted((v[-1].item() for v in c.values()), reverse=True)[:2])),
         Claim("does every variant with the attention skip end above every variant without it?",
-              lambda c: min(c["full"][-1], c["attention_skip"][-1]).item()
-              > max(c["attention_only"][-1], c["attention_ffn"][-1]).item()),
+              lambda c: bool(_with_skip(c) > _without_skip(c)),
+              lambda c: abs(_with_skip(c) - _without_skip(c))),
     )
 
     def reference_result(self, model, batch):
@@ -358,11 +390,14 @@ class LesionTask(MeasurementTask):
     dims = ("layer",)
     stages = ("shapes", "values", "conclusions")
     claims = (
-        Claim("which single lesion (kind, layer) moves the sentence embeddings most?", _worst_lesion),
+        Claim("which single lesion (kind, layer) moves the sentence embeddings most?", _worst_lesion,
+              lambda e: _gap(torch.cat(list(e.values())).sort().values[:2])),
         Claim("in which layers does removing the FFN hurt more than removing the attention skip?",
-              lambda e: torch.nonzero(e["ffn"] < e["attention_skip"]).flatten().tolist()),
+              lambda e: torch.nonzero(e["ffn"] < e["attention_skip"]).flatten().tolist(),
+              lambda e: (e["ffn"] - e["attention_skip"]).abs().min().item()),
         Claim("averaged over the layers, does removing the attention skip hurt more than removing the FFN?",
-              lambda e: bool(e["attention_skip"].mean() < e["ffn"].mean())),
+              lambda e: bool(e["attention_skip"].mean() < e["ffn"].mean()),
+              lambda e: abs(e["attention_skip"].mean() - e["ffn"].mean()).item()),
     )
 
     def reference_result(self, model, batch):
