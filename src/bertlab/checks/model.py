@@ -22,6 +22,7 @@ from bertlab.checks.embeddings import NON_PERSISTENT
 from bertlab.checks.framework import CheckFailed, ModuleTask, _describe
 from bertlab.diagnose import model as flawed
 from bertlab.masks import random_padding
+from bertlab.pooling import sentence_embeddings
 
 HIDDEN = ("batch", "token", "dim")
 LESSON = "09-putting-it-together"
@@ -199,13 +200,6 @@ def sentence_transformer_embeddings(path) -> torch.Tensor:
     return model.encode(list(corpus.SENTENCES), convert_to_tensor=True).float()
 
 
-def mean_pooling(last_hidden_state, attention_mask) -> torch.Tensor:
-    """Average of the token vectors, padding excluded, then L2-normalised: (B, T, H) -> (B, H)."""
-    keep = attention_mask[:, :, None].float()  # (B, T, 1)
-    pooled = (last_hidden_state * keep).sum(1) / keep.sum(1).clamp(min=1e-9)
-    return torch.nn.functional.normalize(pooled, dim=-1)
-
-
 class BertModelTask(_HiddenStates, ModuleTask):
     id = "6.4"
     title = "BertModel"
@@ -267,7 +261,7 @@ class BertModelTask(_HiddenStates, ModuleTask):
             got = self.call(self.learner_for(cls, ctx, None), inputs)["last_hidden_state"]
         self.compare(
             {"sentence_embeddings": sentence_transformer_embeddings(path)},
-            {"sentence_embeddings": mean_pooling(got, inputs["attention_mask"])},
+            {"sentence_embeddings": sentence_embeddings(got, inputs["attention_mask"])},
             {"sentence_embeddings": ("sentence", "dim")},
             f"SentenceTransformer({reference.BUNDLED_NAME}).encode(corpus.SENTENCES) after mean pooling "
             "and L2 normalisation",

@@ -47,6 +47,7 @@ import torch
 import torch.nn.functional as F
 
 from bertlab.masks import additive_mask
+from bertlab.pooling import sentence_embeddings
 
 # Queries for the semantic-search measures (and lesson 9), each about one topic of the course
 # corpus, mostly in other words than the sentence it should find.
@@ -232,21 +233,6 @@ def run(model, batch: Mapping[str, torch.Tensor], edits: Edits = None, start: tu
         mids.append(h)
         updates_f.append(f)
     return Trace(tuple(hidden), tuple(updates_a), tuple(mids), tuple(updates_f), attention_mask)
-
-
-def sentence_embeddings(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """Mean over the real tokens, then L2 normalisation (the all-MiniLM-L6-v2 recipe).
-
-    Args:
-        hidden: (B, T, H) token vectors.
-        attention_mask: (B, T), 1 for real tokens.
-
-    Returns:
-        (B, H) unit vectors.
-    """
-    weights = attention_mask[..., None].to(hidden.dtype)  # (B, T, 1)
-    mean = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)  # (B, H)
-    return F.normalize(mean, p=2, dim=-1)
 
 
 @torch.no_grad()

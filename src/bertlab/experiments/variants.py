@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertlab.masks import additive_mask
+from bertlab.pooling import sentence_embeddings
 
 # How a sub-layer's output `out` and its input `x` are combined.
 ARRANGEMENTS = {
@@ -77,19 +78,6 @@ def encode(model: nn.Module, batch, arrangement: str = "post-LN") -> torch.Tenso
     for layer in model.encoder.layer:
         h = layer_forward(layer, h, mask, arrangement)
     return h
-
-
-def sentence_embeddings(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """Mean of the token vectors over real tokens, L2-normalised (all-MiniLM-L6-v2's pooling).
-
-    Args:
-        hidden: (B, T, H). attention_mask: (B, T), 1 for real tokens.
-
-    Returns:
-        (B, H), unit length.
-    """
-    m = attention_mask[..., None].to(hidden.dtype)  # (B, T, 1)
-    return F.normalize((hidden * m).sum(1) / m.sum(1), dim=-1)
 
 
 def drift(reference: torch.Tensor, other: torch.Tensor, attention_mask: torch.Tensor) -> dict[str, float]:
