@@ -191,7 +191,7 @@ def test_lessons_typeset_math_and_show_their_images(reader):
         assert not raw, f"{lesson.name}: raw TeX visible on the page: {raw[:5]}"
         if lesson == with_math[0]:
             ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "lesson.png"), full_page=True)
+            page.screenshot(path=str(ARTIFACTS / "lesson.png"))
     assert not reader.problems, reader.problems
 
 
