@@ -163,9 +163,10 @@ def _simulate(flaw):
     return outputs
 
 
-MEASURE, FOUR, LESION_SECTION = "The measure by hand", "Four variants, pretrained and at initialisation", (
-    "Lesions: remove one piece of the pretrained model"
-)
+# Sections of lesson 6 the feedback links to.
+MEASURE = "The measure by hand"
+FOUR = "Four variants, pretrained and at initialisation"
+LESION_SECTION = "Lesions: remove one piece of the pretrained model"
 
 for _id, _tasks, _description, _lesson, _section in [
     ("residual-includes-padding", (RESIDUAL, CURVES),
