@@ -30,7 +30,7 @@ start: $(STAMP) site ## set up, build the site, print your grade table, serve th
 	$(BIN)/python -m http.server $(PORT) --bind $(HOST) --directory site
 
 test: $(STAMP) browser ## run the whole test suite (builds the site, grades notebooks)
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2
 
 lab: $(STAMP) ## open JupyterLab on the exercises
 	$(BIN)/jupyter lab --notebook-dir=exercises --ip=$(HOST) --no-browser $(if $(filter 0,$(shell id -u)),--allow-root)
