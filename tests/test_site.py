@@ -21,6 +21,7 @@ from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
 import pytest
+from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -30,7 +31,8 @@ CHROMIUM_ARGS = [
     "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
 ]
 
-pytestmark = pytest.mark.slow
+# One xdist worker runs them all (with `--dist loadgroup`), so the site is built once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("site")]
 
 
 def lessons() -> list[Path]:
@@ -50,15 +52,30 @@ def has_math(lesson: Path) -> bool:
 # -- the build and the server ----------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def site(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("site")
+def _build(out: Path) -> str | None:
+    """Build the site into ``out``; the error output when the strict build fails."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "NO_MKDOCS_2_WARNING": "1"}
     proc = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
         cwd=ROOT, env=env, capture_output=True, text=True,
     )
-    assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stderr[-6000:]}"
+    return None if proc.returncode == 0 else proc.stderr[-6000:]
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory) -> Path:
+    # Under pytest-xdist every worker has its own session: the first one builds, under a lock,
+    # into the run's shared directory, and the others reuse that build (or its failure).
+    shared = os.environ.get("PYTEST_XDIST_WORKER") is not None
+    root = tmp_path_factory.getbasetemp().parent if shared else tmp_path_factory.getbasetemp()
+    out, failed = root / "site", root / "site-build-failed.txt"
+    with FileLock(str(root / "site.lock")):
+        if not (out / "index.html").is_file() and not failed.exists():
+            error = _build(out)
+            if error is not None:
+                failed.write_text(error)
+    if failed.exists():
+        pytest.fail(f"mkdocs build --strict failed:\n{failed.read_text()}")
     return out
 
 
