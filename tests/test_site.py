@@ -1,8 +1,8 @@
 """The course site as a reader sees it: the strict build, served locally, read by headless Chromium.
 
-The site is built once per session (executed lessons are cached in .cache/, so a rebuild costs
-seconds). Browser tests use Debian's chromium: Playwright's own browser download is not
-available here. Every request that would leave 127.0.0.1 is blocked and reported: the course
+The site is built once per test run, by one xdist worker (executed lessons are cached in
+.cache/, so a rebuild costs seconds). Browser tests use Debian's chromium: Playwright's own
+browser download is not available where the course runs. Every request that would leave 127.0.0.1 is blocked and reported: the course
 must work offline, so a CDN script or a web font is a failure, not a slow page.
 """
 
