@@ -9,8 +9,10 @@ PORT ?= 8000
 export HF_HUB_OFFLINE := 1
 export HF_HUB_DISABLE_PROGRESS_BARS := 1
 export TRANSFORMERS_VERBOSITY := error
+# mkdocs-material prints an end-of-life banner for mkdocs 1.x on every build
+export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: help start test lab site serve grade doctor exercises browser clean
+.PHONY: help start test lab site grade doctor exercises browser clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -30,7 +32,8 @@ start: $(STAMP) site ## set up, build the site, print your grade table, serve th
 	$(BIN)/python -m http.server $(PORT) --bind $(HOST) --directory site
 
 test: $(STAMP) browser ## run the whole test suite (builds the site, grades notebooks)
-	$(BIN)/pytest -n 2
+	@# loadgroup: one worker runs all the site tests, so the site is built once
+	$(BIN)/pytest -n 2 --dist loadgroup
 
 lab: $(STAMP) ## open JupyterLab on the exercises
 	$(BIN)/jupyter lab --notebook-dir=exercises --ip=$(HOST) --no-browser $(if $(filter 0,$(shell id -u)),--allow-root)
