@@ -174,6 +174,21 @@ print(f"our probabilities vs the model's attentions[{LAYER}]: max abs diff "
       f"{(probs - cap.attentions[LAYER]).abs().max().item():.1e}")
 
 # %% [markdown]
+# ## A numerically stable softmax
+#
+# $\mathrm{softmax}(s)_j = e^{s_j} / \sum_k e^{s_k}$ is unchanged when the same constant is
+# subtracted from every $s_j$. Subtracting the row's maximum keeps every exponent $\le 0$, so
+# nothing overflows; `torch.softmax` does this internally. Written naively, a float32 $e^{s}$
+# overflows to infinity once $s$ passes about 88, and an overflowed entry becomes `nan` (infinity over infinity):
+
+# %%
+row = scores[0, 0, 0] * 100  # (T,): one query's scores, made large on purpose
+naive = row.exp() / row.exp().sum()  # (T,)
+stable = (row - row.max()).exp() / (row - row.max()).exp().sum()  # (T,)
+print(f"largest score {row.max().item():.0f}: naive softmax has {int(naive.isnan().sum())} nan of {row.numel()}")
+print(f"max-subtracted vs torch.softmax: max abs diff {(stable - torch.softmax(row, -1)).abs().max().item():.1e}")
+
+# %% [markdown]
 # ## Dropout
 #
 # In training, BERT applies dropout with probability `attention_probs_dropout_prob` to the

@@ -43,8 +43,95 @@ print("1_Pooling/config.json:", json.loads((path / "1_Pooling" / "config.json").
 
 # %% [markdown]
 # Three modules: the transformer (our `BertModel`), a pooling layer set to the mean over tokens,
-# and a normalisation to unit length.
+# and a normalisation to unit length. Before comparing with the library, the four pieces that
+# `BertModel` adds around the layers of lessons 3 to 5, each checked against the model.
 #
+# ## The attention mask
+#
+# The tokenizer returns a 0/1 `attention_mask` of shape (B, T). `BertModel` turns it into an
+# *additive* mask, 0 for real tokens and the most negative float for padding, that every layer
+# adds to its attention scores. A 0/1 or bool mask added as it is runs without an error and is
+# wrong: real tokens get +1, padding +0, and padding keeps most of its attention.
+
+# %%
+from bertlab.masks import additive_mask
+
+batch = corpus.batch(tokenizer)  # (B, T) tensors, padded to the longest sentence
+m01 = batch["attention_mask"]  # (B, T)
+extended = additive_mask(m01)  # (B, 1, T, T)
+seen_by_layer = {}
+
+
+def record_mask(module, args):  # a pre-hook that returns None leaves the call unchanged
+    seen_by_layer["mask"] = args[1]
+
+
+hook = model.encoder.layer[0].register_forward_pre_hook(record_mask)
+with torch.no_grad():
+    library = model(**batch, output_hidden_states=True)
+hook.remove()
+print(f"our additive mask vs what layer 0 received: equal = {torch.equal(extended, seen_by_layer['mask'])}")
+
+# %% [markdown]
+# ## The layer
+#
+# A `BertLayer` is `attention` (self-attention, then the first Add & Norm in `attention.output`)
+# followed by the feed-forward half (`intermediate`, then the second Add & Norm in `output`).
+# Leaving out the feed-forward half still runs, and gives another function:
+
+# %%
+x0 = library.hidden_states[0]  # (B, T, H): the embeddings' output
+layer0 = model.encoder.layer[0]
+with torch.no_grad():
+    attention_output, _ = layer0.attention(x0, extended)  # (B, T, H)
+    by_hand = layer0.output(layer0.intermediate(attention_output), attention_output)  # (B, T, H)
+print(f"attention -> intermediate -> output vs hidden_states[1]: max abs diff "
+      f"{(by_hand - library.hidden_states[1]).abs().max().item():.1e}")
+print(f"attention alone (no feed-forward) vs hidden_states[1]: max abs diff "
+      f"{(attention_output - library.hidden_states[1]).abs().max().item():.1e}")
+
+# %% [markdown]
+# ## The encoder
+#
+# The encoder is a loop over the layers, each reading the previous one's output and the same
+# mask. `hidden_states` holds $L + 1$ tensors: the embeddings' output first, then one per layer.
+# Without the mask, the padded sentences change and the unpadded one (the longest) does not:
+
+# %%
+def encoder_by_hand(x, mask):
+    states = [x]
+    for layer in model.encoder.layer:
+        states.append(layer(states[-1], mask))  # (B, T, H)
+    return states
+
+
+with torch.no_grad():
+    states = encoder_by_hand(x0, extended)
+    unmasked = encoder_by_hand(x0, None)
+print(f"{len(states)} hidden states for {model.config.num_hidden_layers} layers; max abs diff to the library "
+      f"{max((a - b).abs().max().item() for a, b in zip(states, library.hidden_states)):.1e}")
+real = m01.bool()
+longest = int(m01.sum(1).argmax())
+drift = (unmasked[-1] - states[-1]).abs().amax(-1)  # (B, T)
+print(f"no mask: real tokens of padded sentences move by up to "
+      f"{drift[real & (m01.sum(1, keepdim=True) < m01.shape[1])].max().item():.2f}, "
+      f"the unpadded sentence by {drift[longest].max().item():.1e}")
+
+# %% [markdown]
+# ## The pooler
+#
+# `pooler_output` is $\tanh(W x_{L,0} + b)$: a dense layer and a tanh on the first token
+# (`[CLS]`) only. Our model's sentence vectors do not use it (they average all tokens, below),
+# but `BertModel` still computes it, and its weights load with the others.
+
+# %%
+cls = library.last_hidden_state[:, 0]  # (B, H): the [CLS] token of each sentence
+pooled = torch.tanh(model.pooler.dense(cls))  # (B, H)
+print(f"tanh(dense(x[:, 0])) vs pooler_output: max abs diff {(pooled - library.pooler_output).abs().max().item():.1e}")
+print(f"before the tanh: {model.pooler.dense(cls).min().item():.3f} .. {model.pooler.dense(cls).max().item():.3f}, "
+      f"after: {pooled.min().item():.3f} .. {pooled.max().item():.3f}")
+
+# %% [markdown]
 # ## Our composition against the library
 #
 # The encoder here is run by hand: the embeddings, then each layer's `attention.self`,
@@ -53,10 +140,8 @@ print("1_Pooling/config.json:", json.loads((path / "1_Pooling" / "config.json").
 # L2 normalisation, against `SentenceTransformer.encode` on the same sentences.
 
 # %%
-batch = corpus.batch(tokenizer)  # (B, T) tensors, padded to the longest sentence
 with torch.no_grad():
-    trace = lesions.run(model, batch)  # hand-composed encoder
-    library = model(**batch, output_hidden_states=True)  # BertModel.forward
+    trace = lesions.run(model, batch)  # hand-composed encoder, sub-module by sub-module
 mask = batch["attention_mask"]  # (B, T)
 hidden = trace.last_hidden_state  # (B, T, H)
 
