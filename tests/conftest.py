@@ -18,6 +18,22 @@ def solution_notebook(name: str) -> Path:
 
 
 @pytest.fixture(scope="session")
+def model():
+    """The pretrained reference BertModel (eval mode, frozen)."""
+    from bertlab import reference
+
+    return reference.load_model()
+
+
+@pytest.fixture(scope="session")
+def batch():
+    """The course corpus, tokenized and padded: (B, T) tensors."""
+    from bertlab import corpus, reference
+
+    return corpus.batch(reference.load_tokenizer())
+
+
+@pytest.fixture(scope="session")
 def tiny_bert_dir(tmp_path_factory) -> Path:
     """A randomly initialised 2-layer BERT (hidden 32, 4 heads) saved with the bundled tokenizer."""
     import torch

@@ -11,16 +11,6 @@ from bertlab.experiments.lesions import INTACT, LESIONS, LayerEdit
 
 
 @pytest.fixture(scope="module")
-def model():
-    return reference.load_model()
-
-
-@pytest.fixture(scope="module")
-def batch():
-    return corpus.batch(reference.load_tokenizer())
-
-
-@pytest.fixture(scope="module")
 def queries():
     return corpus.batch(reference.load_tokenizer(), lesions.QUERIES)
 

@@ -5,18 +5,8 @@ import math
 import pytest
 import torch
 
-from bertlab import corpus, reference
+from bertlab import corpus
 from bertlab.experiments import rank_collapse as rc
-
-
-@pytest.fixture(scope="module")
-def model():
-    return reference.load_model()
-
-
-@pytest.fixture(scope="module")
-def batch():
-    return corpus.batch(reference.load_tokenizer())
 
 
 def test_relative_residual_by_hand():
