@@ -3,25 +3,17 @@ BertLayer's order, map ``hidden_states[i]`` to ``hidden_states[i + 1]`` of the p
 
 from __future__ import annotations
 
-import nbformat
 import pytest
 import torch
 
 from bertlab import capture, reference
-from tests.conftest import solution_notebook
+from tests.conftest import solution_namespace
 
 NOTEBOOKS = ("03-self-attention", "04-attention-output", "05-feed-forward")
 
 
 def solution_classes() -> dict:
-    """Run the setup and solution cells of the three notebooks, in order, in one namespace."""
-    namespace: dict = {}
-    for name in NOTEBOOKS:
-        for cell in nbformat.read(solution_notebook(name), as_version=4).cells:
-            meta = cell.metadata.get("nbgrader", {})
-            if cell.cell_type == "code" and (meta.get("solution") or meta.get("grade_id") == "setup"):
-                exec(compile(cell.source, f"{name}:{meta['grade_id']}", "exec"), namespace)
-    return namespace
+    return solution_namespace(*NOTEBOOKS)
 
 
 @pytest.fixture(scope="module")

@@ -85,12 +85,13 @@ class EagerAttentionForwardTask(BertSelfAttentionTask):
         }
 
     def call(self, fn, inputs, what="eager_attention_forward(...)", training=False):
-        if isinstance(fn, nn.Module):  # HF's module, when the masks check asks for the expected output
-            fn = _hf_eager_attention_forward()
         module = _Training().train(training)
         dropout = inputs.get("dropout", 0.0)
         args = {k: v for k, v in inputs.items() if k != "dropout"}
-        out = self.call_learner(what, fn, module, dropout=dropout, **args)
+        if isinstance(fn, nn.Module):  # HF's module, when the masks check asks for the expected output
+            out = _hf_eager_attention_forward()(module, dropout=dropout, **args)
+        else:
+            out = self.call_learner(what, fn, module, dropout=dropout, **args)
         return super().call(lambda **_: out, {}, what)
 
     def captured(self, ctx, layer):

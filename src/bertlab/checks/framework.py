@@ -23,6 +23,7 @@ from torch import nn
 from bertlab import capture as capture_mod
 from bertlab import diagnose, reference
 from bertlab.checks.compare import allclose, worst_position
+from bertlab.checks.harness import describe_call, invoke_learner
 
 ATOL = 1e-5
 
@@ -107,19 +108,38 @@ class Task:
             lines.append("  " + mistake.hint())
         raise CheckFailed("\n".join(lines), mistake.id if mistake else None)
 
-    def call_learner(self, what: str, fn: Callable, *args, **kwargs):
-        """Call learner code; turn its exceptions into messages that say where they came from."""
-        try:
-            return fn(*args, **kwargs)
-        except CheckFailed:
-            raise
-        except NotImplementedError:
+    # Module tasks must not run transformers' own BERT code; analysis tasks (Task 7) are given it.
+    forbid_shortcuts: bool = True
+
+    def call_learner(self, what: str, fn: Callable, *args, seed: int | None = None, grad: bool = False, **kwargs):
+        """Call learner code through the harness; turn what went wrong into feedback.
+
+        Args:
+            what: how the feedback names the call, e.g. ``"forward"`` or ``"BertLayer(config)"``.
+            seed: seed of torch's generator right before the call (dropout in train mode).
+            grad: keep autograd on (the gradients check).
+        """
+        outcome = invoke_learner(fn, args, kwargs, seed=seed, forbid_shortcuts=self.forbid_shortcuts, grad=grad)
+        if outcome.kind == "ok":
+            return outcome.value
+        call = f"the call: {what}{describe_call(args, kwargs)}"
+        if outcome.kind == "not_implemented":
             self.fail(
                 f"not implemented yet: {what} raises NotImplementedError.",
                 "Replace `# YOUR CODE HERE` and `raise NotImplementedError()` with your implementation.",
             )
-        except Exception as err:  # learner code may raise anything
-            self.fail(f"{what} raised {type(err).__name__}: {err}")
+        if outcome.kind == "shortcut":
+            self.fail(
+                f"{outcome.shortcut}: this task is to write {self.title} yourself.",
+                "Use torch and torch.nn.functional only; transformers' modules are what the grader compares with.",
+            )
+        if outcome.kind == "in_place":
+            self.fail(
+                f"{what} changed its argument {', '.join(f'`{n}`' for n in outcome.changed)} in place",
+                "The caller still needs its inputs: compute new tensors (`x = x + y`), never `x += y` or `x[...] = ...`.",
+                call,
+            )
+        self.fail(f"{what} raised {outcome.error}", f"at {outcome.where}" if outcome.where else "", call)
 
     def compare(self, expected: dict, got: dict, dims: dict, against: str, diagnose_with=None):
         """Fail on the first output of ``got`` that differs from ``expected``.
@@ -199,8 +219,14 @@ class ModuleTask(Task):
             self.fail(f"the pretrained weights do not load: {str(err).splitlines()[0]}")
         return module.eval()
 
-    def call(self, module: nn.Module, inputs: dict, what: str = "forward") -> dict:
-        out = self.call_learner(what, module, **inputs)
+    def call(self, module: nn.Module, inputs: dict, what: str = "forward", seed: int | None = None) -> dict:
+        """``module(**inputs)`` by output name; the learner's module goes through the harness."""
+        if is_reference(module):
+            if seed is not None:
+                torch.manual_seed(seed)
+            out = module(**inputs)
+        else:
+            out = self.call_learner(what, module, seed=seed, **inputs)
         names = list(self.outputs)
         if len(names) == 1:
             if not isinstance(out, torch.Tensor):
@@ -318,6 +344,11 @@ class ModuleTask(Task):
         bad = [n for n, p in params.items() if not bool(torch.isfinite(p.grad).all())]
         if bad:
             self.fail(f"gradients of {', '.join(bad)} are not finite (NaN or inf)")
+
+
+def is_reference(obj) -> bool:
+    """Whether ``obj`` is transformers' own code (the expected side of a comparison), not the learner's."""
+    return type(obj).__module__.startswith("transformers.") or getattr(obj, "__module__", "").startswith("transformers.")
 
 
 def _describe(value) -> str:

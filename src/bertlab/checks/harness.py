@@ -1,0 +1,220 @@
+"""One call of learner code, made the same way wherever the learner's code lives.
+
+A check never calls a learner's function or module directly: it goes through ``invoke``, which
+
+- gives the call its own copies of every tensor and array argument, so nothing the learner
+  does can change the grader's captured activations, and says which argument was changed in
+  place when the copy differs afterwards;
+- starts from the same global torch state every time (default dtype, grad mode, the seed the
+  check asks for), so a notebook cell that changed it cannot change a verdict;
+- refuses transformers' own BERT code inside a module task (a subclass, a submodule, or a call
+  made while the learner's code runs): the task is to write it;
+- turns an exception into the line of the learner's cell that raised it.
+
+``invoke`` runs in the process that holds the learner's objects; it returns an ``Outcome``
+(plain data) that the checks turn into feedback.
+"""
+
+from __future__ import annotations
+
+import linecache
+import sys
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+# Code of transformers' models (modeling_bert and its relatives): a learner's module that ends
+# up running it is HF's module, not the learner's.
+_HF_MODELS = ("transformers/models/", "transformers\\models\\")
+
+
+@dataclass
+class Outcome:
+    """What one learner call did.
+
+    Attributes:
+        kind: ``ok`` | ``not_implemented`` | ``error`` | ``in_place`` | ``shortcut``.
+        value: the return value (``ok`` only).
+        error: ``"TypeError: ..."`` for ``error``.
+        where: the learner's line that raised (``cell 5, line 12: x = x.view(B, T, -1)``), if known.
+        changed: names of the arguments changed in place (``in_place``).
+        shortcut: what of transformers' BERT code was found (``shortcut``).
+    """
+
+    kind: str
+    value: Any = None
+    error: str = ""
+    where: str = ""
+    changed: list[str] = field(default_factory=list)
+    shortcut: str = ""
+
+
+def _copy(value):
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, dict):
+        return type(value)((k, _copy(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return type(value)(_copy(v) for v in value)
+    return value
+
+
+def _changed(before, after, name: str) -> list[str]:
+    """Names (``input_tensor``, ``params["dense.weight"]``) whose contents differ."""
+    if isinstance(before, torch.Tensor) and isinstance(after, torch.Tensor):
+        same = before.shape == after.shape and bool(torch.equal(before, after.detach()) or
+                                                    torch.allclose(before, after.detach(), equal_nan=True, rtol=0, atol=0))
+        return [] if same else [name]
+    if isinstance(before, np.ndarray) and isinstance(after, np.ndarray):
+        return [] if before.shape == after.shape and np.array_equal(before, after, equal_nan=True) else [name]
+    if isinstance(before, dict) and isinstance(after, dict):
+        return [n for k in before for n in _changed(before[k], after.get(k), f'{name}["{k}"]')]
+    if isinstance(before, (list, tuple)) and isinstance(after, (list, tuple)) and len(before) == len(after):
+        return [n for i, (b, a) in enumerate(zip(before, after)) for n in _changed(b, a, f"{name}[{i}]")]
+    return []
+
+
+def learner_line(tb) -> str:
+    """The deepest frame of ``tb`` that is notebook code (not a library's), as a line of feedback."""
+    found = ""
+    for frame in traceback.extract_tb(tb):
+        name = frame.filename
+        if name.startswith("<ipython-input-") or "ipykernel_" in name or name.startswith("<cell"):
+            text = (frame.line or linecache.getline(name, frame.lineno or 0)).strip()
+            cell = _cell_number(name)
+            found = f"{cell}line {frame.lineno}: {text}" if text else f"{cell}line {frame.lineno}"
+    return found
+
+
+def _cell_number(filename: str) -> str:
+    # IPython names a cell's code "<ipython-input-N-hash>"; N is the execution count.
+    if filename.startswith("<ipython-input-"):
+        number = filename.split("-")[2]
+        return f"cell [{number}], " if number.isdigit() else ""
+    return ""
+
+
+def module_shortcut(obj) -> str:
+    """What of transformers' model code ``obj`` (a class, module or function) is built on, or ""."""
+    classes = []
+    if isinstance(obj, type):
+        classes.append(("your class", obj))
+    elif isinstance(obj, nn.Module):
+        classes += [(f"`{name or 'the module'}`", type(sub)) for name, sub in obj.named_modules()]
+    for where, cls in classes:
+        for base in cls.__mro__:
+            if base.__module__.startswith("transformers.models.") or base.__module__.startswith("sentence_transformers"):
+                return f"{where} is built on transformers' {base.__name__}"
+    return ""
+
+
+class _ShortcutWatch:
+    """Notes the first call into transformers' model code while learner code runs."""
+
+    def __init__(self):
+        self.found = ""
+
+    def __call__(self, frame, event, arg):
+        if event == "call" and not self.found:
+            name = frame.f_code.co_filename
+            if any(part in name for part in _HF_MODELS):
+                self.found = f"your code calls transformers' {frame.f_code.co_name} ({name.rsplit('/', 2)[-2]})"
+        return None
+
+
+def _reset_torch_state(seed: int | None) -> None:
+    # A learner's cell may have changed these; the grader's inputs assume the defaults.
+    torch.set_default_dtype(torch.float32)
+    torch.set_grad_enabled(True)
+    if seed is not None:
+        torch.manual_seed(seed)
+
+
+def invoke(fn, args: tuple = (), kwargs: dict | None = None, *, seed: int | None = None,
+           forbid_shortcuts: bool = False, grad: bool = False) -> Outcome:
+    """Call ``fn(*args, **kwargs)`` on copies of the arguments and report what happened.
+
+    Args:
+        seed: seed torch's global generator right before the call (dropout in train mode).
+        forbid_shortcuts: fail when the call runs transformers' model code (module tasks).
+        grad: keep autograd on (the gradients check); otherwise the call runs under no_grad.
+    """
+    kwargs = kwargs or {}
+    if forbid_shortcuts:
+        found = module_shortcut(fn) or module_shortcut(getattr(fn, "__self__", None))
+        if found:
+            return Outcome("shortcut", shortcut=found)
+    given = (args, kwargs)
+    call_args, call_kwargs = (args, kwargs) if grad else _copy(given)
+    pristine = _copy(given)
+    watch = _ShortcutWatch() if forbid_shortcuts else None
+    previous = sys.getprofile()
+    _reset_torch_state(seed)
+    try:
+        if watch is not None:
+            sys.setprofile(watch)
+        with torch.set_grad_enabled(grad):
+            value = fn(*call_args, **call_kwargs)
+    except NotImplementedError:
+        return Outcome("not_implemented")
+    except Exception as err:  # learner code may raise anything
+        return Outcome("error", error=f"{type(err).__name__}: {err}".strip(), where=learner_line(err.__traceback__))
+    finally:
+        sys.setprofile(previous)
+        _reset_torch_state(None)
+    if watch is not None and watch.found:
+        return Outcome("shortcut", shortcut=watch.found)
+    changed = _changed(pristine[0], call_args, "args") + _changed(pristine[1], call_kwargs, "kwargs")
+    if changed:
+        return Outcome("in_place", changed=[_argument_name(n) for n in changed])
+    return Outcome("ok", value=value)
+
+
+def _argument_name(name: str) -> str:
+    # kwargs["input_tensor"] -> input_tensor ; args[0] -> argument 1
+    if name.startswith("kwargs["):
+        return name[len('kwargs["'):].replace('"]', "", 1)
+    if name.startswith("args["):
+        index, _, rest = name[len("args["):].partition("]")
+        return f"argument {int(index) + 1}{rest}"
+    return name
+
+
+def invoke_learner(fn, args: tuple, kwargs: dict, **options) -> Outcome:
+    """``invoke`` where ``fn`` lives: here, or in the learner's process when ``fn`` is a proxy.
+
+    ``type(fn)`` is the real class even for a proxy (its ``__class__`` may pose as another).
+    """
+    remote = getattr(type(fn), "_remote_invoke", None)
+    if remote is not None:
+        return remote(fn, args, kwargs, **options)
+    return invoke(fn, args, kwargs, **options)
+
+
+def describe_call(args: tuple, kwargs: dict) -> str:
+    """``(hidden_states=float32 [2, 7, 384], attention_mask=None)``: what a check passed."""
+    parts = [_describe_value(a) for a in args] + [f"{k}={_describe_value(v)}" for k, v in kwargs.items()]
+    text = ", ".join(parts)
+    return f"({text if len(text) <= 300 else text[:297] + '...'})"
+
+
+def _describe_value(value) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"{str(value.dtype).removeprefix('torch.')} tensor {list(value.shape)}"
+    if isinstance(value, np.ndarray):
+        return f"{value.dtype} array {list(value.shape)}"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {_describe_value(v)}" for k, v in list(value.items())[:4]) + (
+            ", ...}" if len(value) > 4 else "}")
+    if isinstance(value, (list, tuple)) and len(value) <= 4:
+        inner = ", ".join(_describe_value(v) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner})"
+    if isinstance(value, (int, float, str, bool)) or value is None:
+        return repr(value)
+    return type(value).__name__
