@@ -18,7 +18,7 @@ def solution_notebook(name: str) -> Path:
 
 
 def solution_namespace(*notebooks: str) -> dict:
-    """Run the setup and solution cells of ``notebooks``, in order, in one new namespace.
+    """Run the code cells of ``notebooks`` (grade cells and plots aside), in order, in one new namespace.
 
     The classes and functions defined there are learner-style right code: written in the
     notebooks, not transformers' own (which the checks refuse as a shortcut).
@@ -29,8 +29,9 @@ def solution_namespace(*notebooks: str) -> dict:
     for name in notebooks:
         for cell in nbformat.read(solution_notebook(name), as_version=4).cells:
             meta = cell.metadata.get("nbgrader", {})
-            if cell.cell_type == "code" and (meta.get("solution") or meta.get("grade_id") == "setup"):
-                exec(compile(cell.source, f"<cell {name}:{meta['grade_id']}>", "exec"), namespace)
+            # every code cell but the grade cells and the plots: setup, given code, solutions
+            if cell.cell_type == "code" and not meta.get("grade") and meta.get("grade_id") != "plot":
+                exec(compile(cell.source, f"<cell {name}:{meta.get('grade_id', 'given')}>", "exec"), namespace)
     return namespace
 
 
