@@ -30,11 +30,17 @@ def test_ov_circuits_rank_and_sum(attention):
 def test_projection_variants_agree(attention):
     x = torch.randn(2, 5, 24)
     results = {name: fn(x) for name, fn in projection_variants(attention.self).items()}
+    assert set(results) == {"per head", "one matrix per role", "fused QKV"}
     expected = results.pop("one matrix per role")
-    assert expected[0].shape == (2, 3, 5, 8)
-    for qkv in results.values():
-        for got, want in zip(qkv, expected):
-            torch.testing.assert_close(got, want)
+    assert len(expected) == 3  # q, k, v
+    sa = attention.self
+    for want, linear in zip(expected, (sa.query, sa.key, sa.value), strict=True):
+        # the baseline itself against the module's own projections, split into heads by hand
+        torch.testing.assert_close(want, linear(x).view(2, 5, 3, 8).transpose(1, 2))  # (B, heads, T, d)
+    for name, qkv in results.items():
+        # strict: a variant returning fewer (or more) than q, k, v fails instead of being cut short
+        for got, want in zip(qkv, expected, strict=True):
+            torch.testing.assert_close(got, want, msg=lambda m: f"{name}: {m}")
 
 
 def test_median_times():
