@@ -1,16 +1,55 @@
-"""Smoke run of the benchmarks: they run and write their figures (no timing is asserted)."""
+"""Smoke run of the benchmarks: they run, time every variant in the same run and write their figures.
+
+No speed is asserted (the machine decides it); what is asserted is that every figure in the file
+comes from timings taken in this run, and that the ratios are those timings divided by the
+baseline's.
+"""
 
 import json
+import math
+
+import torch
 
 from bench import attention_projections
+from bertlab import reference
 
 
-def test_attention_projection_benchmark_writes_ratios(tmp_path):
+def test_attention_projection_benchmark_writes_ratios(tmp_path, monkeypatch):
+    measured = []  # what median_times returned, in call order: the timings of this run
+
+    def spy(functions, *args, **kwargs):
+        seconds = real_median_times(functions, *args, **kwargs)
+        measured.append((tuple(args[0].shape), dict(seconds), kwargs.get("rounds")))
+        return seconds
+
+    real_median_times = attention_projections.median_times
+    monkeypatch.setattr(attention_projections, "median_times", spy)
+
     out = attention_projections.main(["--rounds", "2", "--out", str(tmp_path / "r.json")])
+    assert out == tmp_path / "r.json"
     report = json.loads(out.read_text())
-    assert len(report["shapes"]) == len(attention_projections.SHAPES)
-    for shape in report["shapes"]:
-        ratios = shape["ratio_to_one_matrix_per_role"]
-        assert ratios[attention_projections.BASELINE] == 1.0
-        assert set(ratios) == {"per head", "one matrix per role", "fused QKV"}
-        assert all(v > 0 for v in shape["median_seconds"].values())
+
+    assert set(report) == {"what", "torch", "threads", "machine", "rounds", "shapes"}
+    assert report["rounds"] == 2 and report["torch"] == torch.__version__
+    # One timing run per shape, each with the rounds asked for, in the order of SHAPES.
+    assert len(measured) == len(attention_projections.SHAPES) == len(report["shapes"])
+    hidden = reference.load_config().hidden_size
+    for (batch, tokens), shape, (x_shape, seconds, rounds) in zip(
+        attention_projections.SHAPES, report["shapes"], measured, strict=True
+    ):
+        assert x_shape == (batch, tokens, hidden) and rounds == 2
+        assert (shape["batch"], shape["tokens"]) == (batch, tokens)
+        assert set(shape) == {"batch", "tokens", "median_seconds", "ratio_to_one_matrix_per_role"}
+
+        variants = {"per head", "one matrix per role", "fused QKV"}
+        timings, ratios = shape["median_seconds"], shape["ratio_to_one_matrix_per_role"]
+        assert set(timings) == set(ratios) == variants
+        assert attention_projections.BASELINE in timings
+        # The file holds exactly the timings measured in this run (JSON round-trips floats exactly).
+        assert timings == seconds
+        assert all(math.isfinite(t) and t > 0 for t in timings.values()), timings
+        baseline = timings[attention_projections.BASELINE]
+        for name in variants:
+            # Each ratio is its own timing over the baseline's, both from the same run.
+            assert ratios[name] == timings[name] / baseline, name
+            assert math.isfinite(ratios[name]) and ratios[name] > 0, name
