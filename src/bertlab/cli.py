@@ -34,9 +34,13 @@ def _parser() -> argparse.ArgumentParser:
     grade.add_argument("--path", type=Path, default=Path("exercises"),
                        help="directory holding NN-name/NN-name.ipynb (default: exercises)")
     grade.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
-    grade.add_argument("--timeout", type=float, default=300, metavar="SECONDS",
-                       help="time limit per notebook (default: 300)")
-    grade.add_argument("--jobs", type=int, default=2, help="notebooks graded at once (default: 2)")
+    grade.add_argument("--timeout", type=_positive(float), metavar="SECONDS",
+                       help="time limit per notebook (default: bertlab.toml's grade.timeout, else 300)")
+    grade.add_argument("--memory-limit", type=_positive(float), metavar="MB",
+                       help="memory the process running a notebook's cells may use "
+                            "(default: bertlab.toml's grade.memory_limit, else 4096)")
+    grade.add_argument("--jobs", type=_positive(int),
+                       help="notebooks graded at once (default: bertlab.toml's grade.jobs, else 2)")
     grade.add_argument("--verbose", action="store_true", help="print every failure message, not just the first per task")
     _model_option(grade)
 
@@ -55,6 +59,20 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _positive(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a {'whole ' if kind is int else ''}number, got {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
 def _model_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", metavar="PATH",
                         help="a local Hugging Face BERT directory (default: $BERTLAB_MODEL, else the bundled all-MiniLM-L6-v2)")
@@ -64,10 +82,16 @@ def _grade(args) -> int:
     from bertlab.grading import GradingError, grade
     from bertlab.grading.table import render
 
+    from bertlab.grading.notebooks import course_root
+    from bertlab.settings import SettingsError, grade_settings
+
     progress = (lambda msg: print(msg, file=sys.stderr, flush=True))
     try:
-        report = grade(args.path, args.tasks, timeout=args.timeout, model=args.model, jobs=args.jobs, progress=progress)
-    except GradingError as err:
+        settings = grade_settings(course_root(args.path.resolve()) or course_root(Path.cwd()))
+        options = {key: getattr(args, key) if getattr(args, key) is not None else settings.get(key, default)
+                   for key, default in (("timeout", 300.0), ("memory_limit", 4096.0), ("jobs", 2))}
+        report = grade(args.path, args.tasks, model=args.model, progress=progress, **options)
+    except (GradingError, SettingsError) as err:
         print(f"bertlab grade: {err}", file=sys.stderr)
         return 2
     print(json.dumps(report.to_dict(), indent=2) if args.json else render(report, verbose=args.verbose))

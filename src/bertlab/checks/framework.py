@@ -1,7 +1,7 @@
 """The machinery every task's checks share.
 
-A task runs its checks in a fixed order (names -> shapes -> values -> masks -> dropout ->
-gradients) and stops at the first failure, raising ``CheckFailed`` with a message in the
+A task runs its checks in a fixed order (names -> shapes -> values -> masks -> config ->
+dropout -> gradients) and stops at the first failure, raising ``CheckFailed`` with a message in the
 course's feedback format::
 
     [Task 3.2] BertSelfAttention: values differ from the pretrained layer 2 (atol 1e-05)
@@ -12,8 +12,11 @@ course's feedback format::
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import functools
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -23,7 +26,7 @@ from torch import nn
 from bertlab import capture as capture_mod
 from bertlab import diagnose, reference
 from bertlab.checks.compare import allclose, worst_position
-from bertlab.checks.harness import describe_call, invoke_learner
+from bertlab.checks.harness import describe_call, gradients_of, invoke_learner
 
 ATOL = 1e-5
 
@@ -57,19 +60,16 @@ class Context:
             generator=torch.Generator().manual_seed(seed),
         )
 
+    def other(self) -> "Context":
+        """A context whose model is a random BERT of another config (see ``other_config``).
 
-# Grade cells re-run the earlier checks of their task (each stops at the first failure). A check
-# that already passed for this very object (same class or function, seed and model) in this
-# process is not run twice; redefining the class in the notebook makes a new object.
-_PASSED: dict[tuple, set[str]] = {}
-
-
-def _passed_stages(task_id: str, obj, seed: int) -> set[str]:
-    try:
-        key = (task_id, obj, seed, reference.model_dir())
-        return _PASSED.setdefault(key, set())
-    except TypeError:  # an unhashable object: nothing to remember it by
-        return set()
+        Nothing was captured from it: its checks use random inputs only (``capture`` is None).
+        """
+        return Context(
+            model=_random_model(_config_key(self.model.config)),
+            capture=None,
+            generator=torch.Generator().manual_seed(self.generator.initial_seed() + 1),
+        )
 
 
 class Task:
@@ -78,7 +78,7 @@ class Task:
     id: str
     title: str
     lesson: str
-    stages: tuple[str, ...] = ("names", "shapes", "values", "masks", "dropout", "gradients")
+    stages: tuple[str, ...] = ("names", "shapes", "values", "masks", "config", "dropout", "gradients")
     atol: float = ATOL
 
     def run(self, obj, upto: str | None = None, only: str | None = None, seed: int = 0) -> str:
@@ -91,14 +91,13 @@ class Task:
         else:
             stages = self.stages[: self.stages.index(upto) + 1] if upto else self.stages
         ctx = Context.load(seed)
-        passed = _passed_stages(self.id, obj, seed)
+        # Every stage runs every time: a cell between two grade cells may have changed the
+        # learner's class, so nothing is answered from an earlier run.
         for stage in stages:
-            if stage not in passed:
-                getattr(self, f"check_{stage}")(obj, ctx)
-                passed.add(stage)
+            getattr(self, f"check_{stage}")(obj, ctx)
         if len(stages) == len(self.stages):
             return f"[Task {self.id}] {self.title} passed ({len(stages)}/{len(stages)} checks)"
-        return f"[Task {self.id}] {self.title} passed {len(stages)}/{len(self.stages)} checks ({', '.join(stages)})"
+        return f"[Task {self.id}] {self.title}: {', '.join(stages)} passed"
 
     # -- failure messages -------------------------------------------------------------------
 
@@ -120,9 +119,13 @@ class Task:
             grad: keep autograd on (the gradients check).
         """
         outcome = invoke_learner(fn, args, kwargs, seed=seed, forbid_shortcuts=self.forbid_shortcuts, grad=grad)
+        return self.outcome_value(outcome, what, args, kwargs)
+
+    def outcome_value(self, outcome, what: str, args: tuple = (), kwargs: dict | None = None):
+        """The value of a learner call's ``Outcome``, or the failure that says what went wrong."""
         if outcome.kind == "ok":
             return outcome.value
-        call = f"the call: {what}{describe_call(args, kwargs)}"
+        call = f"the call: {what}{describe_call(args, kwargs or {})}"
         if outcome.kind == "not_implemented":
             self.fail(
                 f"not implemented yet: {what} raises NotImplementedError.",
@@ -297,51 +300,79 @@ class ModuleTask(Task):
                 expected, got, self.outputs, f"HF's {self.title} on {description}", (hf, inputs)
             )
 
+    def check_config(self, cls, ctx: Context) -> None:
+        """Built from another config, the module equals HF's built from it: no size is wired in.
+
+        The other config (``other_config``) differs in every size, in ``layer_norm_eps`` and in
+        the dropout probabilities; HF's module of it has random weights (LayerNorm's too), loaded
+        into the learner's module, and both run on random inputs of its sizes.
+        """
+        other = ctx.other()
+        layer = self.layers(other)[0]
+        hf = self.reference(other, layer)
+        module = self.build(cls, other)
+        against = f"HF's {self.title} built from another config ({describe_config(other.model.config)})"
+        if isinstance(module, nn.Module):
+            explain_sizes(self, module, hf, ctx.model.config, other.model.config, against)
+            try:
+                module.load_state_dict(hf.state_dict(), strict=True)
+            except RuntimeError as err:
+                self.fail(f"the weights of {against} do not load: {str(err).splitlines()[0]}",
+                          "Read every size from `config`, never from the pretrained model.")
+            module.eval()
+        for _ in range(2):
+            inputs, description = self.random_inputs(other)
+            with torch.no_grad():
+                expected = {k: v.float() for k, v in self.call(hf, inputs).items()}
+                got = self.call(module, inputs)
+            try:
+                self.compare(expected, got, self.outputs, f"{against} on {description}")
+            except CheckFailed as err:
+                hint = "Read every size from `config` (or from the inputs' shapes), never from the pretrained model."
+                raise CheckFailed(f"{err}\n  {hint}", err.mistake) from None
+
     def check_dropout(self, cls, ctx: Context) -> None:
-        module = self.learner_for(cls, ctx, self.layers(ctx)[0])
+        """Dropout is an nn.Dropout of the config's p, off in eval mode, and acts where HF's does.
+
+        Where it acts is seen in train mode only: see ``check_dropout_placement``.
+        """
+        layer = self.layers(ctx)[0]
+        module = self.learner_for(cls, ctx, layer)
         for attr, field in self.dropouts.items():
-            layer = getattr(module, attr, None)
+            sub = getattr(module, attr, None)
             p = getattr(ctx.model.config, field)
-            if not isinstance(layer, nn.Dropout):
-                self.fail(f"`self.{attr}` must be an nn.Dropout({field}) like HF's; got {_describe(layer)}")
-            if layer.p != p:
-                self.fail(f"`self.{attr}` has p={layer.p}, expected config.{field} = {p}")
-        inputs, _ = self.captured(ctx, self.layers(ctx)[0])
+            if not isinstance(sub, nn.Dropout):
+                self.fail(f"`self.{attr}` must be an nn.Dropout({field}) like HF's; got {_describe(sub)}")
+            if sub.p != p:
+                self.fail(f"`self.{attr}` has p={sub.p}, expected config.{field} = {p}")
+        inputs, _ = self.captured(ctx, layer)
         with torch.no_grad():
             first, second = self.call(module.eval(), inputs), self.call(module, inputs)
-            if any(not torch.equal(first[k], second[k]) for k in first):
-                self.fail(
-                    "two calls in eval mode give different outputs",
-                    mistake=diagnose.REGISTRY.get("dropout-in-eval"),
-                )
-            if any(getattr(ctx.model.config, f) > 0 for f in self.dropouts.values()):
-                first, second = self.call(module.train(), inputs), self.call(module, inputs)
-                if all(torch.equal(first[k], second[k]) for k in first):
-                    self.fail(
-                        "two calls in train mode give identical outputs: dropout is never applied",
-                        "Call self.dropout(...) where HF does; nn.Dropout is active only in train mode.",
-                    )
+        if any(not torch.equal(first[k], second[k]) for k in first):
+            self.fail(
+                "two calls in eval mode give different outputs",
+                mistake=diagnose.REGISTRY.get("dropout-in-eval"),
+            )
+        check_dropout_placement(self, cls, ctx, layer, inputs)
 
     def check_gradients(self, cls, ctx: Context) -> None:
         module = self.learner_for(cls, ctx, self.layers(ctx)[0])
-        params = dict(module.requires_grad_(True).named_parameters()) if isinstance(module, nn.Module) else {}
         inputs, _ = self.random_inputs(ctx)
-        inputs = {
-            k: v.clone().requires_grad_(True) if k in self.grad_inputs else v for k, v in inputs.items()
-        }
-        got = self.call(module, inputs)
-        loss = sum((v * torch.randn(v.shape, generator=ctx.generator)).sum() for v in got.values())
-        if not loss.requires_grad:
+        fn, args, kwargs = self.call_spec(module, inputs)
+        seed = int(torch.randint(2**31, (1,), generator=ctx.generator))
+        outcome = gradients_of(fn, args, kwargs, self.grad_inputs, seed)
+        grads = self.outcome_value(outcome, "forward", args, kwargs)
+        if not grads["connected"]:
             self.fail("the output does not depend on any parameter: is forward under torch.no_grad() or detached?")
-        self.call_learner("backward", loss.backward)
-        dead = [n for n, p in params.items() if p.grad is None or not bool(p.grad.abs().sum() > 0)]
-        dead += [k for k in self.grad_inputs if inputs[k].grad is None]
+        params = grads["params"]
+        dead = [n for n, g in params.items() if g is None or not bool(g.abs().sum() > 0)]
+        dead += [k for k in self.grad_inputs if grads["inputs"].get(k) is None]
         if dead:
             self.fail(
                 f"no gradient reaches {', '.join(dead)}",
                 "Every parameter (and the input) must be used in forward, outside torch.no_grad() and .detach().",
             )
-        bad = [n for n, p in params.items() if not bool(torch.isfinite(p.grad).all())]
+        bad = [n for n, g in params.items() if not bool(torch.isfinite(g).all())]
         if bad:
             self.fail(f"gradients of {', '.join(bad)} are not finite (NaN or inf)")
 
@@ -357,3 +388,350 @@ def _describe(value) -> str:
     if isinstance(value, (tuple, list)):
         return f"a {type(value).__name__} of {len(value)}"
     return type(value).__name__
+
+
+# -- the config check: another BertConfig ------------------------------------------------------
+
+# Sizes a learner might wire in, by the config field that holds them.
+SIZE_FIELDS = ("hidden_size", "intermediate_size", "num_attention_heads", "attention_head_size",
+               "num_hidden_layers", "vocab_size", "max_position_embeddings", "type_vocab_size")
+
+
+def config_sizes(config) -> dict[str, int]:
+    """``SIZE_FIELDS`` of ``config``; the head size is ``hidden_size // num_attention_heads``."""
+    sizes = {f: getattr(config, f) for f in SIZE_FIELDS if f != "attention_head_size"}
+    sizes["attention_head_size"] = config.hidden_size // config.num_attention_heads
+    return sizes
+
+
+def _config_key(config) -> tuple:
+    return (*config_sizes(config).values(), config.layer_norm_eps, config.hidden_dropout_prob,
+            config.attention_probs_dropout_prob)
+
+
+def _differs(options, taken) -> Any:
+    """The first of ``options`` not in ``taken``: every size differs from the pretrained model's."""
+    return next(o for o in options if o not in taken)
+
+
+def other_config(config):
+    """A BertConfig that shares no size with ``config`` (the pretrained model's).
+
+    The hidden size, the number of heads and the head size all differ; the FFN is not 4x the
+    hidden size; eps is large enough to move the outputs; the dropout probabilities differ too.
+    """
+    from transformers import BertConfig
+
+    old = config_sizes(config)
+    hidden, heads = next(
+        (h, n) for h, n in [(48, 3), (60, 5), (42, 7)]
+        if h != old["hidden_size"] and n != old["num_attention_heads"] and h // n != old["attention_head_size"]
+    )
+    intermediate = next(i for i in (hidden * 5 // 3, hidden * 2 + 6) if i not in (4 * hidden, old["intermediate_size"]))
+    return BertConfig(
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        intermediate_size=intermediate,
+        num_hidden_layers=_differs((3, 2, 4), (old["num_hidden_layers"],)),
+        vocab_size=_differs((101, 97), (old["vocab_size"],)),
+        max_position_embeddings=_differs((40, 36), (old["max_position_embeddings"],)),
+        type_vocab_size=_differs((3, 4), (old["type_vocab_size"],)),
+        layer_norm_eps=_differs((0.1, 0.2), (config.layer_norm_eps,)),
+        hidden_dropout_prob=_differs((0.2, 0.3), (config.hidden_dropout_prob,)),
+        attention_probs_dropout_prob=_differs((0.3, 0.4), (config.attention_probs_dropout_prob,)),
+        hidden_act=config.hidden_act,
+        pad_token_id=0,
+        attn_implementation="eager",
+    )
+
+
+@functools.lru_cache(maxsize=2)
+def _random_model(key: tuple):
+    """HF's BertModel of ``other_config`` with random weights, in eval mode, frozen.
+
+    Every parameter is random, LayerNorm's weights and biases and every bias included (HF would
+    start them at 1 and 0), so a missing bias or affine, or a wrong eps, changes the outputs.
+    """
+    from transformers import BertModel
+
+    config = other_config(_PretrainedSizes(key))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = BertModel(config)
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                base = 1.0 if name.endswith("LayerNorm.weight") else 0.0
+                param.copy_(base + 0.5 * torch.randn(param.shape))
+    return model.eval().requires_grad_(False)
+
+
+class _PretrainedSizes:
+    """The fields of the pretrained config that ``other_config`` reads, rebuilt from ``_config_key``."""
+
+    def __init__(self, key: tuple):
+        sizes = dict(zip(SIZE_FIELDS, key))
+        self.hidden_size, self.intermediate_size = sizes["hidden_size"], sizes["intermediate_size"]
+        self.num_attention_heads, self.num_hidden_layers = sizes["num_attention_heads"], sizes["num_hidden_layers"]
+        self.vocab_size, self.max_position_embeddings = sizes["vocab_size"], sizes["max_position_embeddings"]
+        self.type_vocab_size = sizes["type_vocab_size"]
+        self.layer_norm_eps, self.hidden_dropout_prob, self.attention_probs_dropout_prob = key[len(SIZE_FIELDS):]
+        self.hidden_act = "gelu"
+
+
+def describe_config(config) -> str:
+    sizes = config_sizes(config)
+    return (f"hidden_size {sizes['hidden_size']}, {sizes['num_attention_heads']} heads of size "
+            f"{sizes['attention_head_size']}, intermediate_size {sizes['intermediate_size']}, "
+            f"layer_norm_eps {config.layer_norm_eps:g}, {sizes['num_hidden_layers']} layers, "
+            f"vocab_size {sizes['vocab_size']}, max_position_embeddings {sizes['max_position_embeddings']}")
+
+
+def _wired(task, field: str, value, pretrained, config, *details: str) -> None:
+    """Fail: the learner's module has ``value`` where ``config.<field>`` says otherwise."""
+    theirs = config_sizes(pretrained).get(field, getattr(pretrained, field, None))
+    want = config_sizes(config).get(field, getattr(config, field, None))
+    origin = " (the pretrained model's)" if value == theirs else ""
+    task.fail(f"built with {field} {value}{origin} where config.{field} = {want}: read sizes from config", *details)
+
+
+def _field_for(value: int, want: int, pretrained, config) -> str | None:
+    """The size field whose other-config value is ``want`` and pretrained value is ``value`` (or just ``want``)."""
+    old, new = config_sizes(pretrained), config_sizes(config)
+    fields = [f for f in SIZE_FIELDS if new[f] == want]
+    return next((f for f in fields if old[f] == value), fields[0] if fields else None)
+
+
+def _layer_count(names) -> int:
+    return len({m.group(1) for n in names if (m := re.search(r"(?:^|\.)layer\.(\d+)(?:\.|$)", n))})
+
+
+def explain_sizes(task, module: nn.Module, hf: nn.Module, pretrained, config, against: str) -> None:
+    """Fail naming the size the learner wired in, when ``module`` (built from ``config``) shows one.
+
+    Compares, with HF's ``hf`` built from the same config: the number of layers, every parameter's
+    shape, the attributes HF keeps sizes in (``num_attention_heads``, ``attention_head_size``,
+    ``all_head_size``), each LayerNorm's eps and each Dropout's p.
+    """
+    mine = {k: tuple(v.shape) for k, v in module.state_dict().items()}
+    theirs = {k: tuple(v.shape) for k, v in hf.state_dict().items()}
+    have, want = _layer_count(mine), _layer_count(theirs)
+    if have != want:
+        _wired(task, "num_hidden_layers", have, pretrained, config)
+    for key, shape in theirs.items():
+        if key in mine and mine[key] != shape:
+            detail = f"`{key}` has shape {list(mine[key])}, expected {list(shape)} like {against}"
+            for got, expected in zip(mine[key], shape):
+                field = _field_for(got, expected, pretrained, config) if got != expected else None
+                if field is not None:
+                    _wired(task, field, got, pretrained, config, detail)
+            task.fail(f"parameter shapes differ from {against}", detail, "Read every size from `config`.")
+    mine_modules = dict(module.named_modules())
+    for name, sub in hf.named_modules():
+        learner = mine_modules.get(name)
+        if learner is None:
+            continue
+        where = f"`self.{name}`" if name else "the module"
+        for attr in ("num_attention_heads", "attention_head_size", "all_head_size"):
+            value = getattr(learner, attr, None)
+            if hasattr(sub, attr) and isinstance(value, int) and value != getattr(sub, attr):
+                field = "hidden_size" if attr == "all_head_size" else attr
+                _wired(task, field, value, pretrained, config, f"{where}.{attr} is {value}")
+        if isinstance(sub, nn.LayerNorm):
+            eps = getattr(learner, "eps", None)
+            if isinstance(eps, float) and eps != sub.eps:
+                origin = " (the pretrained model's)" if eps == pretrained.layer_norm_eps else ""
+                task.fail(f"{where}: LayerNorm eps is {eps:g}{origin}, not config.layer_norm_eps = {sub.eps:g}",
+                          "Pass eps=config.layer_norm_eps to nn.LayerNorm.")
+        if isinstance(sub, nn.Dropout) and isinstance(learner, nn.Dropout) and learner.p != sub.p:
+            field = ("attention_probs_dropout_prob" if sub.p == config.attention_probs_dropout_prob
+                     else "hidden_dropout_prob")
+            origin = " (the pretrained model's)" if learner.p == getattr(pretrained, field) else ""
+            task.fail(f"{where}: dropout p is {learner.p:g}{origin}, not config.{field} = {sub.p:g}",
+                      f"Build it with nn.Dropout(config.{field}).")
+
+
+# -- the dropout check: where dropout acts -----------------------------------------------------
+
+
+def set_submodule(module: nn.Module, path: str, value: nn.Module) -> None:
+    """``module.<path> = value`` by attribute reads and one assignment (``path`` like ``output.dropout``)."""
+    *parents, last = path.split(".")
+    for name in parents:
+        module = getattr(module, name)
+    setattr(module, last, value)
+
+
+def check_dropout_placement(task: "ModuleTask", cls, ctx: Context, layer, inputs: dict) -> None:
+    """In train mode, the learner's module equals HF's when dropout acts in the same places.
+
+    First with every nn.Dropout of both modules (same attribute paths) replaced by a
+    ``DropoutProbe``, whose masks depend on shapes only; else, unprobed, from the same seed, so
+    a rewrite that calls ``nn.functional.dropout(x, self.dropout.p, self.training)`` passes too.
+    Fails only when both differ, naming the placement mistake that explains the outputs, if any.
+    """
+    reference_module = task.reference(ctx, layer)
+    paths = [name for name, sub in reference_module.named_modules() if isinstance(sub, nn.Dropout) and sub.p > 0]
+    if not paths:
+        return
+    seed = placement.SEED
+
+    def run(probes: bool) -> tuple[dict, dict]:
+        hf = copy.deepcopy(reference_module).train()
+        module = task.learner_for(cls, ctx, layer).train()
+        if probes:
+            mine = dict(module.named_modules())
+            for path in paths:
+                set_submodule(hf, path, DropoutProbe(hf.get_submodule(path).p))
+                if isinstance(mine.get(path), nn.Dropout):
+                    set_submodule(module, path, DropoutProbe(mine[path].p))
+        with torch.no_grad():
+            return task.call(module, inputs, seed=seed), task.call(hf, inputs, seed=seed)
+
+    def same(pair) -> bool:
+        got, expected = pair
+        return all(tuple(got[k].shape) == tuple(expected[k].shape) and allclose(expected[k], got[k], task.atol)
+                   for k in expected)
+
+    probed = run(probes=True)
+    if same(probed):
+        return
+    from_seed = run(probes=False)
+    if same(from_seed):
+        return
+    mistake = placement.diagnose_placement(task.id, reference_module, inputs, probed, from_seed)
+    got, expected = from_seed
+    name = next(k for k in expected if tuple(got[k].shape) != tuple(expected[k].shape)
+                or not allclose(expected[k], got[k], task.atol))
+    task.fail(
+        f"in train mode, `{name}` differs from HF's {task.title}, both with the same fixed dropout masks "
+        "and from the same seed: dropout does not act where HF's does",
+        worst_position(expected[name], got[name], task.outputs[name]) if got[name].shape == expected[name].shape else "",
+        "" if mistake is not None else placement.WHERE.get(task.id, placement.PARTS_ONLY),
+        mistake=mistake,
+    )
+
+
+# -- tasks built on earlier tasks' modules ------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _shortcuts_forbidden(task):
+    """Refuse transformers' code while building the learner's own module, even in a composed task."""
+    task.forbid_shortcuts = True
+    try:
+        yield
+    finally:
+        del task.forbid_shortcuts  # back to the class's value
+
+
+class BuiltOnParts:
+    """Mixin for a task whose module holds earlier tasks' modules (BertAttention, BertLayer, ...).
+
+    Its checks run the learner's module with HF's own modules in place of the learner's parts
+    (``parts``: attribute -> task id), so a bug in an earlier task never fails this one. The
+    learner's own classes are still refused when built on transformers' (``own_module``). When
+    the learner's module cannot run with HF's parts, the failure says which part to fix first.
+    """
+
+    parts: dict[str, str] = {}  # attribute -> id of the task that writes it
+    stack: str | None = None  # the attribute holding a ModuleList of num_hidden_layers parts
+    # HF's parts run inside the learner's module: calls are not refused for them.
+    forbid_shortcuts = False
+
+    def part_tasks(self) -> dict:
+        """attribute -> the Task instance of that part (imported late: the task modules import this one)."""
+        from bertlab.checks import TASKS
+
+        return {attr: TASKS[task_id] for attr, task_id in self.parts.items()}
+
+    def part_reference(self, ctx: Context, attr: str) -> nn.Module:
+        """A copy of HF's module for ``attr`` (of the first layer; ``load`` loads each layer's weights)."""
+        return copy.deepcopy(self.reference(ctx, self.layers(ctx)[0]).get_submodule(attr))
+
+    def own_module(self, cls, ctx: Context) -> nn.Module:
+        """The learner's module as built, its parts checked to exist where HF keeps them."""
+        with _shortcuts_forbidden(self):
+            module = super().build(cls, ctx)
+        for name, sub in module.named_modules():
+            if is_reference(sub):
+                self.fail(
+                    f"`{name or 'the module'}` is transformers' {type(sub).__name__}: this task is to write "
+                    f"{self.title} yourself.",
+                    "Use your own classes of the earlier tasks; the grader puts HF's in their place itself.",
+                )
+        children = dict(module.named_children())
+        for attr, task_id in self.parts.items():
+            if not isinstance(children.get(attr), nn.Module):
+                title = self.part_tasks()[attr].title
+                self.fail(
+                    f"`self.{attr}` is missing: HF's {self.title} keeps its {title} (Task {task_id}) there",
+                    "Use HF's attribute names exactly, so the pretrained weights load.",
+                )
+        if self.stack is not None:
+            count = len([n for n, _ in module.named_modules() if re.fullmatch(rf"{self.stack}\.\d+", n)])
+            want = ctx.model.config.num_hidden_layers
+            if count != want:
+                if ctx.capture is None:  # the config check's other config
+                    _wired(self, "num_hidden_layers", count, reference.load_config(), ctx.model.config)
+                self.fail(f"`self.{self.stack}` holds {count} layers, expected config.num_hidden_layers = {want}")
+        return module
+
+    def build(self, cls, ctx: Context) -> nn.Module:
+        module = self.own_module(cls, ctx)
+        for attr in self.parts:
+            set_submodule(module, attr, self.part_reference(ctx, attr))
+        return module
+
+    def differing_part(self, cls, ctx: Context) -> str:
+        """"fails because your X (task N) differs; fix N first" for the first part that differs from HF's, or ""."""
+        try:
+            own = self.own_module(cls, ctx)
+        except CheckFailed:
+            return ""
+        for attr, task in self.part_tasks().items():
+            part = getattr(own, attr)
+            if attr == self.stack:
+                part = getattr(part, "0")
+            layer = task.layers(ctx)[0]
+            try:
+                part = task.load(part, ctx, layer)
+                inputs, expected = task.captured(ctx, layer)
+                with torch.no_grad():
+                    got = task.call(part, inputs)
+                if all(tuple(got[k].shape) == tuple(v.shape) and allclose(v, got[k], task.atol) for k, v in expected.items()):
+                    continue
+            except (CheckFailed, KeyError, RuntimeError):
+                pass
+            return f"{self.title} fails with HF's parts because your {task.title} (task {task.id}) differs; fix {task.id} first."
+        return ""
+
+    def _on_parts(self, stage, cls, ctx: Context) -> None:
+        try:
+            stage(cls, ctx)
+        except CheckFailed as err:
+            # Values that differ with HF's parts in place are this task's own mistake; anything else
+            # (an error, a wrong type or shape) may come from a part the learner's module relies on.
+            if err.mistake is not None or "values differ" in str(err).splitlines()[0]:
+                raise
+            blame = self.differing_part(cls, ctx)
+            if not blame:
+                raise
+            raise CheckFailed(f"{err}\n  {blame}", err.mistake) from None
+
+    def check_shapes(self, cls, ctx):
+        self._on_parts(super().check_shapes, cls, ctx)
+
+    def check_values(self, cls, ctx):
+        self._on_parts(super().check_values, cls, ctx)
+
+    def check_masks(self, cls, ctx):
+        self._on_parts(super().check_masks, cls, ctx)
+
+    def check_config(self, cls, ctx):
+        self._on_parts(super().check_config, cls, ctx)
+
+    def check_dropout(self, cls, ctx):
+        self._on_parts(super().check_dropout, cls, ctx)
+
+    def check_gradients(self, cls, ctx):
+        self._on_parts(super().check_gradients, cls, ctx)

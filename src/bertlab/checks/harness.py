@@ -218,3 +218,48 @@ def _describe_value(value) -> str:
     if isinstance(value, (int, float, str, bool)) or value is None:
         return repr(value)
     return type(value).__name__
+
+
+def gradients(fn, args: tuple, kwargs: dict, grad_names: tuple[str, ...], seed: int) -> Outcome:
+    """Backpropagate a random weighting of ``fn(*args, **kwargs)``'s tensors; report the gradients.
+
+    Runs where ``fn`` lives. The value of an ``ok`` outcome is a dict: ``params`` (parameter name
+    -> gradient or None), ``inputs`` (name in ``grad_names`` -> gradient or None) and
+    ``connected`` (whether the output depends on anything that needs a gradient).
+    """
+    module = fn if isinstance(fn, nn.Module) else None
+    if module is not None:
+        module.requires_grad_(True)
+    kwargs = {k: (v.detach().clone().requires_grad_(True) if k in grad_names else _copy(v)) for k, v in kwargs.items()}
+    outcome = invoke(fn, _copy(args), kwargs, grad=True, forbid_shortcuts=module is not None)
+    if outcome.kind != "ok":
+        return outcome
+    tensors = [t for t in _tensors(outcome.value) if t.is_floating_point()]
+    generator = torch.Generator().manual_seed(seed)
+    loss = sum((t * torch.randn(t.shape, generator=generator)).sum() for t in tensors)
+    connected = isinstance(loss, torch.Tensor) and loss.requires_grad
+    if connected:
+        done = invoke(loss.backward, grad=True)
+        if done.kind != "ok":
+            return done
+    params = {n: (None if p.grad is None else p.grad.detach().clone()) for n, p in module.named_parameters()} if module else {}
+    inputs = {k: (None if kwargs[k].grad is None else kwargs[k].grad.clone()) for k in grad_names if k in kwargs}
+    return Outcome("ok", value={"params": params, "inputs": inputs, "connected": connected})
+
+
+def _tensors(value) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
+
+
+def gradients_of(fn, *args, **options) -> Outcome:
+    """``gradients`` where ``fn`` lives: here, or in the learner's process when ``fn`` is a proxy."""
+    remote = getattr(type(fn), "_remote_gradients", None)
+    if remote is not None:
+        return remote(fn, *args, **options)
+    return gradients(fn, *args, **options)

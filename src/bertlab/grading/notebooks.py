@@ -65,26 +65,39 @@ def read(path: Path):
         raise GradingError(f"{path.name} is not a valid notebook ({type(err).__name__}: {err})") from err
 
 
-def restore_grade_cells(nb, source_nb) -> list[str]:
-    """Replace grade cells with the instructor's version, as nbgrader autograde does.
+def restore_locked_cells(nb, source_nb) -> list[str]:
+    """Give grade cells and locked cells the instructor's source, as nbgrader autograde does.
 
-    This brings back hidden tests and undoes accidental edits to the tests. Returns the ids of
-    grade cells missing from ``nb`` (deleted by the learner).
+    This brings back hidden tests and undoes edits to the tests and to the given (locked)
+    code; cells are matched by ``grade_id``, wherever the learner moved them. Returns the ids
+    of grade cells missing from ``nb`` (deleted by the learner).
     """
-    source = {meta["grade_id"]: cell.source for cell in source_nb.cells if (meta := grade_cell_meta(cell))}
+    source = {
+        meta["grade_id"]: cell
+        for cell in source_nb.cells
+        if (meta := cell.get("metadata", {}).get("nbgrader", {})) and (meta.get("grade") or meta.get("locked"))
+        and meta.get("grade_id")
+    }
     seen = set()
     for cell in nb.cells:
-        meta = grade_cell_meta(cell)
-        if meta and meta.get("grade_id") in source:
-            cell.source = source[meta["grade_id"]]
-            seen.add(meta["grade_id"])
-    return [grade_id for grade_id in source if grade_id not in seen]
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        grade_id = meta.get("grade_id")
+        if grade_id in source:
+            cell.source = source[grade_id].source
+            cell.metadata["nbgrader"] = dict(source[grade_id].metadata["nbgrader"])
+            seen.add(grade_id)
+        elif meta.get("grade") or meta.get("locked"):
+            # Not the instructor's: a cell cannot give itself points or pass as given code.
+            cell.metadata["nbgrader"] = {**meta, "grade": False, "locked": False}
+    return [g for g, cell in source.items() if grade_cell_meta(cell) and g not in seen]
 
 
-def source_notebook(notebook: Path) -> Path | None:
-    """The nbgrader source (``solutions/<task>/<name>.ipynb``) of a learner's notebook, if present."""
-    root = course_root(notebook.parent.resolve())
+def source_notebooks(task_folder: Path) -> list[Path]:
+    """The nbgrader source notebooks (``solutions/<task>/*.ipynb``) of a learner's task folder."""
+    root = course_root(task_folder.resolve())
     if root is None:
-        return None
-    candidate = root / "solutions" / notebook.parent.name / notebook.name
-    return candidate if candidate.is_file() and candidate.resolve() != notebook.resolve() else None
+        return []
+    folder = root / "solutions" / task_folder.name
+    if folder.resolve() == task_folder.resolve():
+        return []  # grading the sources themselves
+    return sorted(folder.glob("*.ipynb"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,6 +19,15 @@ import nbformat
 
 from bertlab.grading import notebooks
 from bertlab.grading.execute import CheckResult, grade_cell_meta
+from bertlab.grading.judge import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one notebook may use: seconds for all its cells, MB for the learner's process."""
+
+    timeout: float = DEFAULT_TIMEOUT
+    memory_mb: float = DEFAULT_MEMORY_MB
 
 
 @dataclass
@@ -32,7 +42,14 @@ class TaskResult:
     @property
     def first_message(self) -> str:
         failed = [c.message for c in self.checks if not c.passed]
-        return (failed or [c.message for c in self.checks] or [""])[0]
+        if failed:
+            return failed[0]
+        if not self.checks:
+            return ""
+        # A grade cell's own line may name only the stages it ran: say the task passed whole.
+        tasks = dict.fromkeys(re.findall(r"\[Task (\d+\.\d+)\]", " ".join(c.message for c in self.checks)))
+        named = f" (Task {', '.join(tasks)})" if tasks else ""
+        return f"all {len(self.checks)} grade cells passed{named}"
 
 
 @dataclass
@@ -77,25 +94,30 @@ def _failed_all(nb, message: str) -> list[CheckResult]:
     ]
 
 
-def _run_worker(nb, timeout: float, env: dict) -> tuple[str, list[CheckResult]]:
-    """Run ``nb`` in a fresh worker process; return (status, checks)."""
+def _run_worker(nb, limits: Limits, env: dict) -> tuple[str, list[CheckResult]]:
+    """Judge ``nb`` in a fresh worker process; return (status, checks).
+
+    The worker stops the learner's process itself at the time and memory limits and reports
+    which grade cells it reached; the kill here is the backstop for a worker that cannot.
+    """
     with tempfile.TemporaryDirectory(prefix="bertlab-grade-") as tmp:
         copy, result_file = Path(tmp) / "notebook.ipynb", Path(tmp) / "result.json"
         nbformat.write(nb, copy)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "bertlab.grading.worker", str(copy), str(result_file)],
+            [sys.executable, "-m", "bertlab.grading.worker", str(copy), str(result_file),
+             str(limits.timeout), str(limits.memory_mb)],
             cwd=tmp,
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
-            start_new_session=True,  # so a timeout kills learner subprocesses too
+            start_new_session=True,  # so a kill takes every process the worker started
         )
         try:
-            _, stderr = proc.communicate(timeout=timeout)
+            _, stderr = proc.communicate(timeout=limits.timeout + 60)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
-            return "timeout", _failed_all(nb, f"timed out after {timeout:g} s (raise it with --timeout)")
+            return "timeout", _failed_all(nb, f"timed out after {limits.timeout:g} s (raise it with --timeout)")
         if not result_file.exists():
             tail = stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
             return "error", _failed_all(nb, f"the grading process died (exit {proc.returncode}): {tail[0]}")
@@ -103,27 +125,52 @@ def _run_worker(nb, timeout: float, env: dict) -> tuple[str, list[CheckResult]]:
     checks = [CheckResult(**c) for c in result["checks"]]
     if not checks:
         return "error", []
+    if result.get("stopped"):
+        return result["stopped"], checks
     return ("passed" if all(c.passed for c in checks) else "failed"), checks
 
 
-def grade_task(name: str, paths: list[Path], timeout: float, env: dict) -> TaskResult:
+def _expected_notebooks(name: str, paths: list[Path]) -> list[tuple[Path, Path | None]]:
+    """(learner notebook, its source) pairs to grade for task folder ``name``.
+
+    Where the course has a source for this task, its notebooks are the ones graded, found by
+    name in the learner's folder (a missing one scores 0); others in the folder are skipped.
+    """
+    if not paths:
+        return []
+    sources = notebooks.source_notebooks(paths[0].parent)
+    if not sources:
+        return [(path, None) for path in paths]
+    return [(paths[0].parent / src.name, src) for src in sources]
+
+
+def grade_task(name: str, paths: list[Path], limits: Limits, env: dict) -> TaskResult:
     start = time.perf_counter()
     status, checks = "passed", []
-    for path in paths:
-        try:
-            nb = notebooks.read(path)
-        except notebooks.GradingError as err:
-            status = "error"
-            checks.append(CheckResult(path.name, False, 0.0, 0.0, str(err)))
-            continue
-        source_path = notebooks.source_notebook(path)
+    for path, source_path in _expected_notebooks(name, paths):
         source = notebooks.read(source_path) if source_path else None
-        missing = notebooks.restore_grade_cells(nb, source) if source else []
-        if not any(grade_cell_meta(c) for c in nb.cells):
+        problem = None
+        if not path.is_file():
+            others = ", ".join(p.name for p in paths) or "nothing"
+            problem = f"{path.name} is missing from {name}/ (found {others}); this task's notebook must keep its name"
+        else:
+            try:
+                nb = notebooks.read(path)
+            except notebooks.GradingError as err:
+                problem = str(err)
+        if problem is not None:
             status = "error"
-            checks.append(CheckResult(path.name, False, 0.0, 0.0, f"{path.name} has no grade cells"))
+            checks += _failed_all(source, problem) if source else [CheckResult(path.name, False, 0.0, 0.0, problem)]
             continue
-        nb_status, nb_checks = _run_worker(nb, timeout, env)
+        missing = notebooks.restore_locked_cells(nb, source) if source else []
+        if not any(grade_cell_meta(c) for c in nb.cells):
+            if not missing:
+                status = "error"
+                checks.append(CheckResult(path.name, False, 0.0, 0.0, f"{path.name} has no grade cells"))
+                continue
+            nb_status, nb_checks = "failed", []
+        else:
+            nb_status, nb_checks = _run_worker(nb, limits, env)
         checks += nb_checks
         if missing:
             deleted = _failed_all(source, "this grade cell was deleted from your notebook; copy it back from the release")
@@ -145,12 +192,19 @@ def grade_task(name: str, paths: list[Path], timeout: float, env: dict) -> TaskR
 def grade(
     path: Path,
     wanted: list[str],
-    timeout: float = 300,
+    timeout: float = DEFAULT_TIMEOUT,
     model: str | None = None,
     jobs: int = 2,
     progress: Callable[[str], None] = lambda _: None,
+    memory_limit: float = DEFAULT_MEMORY_MB,
 ) -> Report:
-    """Grade the selected tasks under ``path``; raises GradingError when there is nothing to grade."""
+    """Grade the selected tasks under ``path``; raises GradingError when there is nothing to grade.
+
+    Args:
+        timeout: seconds per notebook, for all its cells and checks.
+        memory_limit: MB the learner's process may use before it is stopped.
+    """
+    limits = Limits(timeout, memory_limit)
     tasks = notebooks.select(notebooks.discover(path), wanted)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "MPLBACKEND": "Agg"}
     # Workers running side by side must share the cores, not each start one thread per core:
@@ -159,10 +213,11 @@ def grade(
     env.update({k: env.get(k, threads) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")})
     if model:
         env["BERTLAB_MODEL"] = str(Path(model).resolve())
-    progress(f"grading {len(tasks)} task(s) under {path}/ ({jobs} at a time, timeout {timeout:g} s each)")
+    progress(f"grading {len(tasks)} task(s) under {path}/ ({jobs} at a time, "
+             f"limits {timeout:g} s and {memory_limit:g} MB per notebook)")
 
     def one(item):
-        result = grade_task(*item, timeout, env)
+        result = grade_task(*item, limits, env)
         progress(f"  {result.task}: {result.status}, {result.score:g}/{result.max_score:g} ({result.seconds:.0f} s)")
         return result
 

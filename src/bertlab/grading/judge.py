@@ -1,0 +1,110 @@
+"""Grade a notebook with the verdict made outside the learner's process.
+
+The learner's cells run, in order, in their own process (``learner.py``). A grade cell's source
+(the instructor's, restored from the source notebook) runs *here*, in the judge, with ``check``
+bound to the real checks and every other name looked up in the learner's process as a
+``Remote``. The checks choose the inputs, the learner's code computes on them over there, and
+the outputs are compared here with the reference. A grade cell earns its points when it raises
+nothing, as under ``nbgrader autograde``; cells after a failure still run.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import io
+import time
+
+from bertlab.grading import tamper
+from bertlab.grading.execute import CheckResult, NotebookResult, grade_cell_meta
+from bertlab.grading.proxy import Learner, LearnerGone
+
+DEFAULT_TIMEOUT = 300.0
+DEFAULT_MEMORY_MB = 4096.0
+# Names a grade cell resolves in the judge, never in the learner's namespace.
+TRUSTED_NAMES = ("check",)
+
+
+class _LearnerNames(dict):
+    """A grade cell's local names: found in the learner's process unless the judge owns them."""
+
+    def __init__(self, learner: Learner):
+        super().__init__()
+        self.learner = learner
+
+    def __getitem__(self, name: str):
+        if name in TRUSTED_NAMES or dict.__contains__(self, name):
+            return dict.__getitem__(self, name)
+        return self.learner.lookup(name)  # KeyError when the learner never defined it
+
+
+def _run_grade_cell(source: str, learner: Learner, name: str) -> None:
+    from bertlab.checks import check
+
+    code = compile(source, f"<grade cell {name}>", "exec")
+    exec(code, {"check": check, "__builtins__": builtins}, _LearnerNames(learner))
+
+
+def _message(err: BaseException, first_error: str | None) -> str:
+    text = str(err).strip() or type(err).__name__
+    if type(err).__name__ in ("CheckFailed", "LearnerGone"):
+        return text
+    text = f"{type(err).__name__}: {text}"
+    if isinstance(err, NameError) and first_error:
+        text += f" (an earlier cell failed: {first_error})"
+    return text
+
+
+def judge_notebook(nb, timeout: float = DEFAULT_TIMEOUT, memory_mb: float = DEFAULT_MEMORY_MB,
+                   env: dict | None = None, cwd: str | None = None) -> NotebookResult:
+    """Run every code cell of ``nb`` in a learner process and score its grade cells here."""
+    result = NotebookResult()
+    tampered = tamper.scan(nb)
+    learner = Learner(time.monotonic() + timeout, memory_mb, env=env, cwd=cwd)
+    first_error = None
+    try:
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type != "code":
+                continue
+            meta = grade_cell_meta(cell)
+            if meta is None:
+                if learner.gone is None:
+                    first_error = _run_learner_cell(learner, cell.source, index, first_error)
+                continue
+            points = float(meta.get("points", 0))
+            grade_id = meta.get("grade_id", f"cell-{index + 1}")
+            if tampered:
+                result.checks.append(CheckResult(grade_id, False, 0.0, points, tampered, "tampering"))
+                continue
+            output = io.StringIO()
+            try:
+                if learner.gone is not None:
+                    raise learner.gone
+                with contextlib.redirect_stdout(output):
+                    _run_grade_cell(cell.source, learner, grade_id)
+            except LearnerGone as err:
+                result.stopped = err.status
+                result.checks.append(CheckResult(grade_id, False, 0.0, points, f"{err} (at cell {index + 1})"))
+            except Exception as err:  # a failed check, or the learner's name missing
+                result.checks.append(
+                    CheckResult(grade_id, False, 0.0, points, _message(err, first_error), getattr(err, "mistake", None))
+                )
+            else:
+                lines = [line for line in output.getvalue().splitlines() if line.strip()]
+                result.checks.append(CheckResult(grade_id, True, points, points, lines[-1] if lines else ""))
+        if learner.gone is not None and result.stopped is None:
+            result.stopped = learner.gone.status
+    finally:
+        learner.kill()
+    return result
+
+
+def _run_learner_cell(learner: Learner, source: str, index: int, first_error: str | None) -> str | None:
+    try:
+        ran = learner.run_cell(source)
+    except LearnerGone:
+        return first_error
+    if ran["error"] and first_error is None:
+        where = f" ({ran['where']})" if ran.get("where") else ""
+        return f"cell {index + 1}, {ran['error']}{where}"
+    return first_error

@@ -1,0 +1,140 @@
+"""The learner's process: runs a notebook's cells and answers the judge's requests.
+
+Usage (by the judge only): ``python -m bertlab.grading.learner REQUEST_FD ANSWER_FD``.
+
+Everything the learner wrote runs here and only here. The judge asks this process to run a cell,
+to look a name up, to call a class or function through the harness (``checks/harness.py``) on
+inputs the judge chose, and to read attributes. Answers are plain data (``wire.encode``); the
+verdict is made in the judge, which never runs learner code. Whatever a learner's cell rebinds
+or patches here (``check``, ``bertlab.checks``, torch) cannot change what the judge concludes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+os.environ.setdefault("MPLBACKEND", "Agg")  # a learner's plt.show() must not need a screen
+
+
+def _describe(obj) -> dict:
+    """What the judge may know of an object that stays here: its type, and for classes their bases."""
+    from torch import nn
+
+    cls = obj if isinstance(obj, type) else type(obj)
+    torch_base = next((c for c in cls.__mro__ if c.__module__.startswith("torch.nn")), None)
+    return {
+        "is_class": isinstance(obj, type),
+        "callable": callable(obj),
+        "type": f"{type(obj).__module__}.{type(obj).__qualname__}",
+        "name": getattr(obj, "__name__", type(obj).__name__) if isinstance(getattr(obj, "__name__", None), str) else type(obj).__name__,
+        "torch_base": f"{torch_base.__module__}.{torch_base.__qualname__}" if torch_base and isinstance(obj, nn.Module) else None,
+        "mro": [f"{c.__module__}.{c.__qualname__}" for c in cls.__mro__][:20],
+        "repr": _short_repr(obj),
+    }
+
+
+def _short_repr(obj) -> str:
+    try:
+        text = repr(obj)
+    except Exception:  # a learner's __repr__ may raise
+        text = f"<{type(obj).__name__}>"
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+class Server:
+    def __init__(self, request_fd: int, answer_fd: int):
+        from IPython.core.interactiveshell import InteractiveShell
+        from traitlets.config import Config
+
+        self.request_fd, self.answer_fd = request_fd, answer_fd
+        config = Config()
+        config.HistoryManager.enabled = False  # grading must not write to the learner's IPython history
+        self.shell = InteractiveShell(config=config)
+        self.objects: dict[int, object] = {}
+
+    def keep(self, obj) -> dict:
+        from bertlab.grading.wire import TAG
+
+        handle = len(self.objects) + 1
+        while handle in self.objects:
+            handle += 1
+        self.objects[handle] = obj
+        return {TAG: "handle", "id": handle, "meta": _describe(obj)}
+
+    def answer(self, value) -> bytes:
+        from bertlab.grading.wire import dump_answer, encode
+
+        return dump_answer(("ok", encode(value, self.keep)))
+
+    def handle(self, request) -> bytes:
+        from bertlab.checks import harness
+        from bertlab.grading.wire import dump_answer
+
+        op, *args = request
+        if op == "run_cell":
+            (source,) = args
+            run = self.shell.run_cell(source, store_history=True)
+            err = run.error_before_exec or run.error_in_exec
+            text = None if err is None else f"{type(err).__name__}: {err}".strip()
+            where = harness.learner_line(err.__traceback__) if err is not None else ""
+            return self.answer({"error": text, "where": where})
+        if op == "lookup":
+            (name,) = args
+            if name not in self.shell.user_ns:
+                return dump_answer(("missing", name))
+            return self.answer(self.shell.user_ns[name])
+        if op in ("invoke", "gradients"):
+            if op == "invoke":
+                target, call_args, kwargs, options = args
+                outcome = harness.invoke(target, call_args, kwargs, **options)
+            else:
+                target, call_args, options = args
+                outcome = harness.gradients(target, *call_args, **options)
+            return self.answer({
+                "kind": outcome.kind, "value": outcome.value, "error": outcome.error,
+                "where": outcome.where, "changed": outcome.changed, "shortcut": outcome.shortcut,
+            })
+        if op == "release":
+            for handle in args[0]:
+                self.objects.pop(handle, None)
+            return dump_answer(("ok", None))
+        # getattr / setattr / list / len / getitem run the learner's code too (properties, __iter__)
+        try:
+            if op == "getattr":
+                return self.answer(getattr(args[0], args[1]))
+            if op == "setattr":
+                setattr(args[0], args[1], args[2])
+                return self.answer(None)
+            if op == "list":
+                return self.answer(list(args[0]))
+            if op == "len":
+                return self.answer(len(args[0]))
+            if op == "getitem":
+                return self.answer(args[0][args[1]])
+        except Exception as err:  # reported to the judge as the learner's error
+            return dump_answer(("raise", type(err).__name__, str(err)[:2000]))
+        return dump_answer(("raise", "ValueError", f"unknown request {op!r}"))
+
+    def serve(self) -> None:
+        from bertlab.grading.wire import ChannelClosed, dump_answer, load_request, read_frame, write_frame
+
+        while True:
+            try:
+                request = load_request(read_frame(self.request_fd), self.objects)
+            except ChannelClosed:
+                return
+            try:
+                answer = self.handle(request)
+            except Exception as err:  # an answer that cannot be encoded, say: the judge reports it
+                answer = dump_answer(("raise", "RuntimeError", f"{type(err).__name__}: {err}"[:2000]))
+            write_frame(self.answer_fd, answer)
+
+
+def main(request_fd: str, answer_fd: str) -> None:
+    # The learner's prints go nowhere: megabytes of output must not fill a pipe nobody reads.
+    Server(int(request_fd), int(answer_fd)).serve()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:3])

@@ -1,0 +1,258 @@
+"""The judge's side of the learner's process: start it, talk to it, and stand-ins for its objects.
+
+A ``Remote`` looks enough like the learner's class, module or function for the checks to use it
+unchanged: calling it, reading and setting attributes, iterating, ``isinstance`` against torch's
+classes. Every such use is a request to the learner's process; what comes back is plain data
+(tensors, arrays, numbers) or another ``Remote``. The checks compare that data with the
+reference in this process, where no learner code ever runs.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+from bertlab.checks.harness import Outcome
+from bertlab.grading import wire
+
+
+class LearnerGone(Exception):
+    """The learner's process stopped answering: it timed out, ran out of memory or exited.
+
+    Attributes:
+        status: ``timeout`` or ``error``.
+    """
+
+    def __init__(self, message: str, status: str):
+        super().__init__(message)
+        self.status = status
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+class Learner:
+    """One learner process, with the notebook-wide deadline and memory limit the judge enforces."""
+
+    def __init__(self, deadline: float, memory_mb: float, env: dict | None = None, cwd: str | None = None):
+        self.deadline, self.memory_mb, self.timeout = deadline, memory_mb, deadline - time.monotonic()
+        to_learner_r, self.to_learner = os.pipe()
+        self.from_learner, from_learner_w = os.pipe()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bertlab.grading.learner", str(to_learner_r), str(from_learner_w)],
+            pass_fds=(to_learner_r, from_learner_w),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,  # megabytes of printing must not fill a pipe
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,  # so a kill takes the learner's own subprocesses too
+        )
+        os.close(to_learner_r)
+        os.close(from_learner_w)
+        self.dead: list[int] = []  # handles the judge no longer holds
+        self.proxies: dict[int, object] = {}  # id(proxy) -> handle, for requests that mention them
+        self.gone: LearnerGone | None = None
+
+    # -- the channel ------------------------------------------------------------------------
+
+    def request(self, *message):
+        """Send one request and wait for its answer (``("ok", data)`` decoded, or raise)."""
+        if self.gone is not None:
+            raise self.gone
+        if self.dead:
+            released, self.dead = self.dead, []
+            self._exchange(("release", released))
+        status, *rest = self._exchange(message)
+        if status == "ok":
+            return wire.decode(rest[0], self._proxy)
+        if status == "missing":
+            raise KeyError(rest[0])
+        name, text = rest
+        error = getattr(builtins, name, None)
+        if not (isinstance(error, type) and issubclass(error, Exception)) or error in (SystemExit, KeyboardInterrupt):
+            error = RuntimeError
+            text = f"{name}: {text}"
+        raise error(text)
+
+    def _exchange(self, message):
+        refs = {key: handle for key, handle in self.proxies.items()}
+        try:
+            wire.write_frame(self.to_learner, wire.dump_request(message, refs))
+            self._wait()
+            return wire.load_answer(wire.read_frame(self.from_learner))
+        except (wire.ChannelClosed, BrokenPipeError, OSError, EOFError, RuntimeError, ValueError) as err:
+            if self.gone is None:
+                self.gone = self._why_gone(err)
+            self.kill()
+            raise self.gone from None
+
+    def _wait(self) -> None:
+        """Block until the learner answers; kill it past the deadline or the memory limit."""
+        while True:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                self.gone = LearnerGone(f"timed out after {self.timeout:g} s (raise it with --timeout)", "timeout")
+                raise wire.ChannelClosed("timeout")
+            ready, _, _ = select.select([self.from_learner], [], [], min(left, 0.25))
+            if ready:
+                return
+            used = _rss_mb(self.proc.pid)
+            if used > self.memory_mb:
+                self.gone = LearnerGone(
+                    f"stopped: your code used more than {self.memory_mb:g} MB of memory "
+                    f"(raise it with --memory-limit)", "error")
+                raise wire.ChannelClosed("memory")
+
+    def _why_gone(self, err) -> LearnerGone:
+        try:
+            code = self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            return LearnerGone(f"the notebook's process sent an unreadable answer ({type(err).__name__})", "error")
+        how = f"signal {-code}" if code < 0 else f"exit code {code}"
+        return LearnerGone(f"the notebook's process ended ({how}): does a cell call os._exit() or crash the interpreter?", "error")
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+        for fd in (self.to_learner, self.from_learner):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.to_learner = self.from_learner = -1
+
+    # -- what the judge asks ----------------------------------------------------------------
+
+    def run_cell(self, source: str) -> dict:
+        return self.request("run_cell", source)
+
+    def lookup(self, name: str):
+        return self.request("lookup", name)
+
+    def _proxy(self, description: dict):
+        proxy = (RemoteCallable if description["meta"]["callable"] else Remote)(self, description["id"], description["meta"])
+        self.proxies[id(proxy)] = description["id"]
+        return proxy
+
+    def forget(self, proxy) -> None:
+        handle = self.proxies.pop(id(proxy), None)
+        if handle is not None and self.gone is None:
+            self.dead.append(handle)
+
+
+_OWN = ("_learner", "_handle", "_meta", "__weakref__")
+_CLASSES: dict[tuple[str, type], type] = {}
+
+
+def _posing_class(meta: dict) -> type:
+    """The class a proxy shows to ``isinstance``: ``type`` for classes, torch's base for modules."""
+    import torch.nn as nn
+
+    if meta["is_class"]:
+        return type
+    base_name = meta.get("torch_base")
+    if not base_name:
+        return Remote
+    module_name, _, qualname = base_name.rpartition(".")
+    base = sys.modules.get(module_name)
+    base = getattr(base, qualname, None) if base else None
+    if not (isinstance(base, type) and issubclass(base, nn.Module)):
+        base = nn.Module
+    if base.__module__ + "." + base.__qualname__ == meta["type"]:
+        return base  # exactly torch's class (nn.Dropout, nn.LayerNorm): pose as it
+    key = (meta["type"], base)
+    if key not in _CLASSES:
+        _CLASSES[key] = type(meta["type"].rpartition(".")[2], (base,), {"__module__": "learner"})
+    return _CLASSES[key]
+
+
+class Remote:
+    """An object of the learner's process."""
+
+    __slots__ = _OWN
+
+    def __init__(self, learner: Learner, handle: int, meta: dict):
+        object.__setattr__(self, "_learner", learner)
+        object.__setattr__(self, "_handle", handle)
+        object.__setattr__(self, "_meta", meta)
+
+    @property
+    def __class__(self):
+        return _posing_class(self._meta)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") and name.endswith("__") and name not in ("__name__", "__qualname__", "__mro__", "__bases__", "__module__"):
+            raise AttributeError(name)
+        return self._learner.request("getattr", self, name)
+
+    def __setattr__(self, name: str, value) -> None:
+        self._learner.request("setattr", self, name, value)
+
+    def __iter__(self):
+        return iter(self._learner.request("list", self))
+
+    def __len__(self) -> int:
+        return self._learner.request("len", self)
+
+    def __getitem__(self, key):
+        return self._learner.request("getitem", self, key)
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return self._meta["repr"]
+
+    def __eq__(self, other) -> bool:
+        return type(other) is type(self) and other._learner is self._learner and other._handle == self._handle
+
+    def __hash__(self) -> int:
+        return hash((id(self._learner), self._handle))
+
+    def __del__(self):
+        try:
+            self._learner.forget(self)
+        except Exception:  # interpreter shutdown
+            pass
+
+    def _remote_invoke(self, args: tuple, kwargs: dict, **options) -> Outcome:
+        """``harness.invoke(self, args, kwargs)`` in the learner's process."""
+        answer = self._learner.request("invoke", self, args, kwargs, options)
+        return Outcome(**answer)
+
+    def _remote_gradients(self, *args, **options) -> Outcome:
+        """``harness.gradients(self, ...)`` in the learner's process."""
+        answer = self._learner.request("gradients", self, args, options)
+        return Outcome(**answer)
+
+
+class RemoteCallable(Remote):
+    """A class, function or module of the learner's process."""
+
+    __slots__ = ()
+
+    def __call__(self, *args, **kwargs):
+        outcome = self._remote_invoke(args, kwargs, grad=True)
+        if outcome.kind == "ok":
+            return outcome.value
+        if outcome.kind == "not_implemented":
+            raise NotImplementedError()
+        raise RuntimeError(outcome.error or outcome.kind)

@@ -1,0 +1,41 @@
+"""Course settings from ``bertlab.toml`` at the course root; command-line options win over them.
+
+```toml
+[grade]
+timeout = 300        # seconds per notebook
+memory_limit = 4096  # MB for the process running a notebook's cells
+jobs = 2             # notebooks graded at once
+```
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+FILE = "bertlab.toml"
+GRADE_KEYS = {"timeout": float, "memory_limit": float, "jobs": int}
+
+
+class SettingsError(Exception):
+    """``bertlab.toml`` cannot be used; the message names the file, the key and the fix."""
+
+
+def grade_settings(root: Path | None) -> dict:
+    """The ``[grade]`` table of ``root/bertlab.toml`` (empty when there is no such file)."""
+    path = root / FILE if root else None
+    if path is None or not path.is_file():
+        return {}
+    try:
+        table = tomllib.loads(path.read_text()).get("grade", {})
+    except tomllib.TOMLDecodeError as err:
+        raise SettingsError(f"{path}: not valid TOML ({err})") from err
+    settings = {}
+    for key, value in table.items():
+        if key not in GRADE_KEYS:
+            raise SettingsError(f"{path}: unknown key grade.{key}; known: {', '.join(GRADE_KEYS)}")
+        kind = GRADE_KEYS[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 or (kind is int and value != int(value)):
+            raise SettingsError(f"{path}: grade.{key} must be a positive {'whole ' if kind is int else ''}number, got {value!r}")
+        settings[key] = kind(value)
+    return settings
