@@ -1,49 +1,70 @@
-"""Task 6's checks: HF's own modules pass; wrong layers, encoders, poolers and models fail as they should."""
+"""Task 6's checks: the solution notebook's classes pass; wrong layers, encoders, poolers and models
+fail as they should; transformers' own classes are refused as the learner's code."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
-from torch import nn
+from transformers.modeling_outputs import BaseModelOutputWithPoolingAndCrossAttentions
 from transformers.models.bert import modeling_bert as hf
 
 from bertlab import capture, reference
-from bertlab.checks import CheckFailed, check
+from bertlab.checks import TASKS, CheckFailed, check
 from bertlab.masks import additive_mask
+from tests.conftest import solution_namespace
+
+TITLES = {"6.1": "BertLayer", "6.2": "BertEncoder", "6.3": "BertPooler", "6.4": "BertModel"}
 
 
-class HFEncoder(hf.BertEncoder):
-    """HF's encoder under the course's contract: ``(last_hidden_state, hidden_states)``."""
-
-    def forward(self, hidden_states, attention_mask=None, **kwargs):
-        states = [hidden_states]
-        hooks = [block.register_forward_hook(lambda m, args, out: states.append(out)) for block in self.layer]
-        try:
-            last = super().forward(hidden_states, attention_mask).last_hidden_state
-        finally:
-            for hook in hooks:
-                hook.remove()
-        return last, tuple(states)
+@functools.cache
+def solution() -> dict:
+    """Notebook 06's classes, its solutions and the given Tasks 2 to 5: learner-style right code."""
+    return solution_namespace("06-bert-model")
 
 
-class HFModel(hf.BertModel):
-    """HF's BertModel, mask and all, returning ``(last_hidden_state, pooler_output, hidden_states)``."""
+def fresh(task: str) -> type:
+    """A new subclass of the solution's class for ``task``.
 
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, **kwargs):
-        out = super().forward(input_ids, attention_mask, token_type_ids, output_hidden_states=True)
-        return out.last_hidden_state, out.pooler_output, out.hidden_states
+    The checks remember which stages passed for which class; a class made here has passed none,
+    so every stage really runs in the call that follows.
+    """
+    base = solution()[TITLES[task]]
+    return type(base.__name__, (base,), {})
 
 
-def test_hf_passes(capsys):
-    check("6.1", hf.BertLayer)
-    check("6.2", HFEncoder)
-    check("6.3", hf.BertPooler)
-    check("6.4", HFModel)
+def test_the_solution_passes_every_check(capsys):
+    for task in TITLES:
+        check(task, fresh(task))
     out = capsys.readouterr().out
-    for task in ("6.1] BertLayer passed (6/6", "6.2] BertEncoder passed (5/5", "6.3] BertPooler passed (5/5",
-                 "6.4] BertModel passed (6/6"):
-        assert task in out
-    assert "skipped" not in out  # the bundled model: the sentence-transformers check ran
+    for task, title in TITLES.items():
+        n = len(TASKS[task].stages)
+        assert f"[Task {task}] {title} passed ({n}/{n} checks)" in out, out
+    # The bundled model is a sentence-transformers model: the sentence check ran (the class is
+    # fresh, so nothing was remembered from an earlier run) and did not take its skip path.
+    assert "sentences" in TASKS["6.4"].stages
+    assert "skipped" not in out, out
+
+
+def test_the_sentence_check_runs_and_compares_on_the_bundled_model(capsys):
+    """On the bundled model the sentence check compares: the solution passes it, a shifted model fails it."""
+    check("6.4", fresh("6.4"), only="sentences")
+    assert "skipped" not in capsys.readouterr().out
+    # A model that differs from the pretrained one only in its last hidden state fails this check
+    # alone: it compares, it does not just pass.
+    with pytest.raises(CheckFailed, match=r"SentenceTransformer"):
+        check("6.4", shifted_model(), only="sentences")
+
+
+@pytest.mark.parametrize("task, cls", [("6.1", "BertLayer"), ("6.2", "BertEncoder"), ("6.3", "BertPooler"),
+                                       ("6.4", "BertModel")])
+def test_transformers_own_classes_are_refused(task, cls):
+    with pytest.raises(CheckFailed) as err:
+        check(task, getattr(hf, cls))
+    assert str(err.value).startswith(f"[Task {task}] {cls}: ")
+    assert "transformers" in str(err.value)
+    assert err.value.mistake is None
 
 
 def test_the_complete_state_dict_has_no_buffers():
@@ -53,181 +74,190 @@ def test_the_complete_state_dict_has_no_buffers():
 
 
 def test_nothing_hard_wired_to_the_pretrained_sizes(tiny_bert_dir, monkeypatch, capsys):
+    classes = {task: fresh(task) for task in TITLES}  # before the switch: the notebook loads the bundled model
     monkeypatch.setenv(reference.ENV_VAR, str(tiny_bert_dir))
-    for task, cls in (("6.1", hf.BertLayer), ("6.2", HFEncoder), ("6.3", hf.BertPooler), ("6.4", HFModel)):
+    for task, cls in classes.items():
         check(task, cls)
     assert capture.capture().hidden_states[0].shape[-1] == 32
     out = capsys.readouterr().out
-    assert "note: the SentenceTransformer check is skipped" in out
-    assert "[Task 6.4] BertModel passed (6/6 checks)" in out
+    n = len(TASKS["6.4"].stages)
+    assert f"[Task 6.4] BertModel passed ({n}/{n} checks)" in out
+    assert "skipped" in out  # a tiny random BERT is no sentence-transformers model
 
 
-# -- learner-like modules built from HF's parts, one flaw each ---------------------------------
+# -- learner-style modules, subclasses of the solution's, one flaw each ------------------------
 
 
-class SkipsFFN(hf.BertLayer):
-    def forward(self, hidden_states, attention_mask=None, **kwargs):
-        return self.attention(hidden_states, attention_mask)[0]
+def layer_skips_ffn():
+    class SkipsFFN(solution()["BertLayer"]):
+        def forward(self, hidden_states, attention_mask=None, **kwargs):
+            return self.attention(hidden_states, attention_mask)[0]
+
+    return SkipsFFN
 
 
-class LayerWithoutMask(hf.BertLayer):
-    def forward(self, hidden_states, attention_mask=None, **kwargs):
-        return super().forward(hidden_states, None)
+def layer_without_mask():
+    class LayerWithoutMask(solution()["BertLayer"]):
+        def forward(self, hidden_states, attention_mask=None, **kwargs):
+            return super().forward(hidden_states, None)
+
+    return LayerWithoutMask
 
 
-class NoInputState(HFEncoder):
-    def forward(self, hidden_states, attention_mask=None, **kwargs):
-        last, states = super().forward(hidden_states, attention_mask)
-        return last, states[1:]
+def encoder_without_input_state():
+    class NoInputState(solution()["BertEncoder"]):
+        def forward(self, hidden_states, attention_mask=None, **kwargs):
+            last, states = super().forward(hidden_states, attention_mask)
+            return last, states[1:]
+
+    return NoInputState
 
 
-class Pooler(hf.BertPooler):
-    def forward(self, hidden_states):
-        return torch.tanh(self.dense(self.token(hidden_states)))
+def pooler(token=lambda h: h[:, 0], tanh=True):
+    """The solution's pooler, pooling ``token(hidden_states)`` (B, H), with or without the tanh."""
 
-    def token(self, hidden_states):
-        return hidden_states[:, 0]
+    class Pooler(solution()["BertPooler"]):
+        def forward(self, hidden_states):
+            pooled = self.dense(token(hidden_states))  # (B, H)
+            return torch.tanh(pooled) if tanh else pooled
 
-
-class LastToken(Pooler):
-    def token(self, hidden_states):
-        return hidden_states[:, -1]
+    return Pooler
 
 
-class MeanToken(Pooler):
-    def token(self, hidden_states):
-        return hidden_states.mean(dim=1)
+def model(mask=lambda m: additive_mask(m, per_query=False), pooler_cls=None, keep=slice(None), shift=0.0):
+    """A learner's BertModel written out: ``mask`` builds the encoder's mask from the (B, T) one,
+    ``keep`` selects the hidden states returned, ``shift`` moves the last hidden state."""
+
+    class Model(solution()["BertModel"]):
+        def __init__(self, config):
+            super().__init__(config)
+            if pooler_cls is not None:
+                self.pooler = pooler_cls(config)
+
+        def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, **kwargs):
+            embedding_output = self.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)  # (B, T, H)
+            encoder_mask = None if attention_mask is None else mask(attention_mask)
+            last, states = self.encoder(embedding_output, encoder_mask)
+            return last + shift, self.pooler(last), states[keep]
+
+    return Model
 
 
-class NoTanh(hf.BertPooler):
-    def forward(self, hidden_states):
-        return self.dense(hidden_states[:, 0])
+def shifted_model():
+    # The last hidden state is off, the hidden states are not: only the sentence check sees it.
+    return model(shift=0.1)
 
 
-class Model(nn.Module):
-    """A learner's BertModel made of HF's parts; subclasses change one step."""
-
-    def __init__(self, config):
-        super().__init__()
-        self.embeddings = hf.BertEmbeddings(config)
-        self.encoder = HFEncoder(config)
-        self.pooler = hf.BertPooler(config)
-
-    def mask(self, attention_mask):
-        return additive_mask(attention_mask, per_query=False)
-
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, **kwargs):
-        embedding_output = self.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
-        mask = None if attention_mask is None else self.mask(attention_mask)
-        last, states = self.encoder(embedding_output, mask)
-        return last, self.pooler(last), states
+WRONG = {
+    "SkipsFFN": layer_skips_ffn,
+    "LayerWithoutMask": layer_without_mask,
+    "NoInputState": encoder_without_input_state,
+    "NoTanh": lambda: pooler(tanh=False),
+    "LastToken": lambda: pooler(token=lambda h: h[:, -1]),
+    "MeanToken": lambda: pooler(token=lambda h: h.mean(dim=1)),
+    # Eager attention adds a bool mask as +1 / +0: no error, wrong numbers.
+    "BoolMask": lambda: model(mask=lambda m: m[:, None, None, :].bool()),
+    "MaskNotPassed": lambda: model(mask=lambda m: None),
+    "ModelWithoutInputState": lambda: model(keep=slice(1, None)),
+    "ModelLastTokenPooler": lambda: model(pooler_cls=pooler(token=lambda h: h[:, -1])),
+}
 
 
-class BoolMask(Model):
-    def mask(self, attention_mask):
-        return attention_mask[:, None, None, :].bool()  # added as +1 / +0 by eager attention
-
-
-class MaskNotPassed(Model):
-    def mask(self, attention_mask):
-        return None
-
-
-class ModelWithoutInputState(Model):
-    def forward(self, *args, **kwargs):
-        last, pooled, states = super().forward(*args, **kwargs)
-        return last, pooled, states[1:]
-
-
-class ModelLastTokenPooler(Model):
-    def __init__(self, config):
-        super().__init__(config)
-        self.pooler = LastToken(config)
-
-
-def test_a_model_built_from_hf_parts_passes():
-    check("6.4", Model)
+def test_a_model_written_out_passes():
+    check("6.4", model())
 
 
 @pytest.mark.parametrize(
-    "task, cls, mistake",
+    "task, wrong, mistake",
     [
-        ("6.1", SkipsFFN, "layer-skips-ffn"),
-        ("6.1", LayerWithoutMask, "encoder-mask-not-applied"),
-        ("6.2", NoInputState, "hidden-states-missing-embeddings"),
-        ("6.3", NoTanh, "pooler-no-tanh"),
-        ("6.3", LastToken, "pooler-wrong-token"),
-        ("6.3", MeanToken, "pooler-wrong-token"),
-        ("6.4", BoolMask, "bool-mask-added"),
-        ("6.4", MaskNotPassed, "encoder-mask-not-applied"),
-        ("6.4", ModelWithoutInputState, "hidden-states-missing-embeddings"),
-        ("6.4", ModelLastTokenPooler, "pooler-wrong-token"),
+        ("6.1", "SkipsFFN", "layer-skips-ffn"),
+        ("6.1", "LayerWithoutMask", "encoder-mask-not-applied"),
+        ("6.2", "NoInputState", "hidden-states-missing-embeddings"),
+        ("6.3", "NoTanh", "pooler-no-tanh"),
+        ("6.3", "LastToken", "pooler-wrong-token"),
+        ("6.3", "MeanToken", "pooler-wrong-token"),
+        ("6.4", "BoolMask", "bool-mask-added"),
+        ("6.4", "MaskNotPassed", "encoder-mask-not-applied"),
+        ("6.4", "ModelWithoutInputState", "hidden-states-missing-embeddings"),
+        ("6.4", "ModelLastTokenPooler", "pooler-wrong-token"),
     ],
 )
-def test_known_mistakes_are_named(task, cls, mistake):
+def test_known_mistakes_are_named(task, wrong, mistake):
     with pytest.raises(CheckFailed) as err:
-        check(task, cls)
-    assert err.value.mistake == mistake
+        check(task, WRONG[wrong]())
+    assert err.value.mistake == mistake, str(err.value)
     assert f"(known mistake `{mistake}`)" in str(err.value)
     assert 'See lessons/09-putting-it-together (section "' in str(err.value)
 
 
 def test_the_pooler_is_right_only_on_the_first_token():
-    check("6.3", Pooler)
+    check("6.3", pooler())
 
 
-class Stub(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        raise NotImplementedError()
+# -- other failures read well -------------------------------------------------------------------
 
 
-class EncoderReturnsTensor(HFEncoder):
-    def forward(self, hidden_states, attention_mask=None, **kwargs):
-        return super().forward(hidden_states, attention_mask)[0]
+def stub():
+    class Stub(solution()["BertModel"]):
+        def __init__(self, config):
+            raise NotImplementedError()
+
+    return Stub
 
 
-class ModelReturnsHFOutput(hf.BertModel):
-    pass
+def encoder_returns_tensor():
+    class EncoderReturnsTensor(solution()["BertEncoder"]):
+        def forward(self, hidden_states, attention_mask=None, **kwargs):
+            return super().forward(hidden_states, attention_mask)[0]
+
+    return EncoderReturnsTensor
 
 
-class ModelPersistentBuffer(Model):
-    def __init__(self, config):
-        super().__init__(config)
-        self.embeddings.register_buffer("position_ids", torch.arange(config.max_position_embeddings)[None, :])
+def model_returns_output_object():
+    # transformers' output dataclass, not its model code: a learner copying HF's return value
+    class ModelReturnsOutputObject(solution()["BertModel"]):
+        def forward(self, *args, **kwargs):
+            last, pooled, states = super().forward(*args, **kwargs)
+            return BaseModelOutputWithPoolingAndCrossAttentions(
+                last_hidden_state=last, pooler_output=pooled, hidden_states=states)
+
+    return ModelReturnsOutputObject
 
 
-class ShiftedModel(Model):
-    def forward(self, *args, **kwargs):
-        last, pooled, states = super().forward(*args, **kwargs)
-        return last + 0.1, pooled, states
+def model_persistent_buffer():
+    class ModelPersistentBuffer(solution()["BertModel"]):
+        def __init__(self, config):
+            super().__init__(config)
+            self.embeddings.register_buffer("position_ids", torch.arange(config.max_position_embeddings)[None, :])
+
+    return ModelPersistentBuffer
 
 
 @pytest.mark.parametrize(
-    "task, cls, expected, only",
+    "task, make, expected, only",
     [
-        ("6.4", Stub, r"\[Task 6.4\] BertModel: not implemented yet: Stub\(config\) raises NotImplementedError", None),
-        ("6.2", EncoderReturnsTensor, r"forward must return a tuple \(last_hidden_state, hidden_states\); "
-                                      r"got a tensor of shape \[10, \d+, 384\]", None),
-        ("6.4", ModelReturnsHFOutput, r"forward must return a tuple \(last_hidden_state, pooler_output, "
-                                      r"hidden_states\); got BaseModelOutputWithPoolingAndCrossAttentions", None),
-        ("6.4", ModelPersistentBuffer, r"embeddings.position_ids is saved in the state_dict.*\n.*persistent=False",
+        ("6.4", stub, r"\[Task 6.4\] BertModel: not implemented yet: Stub\(config\) raises NotImplementedError", None),
+        ("6.2", encoder_returns_tensor, r"forward must return a tuple \(last_hidden_state, hidden_states\); "
+                                        r"got a tensor of shape \[10, \d+, 384\]", None),
+        ("6.4", model_returns_output_object, r"forward must return a tuple \(last_hidden_state, pooler_output, "
+                                             r"hidden_states\); got BaseModelOutputWithPoolingAndCrossAttentions",
          None),
-        # The last hidden state is off, the hidden states are not: only the sentence check sees it.
-        ("6.4", ShiftedModel, r"values differ from SentenceTransformer\(all-MiniLM-L6-v2\)\.encode\(corpus.SENTENCES\)"
-                              r" after mean pooling and L2 normalisation \(atol 1e-05\)\n"
-                              r"  max abs diff .* at \(sentence \d+, dim \d+\)", "sentences"),
+        ("6.4", model_persistent_buffer, r"embeddings.position_ids is saved in the state_dict.*\n.*persistent=False",
+         None),
+        ("6.4", shifted_model, r"values differ from SentenceTransformer\(all-MiniLM-L6-v2\)\.encode\(corpus.SENTENCES\)"
+                               r" after mean pooling and L2 normalisation \(atol 1e-05\)\n"
+                               r"  max abs diff .* at \(sentence \d+, dim \d+\)", "sentences"),
     ],
 )
-def test_failures_say_what_and_where(task, cls, expected, only):
+def test_failures_say_what_and_where(task, make, expected, only):
     with pytest.raises(CheckFailed, match=expected) as err:
-        check(task, cls, only=only)
+        check(task, make(), only=only)
     assert err.value.mistake is None
 
 
 def test_a_shifted_last_hidden_state_fails_the_values_check():
     with pytest.raises(CheckFailed, match=r"`last_hidden_state` values differ from the pretrained model"):
-        check("6.4", ShiftedModel, upto="values")
+        check("6.4", shifted_model(), upto="values")
 
 
 def test_the_given_classes_are_the_earlier_solutions():
