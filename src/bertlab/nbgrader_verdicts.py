@@ -1,0 +1,66 @@
+"""``nbgrader autograde`` with bertlab's verdicts.
+
+nbgrader scores a grade cell by its output after running the notebook in the learner's kernel,
+where a learner's cell can rebind ``check`` or swallow errors. This preprocessor runs after
+nbgrader's ``Execute``: it judges a copy of the notebook the way ``bertlab grade`` does (learner
+code in its own process, checks outside it) and writes each grade cell's verdict as that cell's
+output, so ``SaveAutoGrades``, feedback and export see the same scores as ``bertlab grade``.
+The course's ``nbgrader_config.py`` puts it in ``Autograde.autograde_preprocessors``.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+from nbformat.v4 import new_output
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Float
+
+
+class JudgeVerdicts(NbGraderPreprocessor):
+    """Replace every grade cell's output with the judge's verdict on it."""
+
+    timeout = Float(0, help="seconds per notebook (0: the course's bertlab.toml, else 300)").tag(config=True)
+    memory_limit = Float(0, help="MB for the learner's process (0: the course's bertlab.toml, else 4096)").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        from bertlab.grading.execute import grade_cell_meta
+        from bertlab.grading.judge import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, judge_notebook
+        from bertlab.grading.notebooks import course_root
+        from bertlab.settings import grade_settings
+
+        folder = resources.get("metadata", {}).get("path") or "."
+        settings = grade_settings(course_root(Path(folder).resolve()) or course_root(Path.cwd()))
+        result = judge_notebook(
+            _without_outputs(nb),
+            timeout=self.timeout or settings.get("timeout", DEFAULT_TIMEOUT),
+            memory_mb=self.memory_limit or settings.get("memory_limit", DEFAULT_MEMORY_MB),
+            cwd=str(folder),
+        )
+        verdicts = {check.name: check for check in result.checks}
+        for cell in nb.cells:
+            meta = grade_cell_meta(cell)
+            if meta is None:
+                continue
+            verdict = verdicts.get(meta.get("grade_id"))
+            if verdict is None:
+                cell.outputs = [_error("the grader did not reach this cell")]
+            elif verdict.passed:
+                cell.outputs = [new_output("stream", name="stdout", text=verdict.message + "\n")]
+            else:
+                cell.outputs = [_error(verdict.message)]
+        return nb, resources
+
+
+def _without_outputs(nb):
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    return nb
+
+
+def _error(message: str):
+    lines = message.splitlines() or [message]
+    return new_output("error", ename="CheckFailed", evalue=lines[0], traceback=lines)
