@@ -76,3 +76,5 @@ def pytest_terminal_summary(terminalreporter):
         f"mutation test: {len(mutations)} known mistakes injected into solution notebooks "
         f"({len({m.mistake for m in mutations})} distinct)"
     )
+    from tests.submissions import CASES
+    terminalreporter.write_line(f"bad submissions: {len(CASES)} cases, each with its expected verdict")

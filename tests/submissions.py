@@ -1,0 +1,777 @@
+"""Bad submissions: notebooks a learner could hand in, each with the verdict a good grader gives.
+
+Every case starts from a course notebook, either as released (``exercise``: the stubs) or filled
+in with the reference solution the way a learner who got it right would write it (``right``),
+then breaks it in one way. ``build_course`` writes all cases into a temporary course directory
+laid out like nbgrader's: ``nbgrader_config.py``, ``solutions/`` (the source that grade cells and
+locked cells are restored from) and one folder of submissions per grading run.
+
+Each case gets its own task folder, ``NN-<case name>/NN-<case name>.ipynb``, with a copy of the
+source notebook of assignment ``NN`` under ``solutions/`` beside it: that way one ``grade()`` run
+grades dozens of variants of the same assignment, each restored from the right source.
+
+The expected verdicts say what a good grader must say, not what the grader says today.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+
+NUMPY = "01-numpy-bert"
+EMBEDDINGS = "02-embeddings"
+ATTENTION = "03-self-attention"
+ADD_NORM = "04-attention-output"
+FFN = "05-feed-forward"
+MODEL = "06-bert-model"
+
+# What a passing notebook's first message says ("[Task 5.1] BertIntermediate passed ...").
+PASSED = r"passed"
+# A message that tells the learner their notebook reached for the grader. "replac" is left out on
+# purpose: every "not implemented yet" message says "Replace `# YOUR CODE HERE` ...".
+TAMPER = r"(?i)tamper|the grader|grader's|rebind|rebound|redefin|overwrit|patch"
+NOT_A_NOTEBOOK = r"(?i)not a (valid )?notebook|not .*json|cannot be read|unreadable"
+
+# Grading runs. "limits" holds the cases that only end at the time or memory limit: they get a
+# short timeout and a small memory limit, and a right notebook beside them to show that the
+# others are still graded. Everything else, including os._exit, is graded in "main".
+RUNS = ("main", "limits")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One bad (or deceptively right) submission and the verdict it must get.
+
+    Attributes:
+        name: kebab-case; the test id and, prefixed with the assignment number, the task folder.
+        assignment: the course notebook the case stands for, e.g. ``"05-feed-forward"``: its
+            source is the one restored and its points are the task's maximum.
+        build: returns the submitted file: a notebook, or raw bytes for files that are not one.
+        scores: the scores a good grader may give; one value wherever the score is determined.
+        status: the statuses a good grader may report (one wherever it is determined).
+        message: regex the task's first failure message must match (``re.search``); for a
+            notebook that passes, its first message.
+        must_fail: grade cell ids that must be reported as failed.
+        forbid: regex the first failure message must NOT match (a wrong hint).
+        run: which grading run the case belongs to (see ``RUNS``).
+        file_name: the submitted file's name when it is not ``<folder>.ipynb``.
+    """
+
+    name: str
+    assignment: str
+    build: Callable[[], nbformat.NotebookNode | bytes]
+    scores: tuple[float, ...]
+    status: tuple[str, ...]
+    message: str
+    must_fail: tuple[str, ...] = ()
+    forbid: str | None = None
+    run: str = "main"
+    file_name: str | None = None
+
+    @property
+    def folder(self) -> str:
+        return f"{self.assignment[:2]}-{self.name}"
+
+    @property
+    def submitted_name(self) -> str:
+        return self.file_name or f"{self.folder}.ipynb"
+
+    @property
+    def max_score(self) -> float:
+        return max_points(self.assignment)
+
+    @property
+    def why(self) -> str:
+        return (self.build.__doc__ or "").strip()
+
+
+CASES: list[Case] = []
+
+
+def case(name: str, assignment: str, *, scores, status, message: str, must_fail=(), forbid=None,
+         run: str = "main", file_name: str | None = None):
+    """Register the decorated builder as a case (its docstring says why the verdict is right)."""
+
+    def register(build):
+        scores_ = tuple(float(s) for s in (scores if isinstance(scores, (tuple, list, range)) else (scores,)))
+        status_ = (status,) if isinstance(status, str) else tuple(status)
+        CASES.append(Case(name, assignment, build, scores_, status_, message, tuple(must_fail), forbid, run, file_name))
+        return build
+
+    return register
+
+
+# -- notebooks to start from, and edits ----------------------------------------------------------
+
+
+def _read(kind: str, assignment: str) -> nbformat.NotebookNode:
+    return nbformat.read(ROOT / kind / assignment / f"{assignment}.ipynb", as_version=4)
+
+
+def _grade_id(cell) -> str | None:
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+
+
+def max_points(assignment: str) -> float:
+    """The assignment's maximum, from its nbgrader source: what the learner cannot change."""
+    return sum(
+        float(c.metadata["nbgrader"].get("points", 0))
+        for c in _read("solutions", assignment).cells
+        if c.get("metadata", {}).get("nbgrader", {}).get("grade")
+    )
+
+
+def grade_ids(assignment: str, prefix: str = "test-") -> tuple[str, ...]:
+    """The grade cell ids of ``assignment`` starting with ``prefix``, in notebook order."""
+    return tuple(
+        _grade_id(c) for c in _read("solutions", assignment).cells
+        if c.get("metadata", {}).get("nbgrader", {}).get("grade") and _grade_id(c).startswith(prefix)
+    )
+
+
+def exercise(assignment: str) -> nbformat.NotebookNode:
+    """The notebook as released to learners: stubs that raise NotImplementedError."""
+    return _read("exercises", assignment)
+
+
+def right(assignment: str) -> nbformat.NotebookNode:
+    """The released notebook with every solution cell written as a learner who got it right would.
+
+    The solution cells' code comes from the source, without nbgrader's ``### BEGIN/END SOLUTION``
+    marker lines; grade cells stay as released (no hidden tests), as in a real submission.
+    """
+    source = {_grade_id(c): c.source for c in _read("solutions", assignment).cells if _grade_id(c)}
+    nb = exercise(assignment)
+    for cell in nb.cells:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+            lines = source[_grade_id(cell)].splitlines()
+            cell.source = "\n".join(line for line in lines if line.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION"))
+    return nb
+
+
+def cell(nb, grade_id: str):
+    """The one cell of ``nb`` with ``grade_id``."""
+    found = [c for c in nb.cells if _grade_id(c) == grade_id]
+    assert len(found) == 1, f"{len(found)} cells have grade_id {grade_id!r}"
+    return found[0]
+
+
+def replace(nb, grade_id: str, old: str, new: str, count: int = 1):
+    """Replace ``old`` with ``new`` in one cell; ``old`` must occur exactly ``count`` times there,
+    so that a change to the course's notebooks breaks the builder instead of silently building a
+    right notebook."""
+    target = cell(nb, grade_id)
+    hits = target.source.count(old)
+    assert hits == count, f"{old!r} occurs {hits} times in cell {grade_id!r}, expected {count}"
+    target.source = target.source.replace(old, new)
+    return nb
+
+
+def insert_after(nb, grade_id: str, source: str, metadata: dict | None = None):
+    """Add a code cell the learner wrote right after the cell ``grade_id``."""
+    new = nbformat.v4.new_code_cell(source)
+    if metadata:
+        new.metadata["nbgrader"] = metadata
+    nb.cells.insert(nb.cells.index(cell(nb, grade_id)) + 1, new)
+    return nb
+
+
+def _raw(notebook) -> bytes:
+    return nbformat.writes(notebook).encode()
+
+
+# Lines of the solutions the cases break.
+BRANCH_DROPOUT_THEN_ADD = (
+    "hidden_states = self.dropout(hidden_states)  # drops part of the update, never the residual\n"
+    "        hidden_states = self.LayerNorm(hidden_states + input_tensor)  # add first, then normalise"
+)
+ADD_NORM_LINE = "hidden_states = self.LayerNorm(hidden_states + input_tensor)  # add first, then normalise"
+GELU_CALL = "hidden_states = self.intermediate_act_fn(hidden_states)  # (B, T, I): the FFN's only non-linearity"
+INTERMEDIATE_RETURN = GELU_CALL + "\n        return hidden_states"
+RELU = ("self.intermediate_act_fn = nn.GELU()", "self.intermediate_act_fn = nn.ReLU()")
+FFN_5_1 = grade_ids(FFN, "test-5-1")
+FFN_5_2 = grade_ids(FFN, "test-5-2")
+# Task 6's cells that compare values and so see a wrong BertLayer (6.2 and 6.4 are built on it).
+LAYER_VALUE_CELLS = (*grade_ids(MODEL, "test-6-1"), *grade_ids(MODEL, "test-6-2"), "test-6-4-values", "test-6-4-masks",
+                     "test-6-4-sentences")
+
+
+def _relu_ffn():
+    """Task 5 with ReLU instead of GELU in 5.1 (a known mistake, named by the grader) and 5.2 right."""
+    return replace(right(FFN), "bert-intermediate", *RELU)
+
+
+# -- the classes named in the issue ---------------------------------------------------------------
+
+
+@case("right-feed-forward", FFN, scores=9, status="passed", message=PASSED)
+def _right_feed_forward():
+    """The reference solution as a learner writes it: full marks. Graded in the same run as the
+    os._exit cases, it shows the other notebooks of a run are still graded."""
+    return right(FFN)
+
+
+@case("dropout-on-residual-sum", FFN, scores=8, status="failed", message=r"(?is)dropout.*residual|residual.*dropout",
+      must_fail=["test-5-2-gradients"])
+def _dropout_on_residual_sum_ffn():
+    """Task 5.2: ``LayerNorm(dropout(dense(x) + input_tensor))`` drops the residual too. Eval mode
+    hides it; only the dropout-and-gradients cell (1 point) runs train mode, so 8/9."""
+    return replace(right(FFN), "bert-output", BRANCH_DROPOUT_THEN_ADD,
+                   "hidden_states = self.LayerNorm(self.dropout(hidden_states + input_tensor))")
+
+
+@case("dropout-on-residual-sum", ADD_NORM, scores=8, status="failed",
+      message=r"(?is)dropout.*residual|residual.*dropout", must_fail=["test-4-1-gradients", "test-4-2-gradients"])
+def _dropout_on_residual_sum_self_output():
+    """Task 4.1, the same mistake in BertSelfOutput. BertAttention (4.2) is built on the learner's
+    BertSelfOutput, so the train-mode cells of both tasks lose their point: 8/10."""
+    return replace(right(ADD_NORM), "bert-self-output", BRANCH_DROPOUT_THEN_ADD,
+                   "hidden_states = self.LayerNorm(self.dropout(hidden_states + input_tensor))")
+
+
+@case("literal-sizes", FFN, scores=range(0, 9), status="failed", message=r"(?i)config|hard-?coded|literal")
+def _literal_sizes():
+    """Tasks 5.1 and 5.2 built from this model's numbers (384, 1536, eps 1e-12) instead of the
+    config: right for the pretrained model only, so a grader that only ever passes that config
+    cannot tell. It must not get full marks, and the message must say the config is ignored."""
+    nb = right(FFN)
+    replace(nb, "bert-intermediate", "nn.Linear(config.hidden_size, config.intermediate_size)", "nn.Linear(384, 1536)")
+    replace(nb, "bert-output", "nn.Linear(config.intermediate_size, config.hidden_size)", "nn.Linear(1536, 384)")
+    replace(nb, "bert-output", "nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)", "nn.LayerNorm(384, eps=1e-12)")
+    return nb
+
+
+@case("literal-heads", ATTENTION, scores=range(3, 8), status="failed", message=r"(?i)config|hard-?coded|literal")
+def _literal_heads():
+    """Task 3.2 with 12 heads of size 32 and width 384 typed in. Task 3.1 (3 points) is untouched;
+    3.2 must lose points, with a message saying the config is ignored."""
+    nb = right(ATTENTION)
+    replace(nb, "bert-self-attention", "self.num_attention_heads = config.num_attention_heads",
+            "self.num_attention_heads = 12")
+    replace(nb, "bert-self-attention", "self.attention_head_size = config.hidden_size // config.num_attention_heads",
+            "self.attention_head_size = 32  # 384 / 12")
+    replace(nb, "bert-self-attention", "nn.Linear(config.hidden_size, self.all_head_size)",
+            "nn.Linear(384, self.all_head_size)", count=3)
+    return nb
+
+
+HF_SELF_OUTPUT = "from transformers.models.bert.modeling_bert import BertSelfOutput as HFBertSelfOutput\n\n\n"
+
+
+@case("subclass-hf-self-output", ADD_NORM, scores=0, status="failed", message=r"(?i)transformers|yourself|shortcut")
+def _subclass_hf_self_output():
+    """Task 4.1 as a subclass of transformers' own BertSelfOutput: the task is to write it, so 4.1
+    gets nothing, and neither does 4.2, whose BertAttention is built on it: 0/10."""
+    nb = right(ADD_NORM)
+    cell(nb, "bert-self-output").source = HF_SELF_OUTPUT + (
+        "class BertSelfOutput(HFBertSelfOutput):\n"
+        '    """The attention sub-layer\'s output, reused from transformers."""\n'
+    )
+    return nb
+
+
+@case("wrap-hf-self-output", ADD_NORM, scores=0, status="failed", message=r"(?i)transformers|yourself|shortcut")
+def _wrap_hf_self_output():
+    """Task 4.1 with the learner's own attributes, but a forward that calls transformers'
+    BertSelfOutput.forward on them: a wrapper is the same shortcut as a subclass, 0/10."""
+    nb = right(ADD_NORM)
+    replace(nb, "bert-self-output", "class BertSelfOutput(nn.Module):", HF_SELF_OUTPUT + "class BertSelfOutput(nn.Module):")
+    replace(nb, "bert-self-output", BRANCH_DROPOUT_THEN_ADD,
+            "hidden_states = HFBertSelfOutput.forward(self, hidden_states, input_tensor)")
+    return nb
+
+
+@case("tamper-rebind-check", FFN, scores=0, status="failed", message=TAMPER)
+def _tamper_rebind_check():
+    """The released stubs plus a learner cell after the class that rebinds ``check`` to a no-op:
+    under a plain autograde every grade cell would pass. It must score 0 and say why."""
+    return insert_after(exercise(FFN), "bert-intermediate", "check = lambda *args, **kwargs: None\n")
+
+
+@case("tamper-patch-check-function", FFN, scores=0, status="failed", message=TAMPER)
+def _tamper_patch_check_function():
+    """The stubs plus a cell that patches ``bertlab.checks.check`` itself (its code object), so the
+    name the setup cell imported does nothing any more: 0 and told why."""
+    return insert_after(
+        exercise(FFN), "bert-intermediate",
+        "import bertlab.checks\n\nbertlab.checks.check.__code__ = (lambda *args, **kwargs: None).__code__\n",
+    )
+
+
+@case("tamper-patch-tasks", FFN, scores=0, status="failed", message=TAMPER)
+def _tamper_patch_tasks():
+    """The stubs plus a cell that replaces every task's ``run`` in ``bertlab.checks.TASKS`` with one
+    that reports success: 0 and told why."""
+    return insert_after(
+        exercise(FFN), "bert-intermediate",
+        "import bertlab.checks\n\n"
+        "for task in bertlab.checks.TASKS.values():\n"
+        '    task.run = lambda *args, **kwargs: "passed"\n',
+    )
+
+
+@case("tamper-in-cell-marked-locked", FFN, scores=0, status="failed", message=TAMPER)
+def _tamper_in_cell_marked_locked():
+    """The stubs plus a new cell that rebinds ``check`` and claims, in its own metadata, to be a
+    locked instructor cell. Only the source says which cells are locked: the learner wrote this
+    one, so it is tampering like any other: 0 and told why."""
+    meta = {"grade": False, "grade_id": "setup-2", "locked": True, "schema_version": 3, "solution": False, "task": False}
+    return insert_after(exercise(FFN), "setup", "check = lambda *args, **kwargs: None\n", metadata=meta)
+
+
+@case("in-place-residual", FFN, scores=4, status="failed", message=r"(?is)input_tensor.*in place|in place.*input_tensor",
+      must_fail=FFN_5_2, forbid=r"known mistake")
+def _in_place_residual():
+    """Task 5.2 adds the residual with ``input_tensor += ...``: the values are right, but the
+    caller's tensor is destroyed. The first forward call (in the names-and-shapes cell) fails,
+    naming ``input_tensor``, never a known mistake it is not: 5.2 gets 0, so 4/9."""
+    return replace(right(FFN), "bert-output", ADD_NORM_LINE,
+                   "input_tensor += hidden_states  # saves a tensor\n"
+                   "        hidden_states = self.LayerNorm(input_tensor)")
+
+
+@case("second-residual-from-layer-input", MODEL, scores=3, status="failed", message=r"(?is)\[Task 6\.1\].*differ",
+      must_fail=LAYER_VALUE_CELLS)
+def _second_residual_from_layer_input():
+    """Task 6.1 adds the layer's input as the second residual instead of the attention output.
+    6.1, and 6.2 and 6.4 built on it, lose every cell that compares values; 6.3 (2 points) and the
+    names-and-shapes cell of 6.4 (1 point) stand: 3/13."""
+    return replace(right(MODEL), "bert-layer", "self.output(intermediate_output, attention_output)",
+                   "self.output(intermediate_output, hidden_states)")
+
+
+@case("ffn-fed-layer-input", MODEL, scores=3, status="failed", message=r"(?is)\[Task 6\.1\].*differ",
+      must_fail=LAYER_VALUE_CELLS)
+def _ffn_fed_layer_input():
+    """Task 6.1 feeds the feed-forward network the layer's input instead of the attention output:
+    3/13, as for the wrong residual."""
+    return replace(right(MODEL), "bert-layer", "self.intermediate(attention_output)", "self.intermediate(hidden_states)")
+
+
+@case("ffn-twice", MODEL, scores=3, status="failed", message=r"(?is)\[Task 6\.1\].*differ",
+      must_fail=LAYER_VALUE_CELLS)
+def _ffn_twice():
+    """Task 6.1 applies the feed-forward block twice: 3/13."""
+    return replace(right(MODEL), "bert-layer", "        return layer_output",
+                   "        layer_output = self.output(self.intermediate(layer_output), layer_output)  # once more\n"
+                   "        return layer_output")
+
+
+@case("log-sum-exp-softmax", NUMPY, scores=13, status="passed", message=PASSED)
+def _log_sum_exp_softmax_numpy():
+    """Task 1.1 as exp(x - logsumexp(x)), logsumexp shifted by the row maximum: another stable
+    softmax, right to float precision. It must get full marks, never a mistake's name."""
+    return replace(
+        right(NUMPY), "softmax",
+        "    shifted = x - np.max(x, axis=axis, keepdims=True)  # each row's largest entry becomes 0, so exp <= 1\n"
+        "    exps = np.exp(shifted)\n"
+        "    return exps / np.sum(exps, axis=axis, keepdims=True)",
+        "    m = np.max(x, axis=axis, keepdims=True)\n"
+        "    log_sum_exp = m + np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True))\n"
+        "    return np.exp(x - log_sum_exp)",
+    )
+
+
+@case("log-sum-exp-softmax", ATTENTION, scores=8, status="passed", message=PASSED)
+def _log_sum_exp_softmax_attention():
+    """Task 3.1 with the attention weights as exp(scores - logsumexp(scores)): right, full marks."""
+    return replace(right(ATTENTION), "eager-attention-forward", "attn_weights = torch.softmax(scores, dim=-1)",
+                   "attn_weights = torch.exp(scores - torch.logsumexp(scores, dim=-1, keepdim=True))")
+
+
+@case("crash-on-inputs-embeds-only", EMBEDDINGS, scores=(1, 2, 3, 4), status="failed", message=r"inputs_embeds")
+def _crash_on_inputs_embeds_only():
+    """Task 2.1 reads the shape from ``input_ids``, so a call with ``inputs_embeds`` alone (as the
+    docstring allows, and as HF's BertModel makes) crashes. The names cell stands (1 point); the
+    cell that calls it that way must fail, naming ``inputs_embeds``."""
+    return replace(right(EMBEDDINGS), "bert-embeddings", "B, T, _ = inputs_embeds.shape", "B, T = input_ids.shape")
+
+
+@case("gelu-returns-float64", NUMPY, scores=range(6, 12), status="failed", message=r"(?i)float64|dtype",
+      must_fail=["test-1-3-values", "test-1-3-edge-cases"])
+def _gelu_returns_float64():
+    """Task 1.3 without the cast back: math.erf gives float64, so float32 in comes out float64,
+    against the docstring ("of the same dtype"). Both 1.3 cells fail (2 points); 1.5, which calls
+    this gelu, may lose its points too."""
+    return replace(right(NUMPY), "gelu", "(0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))).astype(x.dtype)",
+                   "0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))")
+
+
+# -- errors while the notebook runs ---------------------------------------------------------------
+
+
+@case("syntax-error", FFN, scores=5, status="failed", message=r"(?i)syntax", must_fail=FFN_5_1)
+def _syntax_error():
+    """A missing parenthesis in the Task 5.1 class cell: the class never exists, its 4 points are
+    lost, 5.2 (5 points) is graded as usual."""
+    return replace(right(FFN), "bert-intermediate", "self.dense(hidden_states)  # (B, T, I)",
+                   "self.dense(hidden_states  # (B, T, I)")
+
+
+@case("import-error", FFN, scores=5, status="failed", message=r"GeLU|ImportError|cannot import", must_fail=FFN_5_1)
+def _import_error():
+    """The Task 5.1 class cell starts with an import that fails: 5/9, and the message names it."""
+    nb = right(FFN)
+    target = cell(nb, "bert-intermediate")
+    target.source = "from torch.nn import GeLU  # the class is spelled GELU\n\n\n" + target.source
+    return nb
+
+
+@case("exception-in-init", FFN, scores=4, status="failed", message=r"hiden_size", must_fail=FFN_5_2)
+def _exception_in_init():
+    """A typo in BertOutput.__init__ raises AttributeError on the config: Task 5.2 gets 0, 4/9."""
+    return replace(right(FFN), "bert-output", "nn.Linear(config.intermediate_size, config.hidden_size)",
+                   "nn.Linear(config.intermediate_size, config.hiden_size)")
+
+
+@case("nan-output", FFN, scores=5, status="failed", message=r"(?i)\bnan\b",
+      must_fail=["test-5-2-values", "test-5-2-batches", "test-5-2-gradients"])
+def _nan_output():
+    """Task 5.2 returns NaN (standing for any 0/0): the right shape (names-and-shapes cell, 1
+    point), every value wrong: 5/9, and the message says NaN."""
+    return replace(right(FFN), "bert-output", ADD_NORM_LINE,
+                   ADD_NORM_LINE + '\n        hidden_states = hidden_states * float("nan")')
+
+
+@case("inf-output", FFN, scores=6, status="failed", message=r"(?i)\binf\b",
+      must_fail=["test-5-1-values", "test-5-1-batches"])
+def _inf_output():
+    """Task 5.1 returns inf wherever the activation exceeds 1: 6/9, and the message says inf."""
+    return replace(right(FFN), "bert-intermediate", INTERMEDIATE_RETURN,
+                   GELU_CALL + '\n        return hidden_states.masked_fill(hidden_states > 1.0, float("inf"))')
+
+
+@case("float64-output", FFN, scores=(5, 6), status="failed", message=r"(?i)float64|dtype|double",
+      must_fail=["test-5-1-values", "test-5-1-batches"])
+def _float64_output():
+    """Task 5.1 returns float64: the numbers are right but HF's module returns float32, and
+    everything downstream would be upcast. Whether the names-and-shapes cell or the values cell
+    catches it, the message must name the dtype: 5 or 6 of 9."""
+    return replace(right(FFN), "bert-intermediate", INTERMEDIATE_RETURN, GELU_CALL + "\n        return hidden_states.double()")
+
+
+@case("output-on-another-device", FFN, scores=(5, 6), status="failed", message=r"(?i)device",
+      must_fail=["test-5-1-values", "test-5-1-batches"])
+def _output_on_another_device():
+    """Task 5.1 returns its output on another device than its input (the meta device stands for a
+    GPU on this CPU-only machine): a failure that says "device", not an error of the grader."""
+    return replace(right(FFN), "bert-intermediate", INTERMEDIATE_RETURN, GELU_CALL + '\n        return hidden_states.to("meta")')
+
+
+@case("tuple-instead-of-tensor", FFN, scores=5, status="failed", message=r"(?i)tuple", must_fail=FFN_5_1)
+def _tuple_instead_of_tensor():
+    """Task 5.1 returns ``(hidden_states,)``, as transformers 4 layers did: 5.1 gets 0, 5/9."""
+    return replace(right(FFN), "bert-intermediate", INTERMEDIATE_RETURN, GELU_CALL + "\n        return (hidden_states,)")
+
+
+@case("tensor-instead-of-tuple", ADD_NORM, scores=5, status="failed", message=r"(?i)tuple",
+      must_fail=grade_ids(ADD_NORM, "test-4-2"))
+def _tensor_instead_of_tuple():
+    """Task 4.2 returns the attention output alone, without the attention weights: 4.2 gets 0, 5/10."""
+    return replace(right(ADD_NORM), "bert-attention", "return attention_output, attn_weights", "return attention_output")
+
+
+GLOBAL_STATE = {
+    "default-dtype": "torch.set_default_dtype(torch.float64)  # more precision for my experiments\n",
+    "grad-mode": "torch.set_grad_enabled(False)  # my experiments need no gradients\n",
+    "seed": "torch.manual_seed(1234)  # reproducible experiments\n",
+    "thread-count": "torch.set_num_threads(1)\n",
+}
+
+
+def _global_state(change: str):
+    def build():
+        return insert_after(right(FFN), "bert-intermediate", GLOBAL_STATE[change])
+
+    build.__doc__ = (
+        f"Right code plus a learner cell, before every grade cell, that changes torch's global "
+        f"{change.replace('-', ' ')}. The grader's inputs and comparisons must not depend on it: 9/9."
+    )
+    return build
+
+
+for _change in GLOBAL_STATE:
+    case(f"global-{_change}", FFN, scores=9, status="passed", message=PASSED)(_global_state(_change))
+
+
+@case("grad-disabled-in-forward", FFN, scores=8, status="failed", message=r"(?i)grad", must_fail=["test-5-2-gradients"])
+def _grad_disabled_in_forward():
+    """Task 5.2's forward switches gradients off globally: values are right, but no gradient
+    reaches the weights, so only the gradients cell fails: 8/9."""
+    return replace(right(FFN), "bert-output", "        hidden_states = self.dense(hidden_states)",
+                   "        torch.set_grad_enabled(False)  # faster\n        hidden_states = self.dense(hidden_states)")
+
+
+@case("default-dtype-set-in-init", FFN, scores=4, status="failed", message=r"(?i)dtype|double|float64", must_fail=FFN_5_2)
+def _default_dtype_set_in_init():
+    """BertOutput.__init__ sets the default dtype to float64 before creating its layers: its
+    weights are float64 and the float32 input cannot go through them. 5.2 gets 0: 4/9."""
+    return replace(right(FFN), "bert-output", "        self.dense = nn.Linear(config.intermediate_size",
+                   "        torch.set_default_dtype(torch.float64)\n        self.dense = nn.Linear(config.intermediate_size")
+
+
+@case("megabytes-of-printing", FFN, scores=9, status="passed", message=PASSED)
+def _megabytes_of_printing():
+    """Right code plus a cell that prints 20 MB to stdout and 10 MB to stderr: still 9/9, and no
+    message holds the printout."""
+    return insert_after(right(FFN), "bert-intermediate",
+                        'import sys\n\nprint("=" * 20_000_000)\nsys.stderr.write("warning\\n" * 1_250_000)\n')
+
+
+@case("printing-in-forward", FFN, scores=9, status="passed", message=PASSED)
+def _printing_in_forward():
+    """Right code whose forward prints 100 kB on every call, while the grade cells call it: 9/9."""
+    return replace(right(FFN), "bert-intermediate", "        hidden_states = self.dense(hidden_states)  # (B, T, I)",
+                   '        print("debug", "-" * 100_000)\n        hidden_states = self.dense(hidden_states)  # (B, T, I)')
+
+
+@case("sys-exit-in-forward", FFN, scores=5, status="failed", message=r"(?i)exit", must_fail=FFN_5_1)
+def _sys_exit_in_forward():
+    """Task 5.1's forward calls ``sys.exit()``: SystemExit is an exception like any other there;
+    5.1 gets 0, the rest is graded: 5/9."""
+    return replace(right(FFN), "bert-intermediate", "        hidden_states = self.dense(hidden_states)  # (B, T, I)",
+                   '        import sys\n        sys.exit("stop here while debugging")\n'
+                   "        hidden_states = self.dense(hidden_states)  # (B, T, I)")
+
+
+@case("sys-exit-in-cell", FFN, scores=9, status="passed", message=PASSED)
+def _sys_exit_in_cell():
+    """Right code plus a cell calling ``sys.exit()``. A Jupyter kernel (and so nbgrader autograde)
+    reports SystemExit and goes on with the next cell: 9/9."""
+    return insert_after(right(FFN), "bert-intermediate", "import sys\n\nsys.exit()\n")
+
+
+@case("os-exit-in-cell", FFN, scores=0, status="error", message=r"(?i)exit|died|ended")
+def _os_exit_in_cell():
+    """Right code plus a cell calling ``os._exit(0)`` before the first grade cell: the notebook's
+    process ends with status 0 and no grade cell ever runs: 0/9, an error, not a pass."""
+    return insert_after(right(FFN), "bert-intermediate", "import os\n\nos._exit(0)\n")
+
+
+@case("os-exit-in-forward", FFN, scores=(0, 4), status="error", message=r"(?i)exit|died|ended")
+def _os_exit_in_forward():
+    """Task 5.2's forward calls ``os._exit(3)``: the process dies in the middle of a grade cell.
+    5.2 gets nothing; Task 5.1, judged before, may keep its 4 points."""
+    return replace(right(FFN), "bert-output", "        hidden_states = self.dense(hidden_states)",
+                   "        import os\n        os._exit(3)\n        hidden_states = self.dense(hidden_states)")
+
+
+# -- the limits run: endless loops and runaway memory -----------------------------------------------
+
+
+@case("right-beside-limits", FFN, scores=9, status="passed", message=PASSED, run="limits")
+def _right_beside_limits():
+    """The reference solution, graded in the same run as the endless loops and the runaway memory."""
+    return right(FFN)
+
+
+@case("infinite-loop-in-cell", FFN, scores=0, status="timeout", message=r"(?i)timed out|time limit|timeout", run="limits")
+def _infinite_loop_in_cell():
+    """Right code plus a cell whose loop never ends (the increment forgotten), before any grade
+    cell: the notebook is stopped at the timeout, 0/9."""
+    return insert_after(right(FFN), "bert-intermediate",
+                        "x, steps = -5.0, 0\nwhile x < 5.0:\n    steps += 1  # `x += 0.1` forgotten\n")
+
+
+@case("infinite-loop-in-forward", FFN, scores=0, status="timeout", message=r"(?i)timed out|time limit|timeout",
+      run="limits")
+def _infinite_loop_in_forward():
+    """Task 5.1's forward loops forever: the first grade cell never returns, the notebook is
+    stopped at the timeout, 0/9."""
+    return replace(right(FFN), "bert-intermediate", "        hidden_states = self.dense(hidden_states)  # (B, T, I)",
+                   "        steps = 0\n"
+                   "        while steps < 10:  # `steps += 1` forgotten\n"
+                   "            hidden_states = hidden_states + 0.0\n"
+                   "        hidden_states = self.dense(hidden_states)  # (B, T, I)")
+
+
+@case("runaway-memory", FFN, scores=(0, 5), status=("error", "failed", "memory"), message=r"(?i)memory", run="limits")
+def _runaway_memory():
+    """Task 5.1's forward keeps allocating 128 MB blocks. Killed at the memory limit, the notebook
+    scores 0; stopped by an allocation error inside forward, 5.1 alone fails (5/9). Either way the
+    message says memory. The growth stops at 5 GB and then waits, so that a grader without a
+    memory limit ends it at the timeout instead of exhausting the machine."""
+    return replace(right(FFN), "bert-intermediate", "        hidden_states = self.dense(hidden_states)  # (B, T, I)",
+                   "        import time\n"
+                   "        cache = []\n"
+                   "        while len(cache) < 40:\n"
+                   "            cache.append(torch.ones(2**25))  # 128 MB more each time\n"
+                   "        time.sleep(3600)\n"
+                   "        hidden_states = self.dense(hidden_states)  # (B, T, I)")
+
+
+# -- grade cells and locked cells -----------------------------------------------------------------
+
+
+@case("grade-cell-deleted", FFN, scores=7, status="failed", message=r"(?i)deleted|missing", must_fail=["test-5-2-values"])
+def _grade_cell_deleted():
+    """Right code, the 2-point values cell of Task 5.2 deleted. nbgrader autograde (by default)
+    does not add it back: its points are lost, the maximum stays 9: 7/9."""
+    nb = right(FFN)
+    nb.cells.remove(cell(nb, "test-5-2-values"))
+    return nb
+
+
+@case("grade-cell-edited", FFN, scores=6, status="failed", message=r"(?i)relu", must_fail=["test-5-1-values", "test-5-1-batches"])
+def _grade_cell_edited():
+    """ReLU in Task 5.1, and the two 5.1 cells that would catch it edited to print a success line.
+    Grade cells are restored from the source, so the ReLU is found: 6/9."""
+    nb = _relu_ffn()
+    for grade_id in ("test-5-1-values", "test-5-1-batches"):
+        cell(nb, grade_id).source = 'print("[Task 5.1] BertIntermediate passed")'
+    return nb
+
+
+@case("grade-cell-points-edited", FFN, scores=6, status="failed", message=r"(?i)relu",
+      must_fail=["test-5-1-values", "test-5-1-batches"])
+def _grade_cell_points_edited():
+    """ReLU in Task 5.1; the learner set the failing cells' points to 0 and a passing cell's to 50.
+    Points come from the source: 6/9."""
+    nb = _relu_ffn()
+    for grade_id, points in (("test-5-1-values", 0), ("test-5-1-batches", 0), ("test-5-2-values", 50)):
+        cell(nb, grade_id).metadata["nbgrader"]["points"] = points
+    return nb
+
+
+@case("grade-cells-reordered", FFN, scores=6, status="failed", message=r"(?i)relu",
+      must_fail=["test-5-1-values", "test-5-1-batches"])
+def _grade_cells_reordered():
+    """ReLU in Task 5.1; both classes first, then Task 5.2's grade cells before Task 5.1's. Points
+    follow grade ids, not positions: 6/9."""
+    nb = _relu_ffn()
+    code = {_grade_id(c): c for c in nb.cells if _grade_id(c)}
+    order = ["setup", "bert-intermediate", "bert-output", *FFN_5_2, *FFN_5_1]
+    moved = [code[grade_id] for grade_id in order]
+    slots = iter(moved)  # the code cells take each other's places; the markdown stays put
+    nb.cells = [next(slots) if c.cell_type == "code" else c for c in nb.cells]
+    return nb
+
+
+@case("fake-grade-cell", FFN, scores=6, status="failed", message=r"(?i)relu", must_fail=["test-5-1-values", "test-5-1-batches"])
+def _fake_grade_cell():
+    """ReLU in Task 5.1, plus a cell the learner marked as a 20-point grade cell that prints. A
+    grade cell the source does not have earns nothing, and the maximum stays 9: 6/9."""
+    meta = {"grade": True, "grade_id": "test-5-3-bonus", "locked": True, "points": 20, "schema_version": 3,
+            "solution": False, "task": False}
+    return insert_after(_relu_ffn(), "test-5-2-gradients", 'print("[Task 5.3] bonus passed")\n', metadata=meta)
+
+
+@case("locked-setup-cell-edited", FFN, scores=0, status="failed", message=r"(?i)not implemented|locked|tamper|edited|restored")
+def _locked_setup_cell_edited():
+    """The stubs, with the locked setup cell edited to define a ``check`` that always passes.
+    Locked cells are restored from the source (as nbgrader does), so the stubs score 0."""
+    nb = exercise(FFN)
+    cell(nb, "setup").source = (
+        "import torch\nfrom torch import nn\n\nfrom bertlab.reference import load_config\n\n\n"
+        'def check(*args, **kwargs):\n    print("passed")\n\n\nconfig = load_config()\n'
+    )
+    return nb
+
+
+# -- files that are not this task's notebook ------------------------------------------------------
+
+
+@case("empty-notebook", FFN, scores=0, status=("error", "failed"), message=r"(?i)empty|no (code |grade )?cells|deleted|missing")
+def _empty_notebook():
+    """A valid notebook without a single cell: 0 of the task's 9 points (not 0/0, which would
+    hide the loss from the total)."""
+    return nbformat.v4.new_notebook()
+
+
+@case("not-json", FFN, scores=0, status="error", message=NOT_A_NOTEBOOK)
+def _not_json():
+    """A truncated file: 0/9, an error that says it is not a notebook."""
+    return _raw(right(FFN))[:2000]
+
+
+@case("zero-bytes", FFN, scores=0, status="error", message=NOT_A_NOTEBOOK)
+def _zero_bytes():
+    """An empty file named like the notebook: 0/9."""
+    return b""
+
+
+@case("python-script", FFN, scores=0, status="error", message=NOT_A_NOTEBOOK)
+def _python_script():
+    """The learner's classes saved as a Python script under the notebook's name: 0/9."""
+    nb = right(FFN)
+    return "\n\n".join(c.source for c in nb.cells if c.cell_type == "code").encode()
+
+
+@case("binary-garbage", FFN, scores=0, status="error", message=NOT_A_NOTEBOOK)
+def _binary_garbage():
+    """Bytes that are not even text: 0/9, no decoding traceback."""
+    return bytes(range(256)) * 16
+
+
+@case("json-not-notebook", FFN, scores=0, status="error", message=NOT_A_NOTEBOOK)
+def _json_not_notebook():
+    """Valid JSON that is not a notebook: 0/9."""
+    return b'{"cells": "none", "grade": 9}'
+
+
+@case("other-task-notebook", FFN, scores=0, status=("error", "failed"),
+      message=r"04-attention-output|05-other-task-notebook\.ipynb|another task", file_name=f"{ADD_NORM}.ipynb")
+def _other_task_notebook():
+    """The task folder holds Task 4's finished notebook (under its own name) instead of Task 5's.
+    Task 5 was not handed in: 0/9, and the message names the stray or the missing notebook, never
+    Task 4's 10 points counted as Task 5's."""
+    return right(ADD_NORM)
+
+
+@case("other-task-notebook-renamed", FFN, scores=0, status=("error", "failed"),
+      message=r"(?i)deleted|missing|another task|task 4|04-attention-output")
+def _other_task_notebook_renamed():
+    """Task 4's finished notebook saved under Task 5's name: none of Task 5's grade cells is there,
+    and Task 4's grade cells earn nothing here: 0/9."""
+    return right(ADD_NORM)
+
+
+# -- the course directory ---------------------------------------------------------------------------
+
+
+def build_course(root: Path, cases: list[Case] = CASES) -> dict[str, Path]:
+    """Write a course directory under ``root`` holding every case.
+
+    ``root`` gets ``nbgrader_config.py``, ``solutions/`` with the course's sources plus one copy per
+    case folder (so the grader restores each case from its assignment's source), and one folder of
+    submissions per run, ``submitted-<run>/<case folder>/<file>``.
+
+    Returns:
+        run name -> the folder to pass to ``grade()``.
+    """
+    shutil.copy(ROOT / "nbgrader_config.py", root)
+    shutil.copytree(ROOT / "solutions", root / "solutions")
+    runs = {run: root / f"submitted-{run}" for run in RUNS}
+    for c in cases:
+        source = root / "solutions" / c.folder
+        source.mkdir()
+        shutil.copy(ROOT / "solutions" / c.assignment / f"{c.assignment}.ipynb", source / f"{c.folder}.ipynb")
+        built = c.build()
+        target = runs[c.run] / c.folder / c.submitted_name
+        target.parent.mkdir(parents=True)
+        target.write_bytes(built if isinstance(built, bytes) else _raw(built))
+    return runs
+
+
+def check_cases(cases: list[Case] = CASES) -> list[str]:
+    """Problems with the case list itself (names, expectations that contradict each other)."""
+    problems = []
+    folders = [c.folder for c in cases]
+    problems += [f"duplicate case {f}" for f in sorted({f for f in folders if folders.count(f) > 1})]
+    for c in cases:
+        if c.run not in RUNS:
+            problems.append(f"{c.name}: unknown run {c.run!r}")
+        if any(s > c.max_score or s < 0 for s in c.scores):
+            problems.append(f"{c.folder}: scores {c.scores} outside 0..{c.max_score:g}")
+        if ("passed" in c.status) != (c.scores == (c.max_score,)):
+            problems.append(f"{c.folder}: passes exactly when it expects full marks, not {c.status} {c.scores}")
+        for pattern in filter(None, (c.message, c.forbid)):
+            re.compile(pattern)
+    return problems
