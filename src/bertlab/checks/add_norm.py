@@ -1,8 +1,8 @@
 """Task 4: the attention sub-layer's output, the first Add & Norm.
 
 - Task 4.1 ``BertSelfOutput``: ``dense`` (W_O), dropout, the residual add of ``input_tensor``, LayerNorm.
-- Task 4.2 ``BertAttention``: the learner's ``BertSelfAttention`` (``self``) composed with their
-  ``BertSelfOutput`` (``output``), returning ``(attention_output, attn_weights)``.
+- Task 4.2 ``BertAttention``: ``BertSelfAttention`` (``self``) composed with ``BertSelfOutput``
+  (``output``), returning ``(attention_output, attn_weights)``; checked with HF's own two parts.
 
 ``AddNormTask`` holds what BertOutput (Task 5.2), the second Add & Norm, checks too.
 """
@@ -13,8 +13,7 @@ import torch
 
 from bertlab import diagnose
 from bertlab.checks.attention import CONTEXT_DIMS, PROBS_DIMS, random_attention_batch
-from bertlab.checks.compare import allclose, worst_position
-from bertlab.checks.framework import CheckFailed, Context, ModuleTask
+from bertlab.checks.framework import BuiltOnParts, CheckFailed, Context, ModuleTask
 from bertlab.diagnose import add_norm as flawed
 
 HIDDEN_DIMS = ("batch", "token", "dim")
@@ -33,12 +32,12 @@ class AddNormTask(ModuleTask):
 
     Beyond ModuleTask's checks: the LayerNorm's eps is compared with the config (a wrong eps
     changes outputs by only about 1e-4); values that differ because dropout stays on in eval mode
-    say so; and where dropout acts is compared with HF's module in train mode, both run from one
-    seed.
+    say so. Where dropout acts (ModuleTask's dropout check) names the Add & Norm placements:
+    on the residual sum, after the LayerNorm, on the sub-layer's input, missing.
     """
 
     # Position-wise modules have no mask: their random-input check is called "batches".
-    stages = ("names", "shapes", "values", "batches", "dropout", "gradients")
+    stages = ("names", "shapes", "values", "batches", "config", "dropout", "gradients")
     dropouts = {"dropout": "hidden_dropout_prob"}
     grad_inputs = ("hidden_states", "input_tensor")
 
@@ -88,29 +87,6 @@ class AddNormTask(ModuleTask):
             first, second = self.call(module, inputs), self.call(module, inputs)
         return any(not torch.equal(first[k], second[k]) for k in first)
 
-    def check_dropout(self, cls, ctx: Context) -> None:
-        super().check_dropout(cls, ctx)
-        if ctx.model.config.hidden_dropout_prob == 0:
-            return
-        layer = self.layers(ctx)[0]
-        inputs, _ = self.captured(ctx, layer)
-        hf = self.reference(ctx, layer)
-        module = self.learner_for(cls, ctx, layer).train()
-        with torch.no_grad():
-            got = flawed.seeded(lambda: self.call(module, inputs))
-            expected = flawed.seeded(lambda: flawed.simulate(hf, inputs, training=True))
-        if all(allclose(expected[k], got[k], self.atol) for k in expected):
-            return
-        # Another valid way of drawing the masks would differ too: fail only on a known mistake.
-        mistake = flawed.diagnose_train_mode(self.id, hf, inputs, got, expected)
-        if mistake is not None:
-            name = next(k for k in expected if not allclose(expected[k], got[k], self.atol))
-            self.fail(
-                f"in train mode, from the same seed, `{name}` differs from HF's {self.title}",
-                worst_position(expected[name], got[name], self.outputs[name]),
-                mistake=mistake,
-            )
-
 
 class BertSelfOutputTask(AddNormTask):
     id = "4.1"
@@ -129,14 +105,18 @@ class BertSelfOutputTask(AddNormTask):
         return random_batch(ctx, hidden_states=H, input_tensor=H)
 
 
-class BertAttentionTask(AddNormTask):
+class BertAttentionTask(BuiltOnParts, AddNormTask):
+    """Checked with HF's BertSelfAttention in ``self`` and HF's BertSelfOutput in ``output``: a
+    mistake in the learner's Task 3.2 or 4.1 class fails that task only."""
+
     id = "4.2"
     title = "BertAttention"
     lesson = "04-add-and-norm"
     hf_path = "encoder.layer.{layer}.attention"
     outputs = {"attention_output": CONTEXT_DIMS, "attn_weights": PROBS_DIMS}
-    stages = ("names", "shapes", "values", "masks", "dropout", "gradients")
-    # Its dropouts belong to its parts (Tasks 3.2 and 4.1); where they act is checked from a seed.
+    stages = ("names", "shapes", "values", "masks", "config", "dropout", "gradients")
+    parts = {"self": "3.2", "output": "4.1"}
+    # Its dropouts belong to its parts (HF's here); the dropout check sees that it runs them in train mode.
     dropouts = {}
     grad_inputs = ("hidden_states",)
 

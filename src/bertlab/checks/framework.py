@@ -27,6 +27,8 @@ from bertlab import capture as capture_mod
 from bertlab import diagnose, reference
 from bertlab.checks.compare import allclose, worst_position
 from bertlab.checks.harness import describe_call, gradients_of, invoke_learner
+from bertlab.diagnose import common as placement
+from bertlab.diagnose.common import DropoutProbe
 
 ATOL = 1e-5
 

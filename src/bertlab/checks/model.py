@@ -7,19 +7,26 @@
 - Task 6.3 ``BertPooler``: tanh(dense(hidden state of the first token, [CLS])).
 - Task 6.4 ``BertModel``: embeddings, the additive mask built from the (B, T) 0/1
   ``attention_mask``, encoder, pooler; returns ``(last_hidden_state, pooler_output, hidden_states)``.
+
+BertLayer, BertEncoder and BertModel are checked with HF's own modules in place of the learner's
+parts (``BuiltOnParts``), so a wrong BertLayer fails Task 6.1 only, not 6.2 and 6.4 too. Only
+Task 6.4's names check loads the learner's complete model, and says which task a wrong name is in.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
+import re
 
 import torch
+from transformers.models.bert.modeling_bert import BertEncoder as _HFBertEncoder
 
 from bertlab import corpus, diagnose, reference
 from bertlab.checks.attention import random_attention_batch
 from bertlab.checks.compare import allclose
 from bertlab.checks.embeddings import NON_PERSISTENT
-from bertlab.checks.framework import CheckFailed, ModuleTask, _describe
+from bertlab.checks.framework import BuiltOnParts, CheckFailed, ModuleTask, _describe
 from bertlab.diagnose import model as flawed
 from bertlab.masks import random_padding
 from bertlab.pooling import sentence_embeddings
@@ -100,12 +107,13 @@ class _HiddenStates(_VariantDiagnosis):
                 self.fail(f"`{name}` has shape {list(got[name].shape)}, expected {list(want.shape)} ({dims})")
 
 
-class BertLayerTask(_VariantDiagnosis, ModuleTask):
+class BertLayerTask(BuiltOnParts, _VariantDiagnosis, ModuleTask):
     id = "6.1"
     title = "BertLayer"
     lesson = LESSON
     hf_path = "encoder.layer.{layer}"
     outputs = {"layer_output": HIDDEN}
+    parts = {"attention": "4.2", "intermediate": "5.1", "output": "5.2"}
     dropouts = {}  # the dropouts live in the sub-modules, checked in Tasks 3 to 5
 
     def captured(self, ctx, layer):
@@ -116,14 +124,16 @@ class BertLayerTask(_VariantDiagnosis, ModuleTask):
         return random_attention_batch(ctx)
 
 
-class BertEncoderTask(_HiddenStates, ModuleTask):
+class BertEncoderTask(BuiltOnParts, _HiddenStates, ModuleTask):
     id = "6.2"
     title = "BertEncoder"
     lesson = LESSON
     hf_path = "encoder"
     outputs = _Dims(last_hidden_state=HIDDEN, hidden_states=HIDDEN)
-    # No dropout of its own, and Task 6.1 already checks that its layers are deterministic in eval.
-    stages = ("names", "shapes", "values", "masks", "gradients")
+    parts = {"layer": "6.1"}  # a ModuleList of num_hidden_layers BertLayer
+    stack = "layer"
+    # No dropout of its own: the dropout check sees that it runs HF's layers as they are in train mode.
+    stages = ("names", "shapes", "values", "masks", "config", "dropout", "gradients")
     random_trials = 3  # each runs every layer: fewer batches than for one layer
 
     def captured(self, ctx, layer):
@@ -134,8 +144,10 @@ class BertEncoderTask(_HiddenStates, ModuleTask):
     def random_inputs(self, ctx):
         return random_attention_batch(ctx)
 
-    def call(self, module, inputs, what="forward"):
+    def call(self, module, inputs, what="forward", seed=None):
         if _is_hf(module):  # the expected output: HF's encoder, its layers' outputs caught by hooks
+            if seed is not None:
+                torch.manual_seed(seed)
             states = [inputs["hidden_states"]]
             hooks = [block.register_forward_hook(lambda m, args, out: states.append(out)) for block in module.layer]
             try:
@@ -144,7 +156,7 @@ class BertEncoderTask(_HiddenStates, ModuleTask):
                 for hook in hooks:
                     hook.remove()
             return flawed.flatten(states, last)
-        out = self.call_learner(what, module, **inputs)
+        out = self.call_learner(what, module, seed=seed, **inputs)
         if not isinstance(out, (tuple, list)) or len(out) != 2 or not isinstance(out[0], torch.Tensor):
             self.fail(f"forward must return a tuple (last_hidden_state, hidden_states); got {_describe(out)}")
         return flawed.flatten(self.hidden_states(out[1]), out[0])
@@ -156,7 +168,7 @@ class BertPoolerTask(_VariantDiagnosis, ModuleTask):
     lesson = LESSON
     hf_path = "pooler"
     outputs = {"pooled_output": ("batch", "dim")}
-    stages = ("names", "shapes", "values", "batches", "gradients")  # no mask, no dropout
+    stages = ("names", "shapes", "values", "batches", "config", "gradients")  # no mask, no dropout
 
     def captured(self, ctx, layer):
         call = ctx.capture.calls["pooler"]
@@ -200,16 +212,65 @@ def sentence_transformer_embeddings(path) -> torch.Tensor:
     return model.encode(list(corpus.SENTENCES), convert_to_tensor=True).float()
 
 
-class BertModelTask(_HiddenStates, ModuleTask):
+class CourseEncoder(_HFBertEncoder):
+    """HF's BertEncoder under the course's contract, ``(last_hidden_state, hidden_states)``: what
+    Task 6.4 puts in the learner's BertModel in place of their encoder."""
+
+    def forward(self, hidden_states, attention_mask=None, **kwargs):
+        """(B, T, H) and an additive mask -> (B, T, H) and num_hidden_layers + 1 tensors (B, T, H)."""
+        states = [hidden_states]
+        hooks = [block.register_forward_hook(lambda m, args, out: states.append(out)) for block in self.layer]
+        try:
+            last = super().forward(hidden_states, attention_mask).last_hidden_state
+        finally:
+            for hook in hooks:
+                hook.remove()
+        return last, tuple(states)
+
+
+# Where each key of BertModel's state_dict is written, deepest part first: a wrong name in the
+# learner's complete model is blamed on the shallowest part whose keys differ.
+PART_KEYS = [
+    (r"^encoder\.layer\.\d+\.attention\.self\.", "3.2", 4),
+    (r"^encoder\.layer\.\d+\.attention\.output\.", "4.1", 4),
+    (r"^encoder\.layer\.\d+\.attention\.", "4.2", 3),
+    (r"^encoder\.layer\.\d+\.intermediate\.", "5.1", 3),
+    (r"^encoder\.layer\.\d+\.output\.", "5.2", 3),
+    (r"^encoder\.layer\.\d+\.", "6.1", 2),
+    (r"^encoder\.", "6.2", 1),
+    (r"^embeddings\.", "2.1", 1),
+    (r"^pooler\.", "6.3", 1),
+]
+
+
+def part_of(keys) -> str | None:
+    """The id of the shallowest task whose module writes one of ``keys``; None if one is BertModel's own."""
+    found = []
+    for key in keys:
+        match = next(((task, depth) for pattern, task, depth in PART_KEYS if re.match(pattern, key)), None)
+        if match is None:
+            return None
+        found.append(match)
+    return min(found, key=lambda m: m[1])[0] if found else None
+
+
+class BertModelTask(BuiltOnParts, _HiddenStates, ModuleTask):
     id = "6.4"
     title = "BertModel"
     lesson = LESSON
     hf_path = ""  # the whole model: its complete state_dict must load strictly
     outputs = _Dims(hidden_states=HIDDEN, last_hidden_state=HIDDEN, pooler_output=("batch", "dim"))
     grad_inputs = ()  # integer ids
+    parts = {"embeddings": "2.1", "encoder": "6.2", "pooler": "6.3"}
     # No dropout of its own (its parts are checked in Tasks 2 to 6.1); one more check at the end:
     # the sentence embeddings of sentence-transformers.
-    stages = ("names", "shapes", "values", "masks", "gradients", "sentences")
+    stages = ("names", "shapes", "values", "masks", "config", "dropout", "gradients", "sentences")
+
+    def part_reference(self, ctx, attr):
+        module = copy.deepcopy(self.reference(ctx, None).get_submodule(attr))
+        if attr == "encoder":  # HF's encoder returns a ModelOutput; the course's returns a tuple
+            module.__class__ = CourseEncoder
+        return module
     random_trials = 3
 
     def captured(self, ctx, layer):
@@ -221,11 +282,13 @@ class BertModelTask(_HiddenStates, ModuleTask):
     def random_inputs(self, ctx):
         return random_model_batch(ctx)
 
-    def call(self, module, inputs, what="forward"):
+    def call(self, module, inputs, what="forward", seed=None):
         if _is_hf(module):
+            if seed is not None:
+                torch.manual_seed(seed)
             out = module(**inputs, output_hidden_states=True)
             return flawed.flatten(out.hidden_states, out.last_hidden_state, out.pooler_output)
-        out = self.call_learner(what, module, **inputs)
+        out = self.call_learner(what, module, seed=seed, **inputs)
         if not isinstance(out, (tuple, list)) or len(out) != 3:
             self.fail(
                 "forward must return a tuple (last_hidden_state, pooler_output, hidden_states); "
@@ -237,16 +300,40 @@ class BertModelTask(_HiddenStates, ModuleTask):
         return flawed.flatten(self.hidden_states(out[2]), out[0], out[1])
 
     def check_names(self, cls, ctx):
-        module = self.build(cls, ctx)
+        """The complete pretrained state_dict loads strictly into the learner's own model (no HF part)."""
+        module = self.own_module(cls, ctx)
         saved = [f"embeddings.{b}" for b in NON_PERSISTENT if f"embeddings.{b}" in module.state_dict()]
+        blame = "fails because your BertEmbeddings (task 2.1) differs; fix 2.1 first."
         if saved:
             self.fail(
                 f"{' and '.join(saved)} is saved in the state_dict, so the pretrained weights cannot load",
                 "Register BertEmbeddings' buffers with persistent=False, like HF.",
+                blame,
             )
-        super().check_names(cls, ctx)
+        mine = {k: tuple(v.shape) for k, v in module.state_dict().items()}
+        theirs = {k: tuple(v.shape) for k, v in ctx.model.state_dict().items()}
+        missing, unexpected = sorted(set(theirs) - set(mine)), sorted(set(mine) - set(theirs))
+        wrong = [k for k in theirs if k in mine and mine[k] != theirs[k]]
+        if missing or unexpected or wrong:
+            task = part_of(missing + unexpected + wrong)
+            title = {"2.1": "BertEmbeddings", "3.2": "BertSelfAttention", "4.1": "BertSelfOutput", "4.2": "BertAttention",
+                     "5.1": "BertIntermediate", "5.2": "BertOutput", "6.1": "BertLayer", "6.2": "BertEncoder",
+                     "6.3": "BertPooler"}.get(task)
+            self.fail(
+                "the complete pretrained state_dict does not load into your BertModel",
+                f"missing: {', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''}" if missing else "",
+                f"unexpected: {', '.join(unexpected[:4])}{', ...' if len(unexpected) > 4 else ''}" if unexpected else "",
+                "shapes differ: " + ", ".join(f"{k}: expected {list(theirs[k])}, got {list(mine[k])}" for k in wrong[:3])
+                if wrong else "",
+                f"fails because your {title} (task {task}) differs; fix {task} first." if task
+                else "Use HF's attribute names exactly: embeddings, encoder, pooler.",
+            )
+        self.load(module, ctx, None)
 
     def check_sentences(self, cls, ctx):
+        self._on_parts(self._check_sentences, cls, ctx)
+
+    def _check_sentences(self, cls, ctx):
         """Mean pooling + L2 norm of the output equals the sentence-transformers pipeline."""
         path = reference.model_dir()
         if not reference.is_bundled(path):

@@ -3,13 +3,13 @@ and BertOutput (Task 5.2).
 
 BertSelfOutput and BertOutput share one computation, ``LayerNorm(dropout(dense(x)) + input_tensor)``,
 so their mistakes share ids. Each is simulated by a flawed copy of that computation on the
-pretrained weights; for BertAttention the flawed copy runs after HF's own self-attention, so a
-mistake made in the learner's BertSelfOutput is still recognised when it is composed.
+pretrained weights. BertAttention is checked with HF's own parts in place of the learner's, so its
+mistakes are those of the composition (arguments swapped, mask not passed, wrong residual).
 
-Two mistakes escape ``bertlab.diagnose.diagnose``: torch's default LayerNorm eps moves the outputs
-by less than its match tolerance (``diagnose_near_miss`` compares at the check's own tolerance),
-and dropout after the LayerNorm is invisible in eval mode (``diagnose_train_mode`` replays train
-mode from one seed).
+Two kinds of mistakes escape ``bertlab.diagnose.diagnose``: torch's default LayerNorm eps moves the
+outputs by less than its match tolerance (``diagnose_near_miss`` compares at the check's own
+tolerance), and dropout in the wrong place is invisible in eval mode (``PLACEMENT_FLAWS``, named
+by the dropout check in train mode through ``bertlab.diagnose.common``).
 """
 
 from __future__ import annotations
@@ -21,15 +21,18 @@ import torch
 from torch import nn
 
 from bertlab.diagnose import MATCH_ATOL, REGISTRY, Mistake, register
+from bertlab.diagnose.common import register_placements
 
 LESSON = "04-add-and-norm"
-ADD_NORM = ("4.1", "4.2", "5.2")
+# BertAttention (Task 4.2) is checked with HF's own BertSelfOutput in ``output``: a mistake made
+# inside BertSelfOutput is Task 4.1's, never 4.2's. Only the composition's mistakes name 4.2.
+ADD_NORM = ("4.1", "5.2")
 
 # torch's own default, read from nn.LayerNorm's signature rather than typed in.
 TORCH_LAYER_NORM_EPS = inspect.signature(nn.LayerNorm).parameters["eps"].default
 
 
-def add_norm(module, hidden_states, input_tensor, flaw=None, training=False):
+def add_norm(module, hidden_states, input_tensor, flaw=None, training=False, make_drop=None):
     """HF's BertSelfOutput / BertOutput forward on ``module``'s weights, with an optional flaw.
 
     Args:
@@ -38,14 +41,24 @@ def add_norm(module, hidden_states, input_tensor, flaw=None, training=False):
         input_tensor: the sub-layer's input, the residual, (B, T, H).
         flaw: a mistake id, or None for the right computation.
         training: apply dropout (with the global RNG), as a module in train mode would.
+        make_drop: ``p -> callable`` applying dropout in train mode (a probe, say); overrides
+            ``training``.
 
     Returns:
         (B, T, H).
     """
     p = module.dropout.p
+    if make_drop is not None:
+        drop = make_drop(p)
+    else:
+        drop = lambda x: nn.functional.dropout(x, p, training)  # noqa: E731
+    if flaw == "dropout-missing":
+        drop = lambda x: x  # noqa: E731
+    if flaw == "dropout-on-sublayer-input":
+        hidden_states = drop(hidden_states)
     x = module.dense(hidden_states)  # (B, T, H)
-    if flaw != "dropout-after-layernorm":
-        x = nn.functional.dropout(x, p, training)
+    if flaw not in ("dropout-after-layernorm", "dropout-on-residual-sum", "dropout-on-sublayer-input"):
+        x = drop(x)
 
     def norm(y):
         eps = TORCH_LAYER_NORM_EPS if flaw == "layernorm-eps-default" else module.LayerNorm.eps
@@ -57,10 +70,12 @@ def add_norm(module, hidden_states, input_tensor, flaw=None, training=False):
         out = norm(x)
     elif flaw == "residual-wrong-tensor":
         out = norm(x + hidden_states)  # the tensor before `dense`; only possible when its width is H
+    elif flaw == "dropout-on-residual-sum":
+        out = norm(drop(x + input_tensor))  # the residual path is dropped too
     else:
         out = norm(x + input_tensor)
     if flaw == "dropout-after-layernorm":
-        out = nn.functional.dropout(out, p, training)
+        out = drop(out)
     return out
 
 
@@ -109,7 +124,7 @@ for _id, _tasks, _description, _lesson, _section in [
     ("residual-missing", ADD_NORM,
      "LayerNorm(dense(x)) with NO residual: `input_tensor` is never added (adding dense(x) to "
      "itself is the same mistake: LayerNorm cancels the factor 2)", LESSON, "The first Add & Norm"),
-    ("residual-wrong-tensor", ADD_NORM,
+    ("residual-wrong-tensor", ADD_NORM + ("4.2",),
      "LayerNorm(dense(x) + x): the residual is the tensor that entered `dense`, not "
      "`input_tensor`, the input of the whole sub-layer", LESSON, "The first Add & Norm"),
     ("attention-output-wrong-order", ("4.2",),
@@ -134,16 +149,30 @@ register(
 )
 NEAR_MISSES = ("layernorm-eps-default",)
 
-register(
-    Mistake(
-        "dropout-after-layernorm",
-        ADD_NORM,
-        "dropout applied AFTER the LayerNorm (in train mode), which also drops the residual path, "
-        "instead of on dense(x) before the add",
-        LESSON,
-        "Dropout on the branch, never on the residual",
-    )
-)
+for _id, _description in [
+    ("dropout-after-layernorm",
+     "dropout applied AFTER the LayerNorm (in train mode), which also drops the residual path, "
+     "instead of on dense(x) before the add"),
+    ("dropout-on-residual-sum",
+     "dropout applied to the residual SUM, LayerNorm(dropout(dense(x) + input_tensor)) (in train mode), "
+     "which also drops the residual path, instead of LayerNorm(dropout(dense(x)) + input_tensor)"),
+    ("dropout-on-sublayer-input",
+     "dropout applied to the sub-layer's input, dense(dropout(x)) (in train mode), instead of to "
+     "dense(x), the update added to the residual"),
+]:
+    register(Mistake(_id, ADD_NORM, _description, LESSON, "Dropout on the branch, never on the residual"))
+
+# Where dropout acts, seen in train mode (bertlab.diagnose.common): the learner's outputs are
+# compared with these placements, each simulated with probes and from the same seed.
+PLACEMENT_FLAWS = ("dropout-on-residual-sum", "dropout-after-layernorm", "dropout-on-sublayer-input", "dropout-missing")
+
+
+def _placement(module, inputs, flaw, make_drop) -> dict:
+    out = add_norm(module, inputs["hidden_states"], inputs["input_tensor"], flaw, make_drop=make_drop)
+    return {"hidden_states": out}
+
+
+register_placements(ADD_NORM, _placement, PLACEMENT_FLAWS)
 
 
 def _matches(got: dict, wrong: dict, expected: dict, atol: float, rtol: float) -> bool:
@@ -166,28 +195,5 @@ def diagnose_near_miss(task_id: str, module, inputs, got: dict, expected: dict, 
             with torch.no_grad():
                 wrong = _flawed(flaw)(module, inputs)
             if _matches(got, wrong, expected, atol, rtol=0):
-                return REGISTRY[flaw]
-    return None
-
-
-# Where dropout acts can only be seen in train mode; the learner's module and these simulations
-# run from the same seed, so they draw the same dropout masks in the same order.
-TRAIN_MODE_FLAWS = ("dropout-after-layernorm",)
-
-
-def seeded(fn, seed: int = 0):
-    """``fn()`` with the global RNG seeded, leaving the caller's RNG state untouched."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return fn()
-
-
-def diagnose_train_mode(task_id: str, module, inputs, got: dict, expected: dict) -> Mistake | None:
-    """The ``TRAIN_MODE_FLAWS`` mistake of ``task_id`` whose outputs, from the same seed, equal ``got``."""
-    for flaw in TRAIN_MODE_FLAWS:
-        if task_id in REGISTRY[flaw].tasks:
-            with torch.no_grad():
-                wrong = seeded(lambda flaw=flaw: simulate(module, inputs, flaw, training=True))
-            if _matches(got, wrong, expected, MATCH_ATOL, MATCH_ATOL):
                 return REGISTRY[flaw]
     return None

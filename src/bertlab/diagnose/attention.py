@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from bertlab.diagnose import Mistake, register
+from bertlab.diagnose.common import register_placements
 
 LESSON = "03-multi-head-attention"
 
@@ -77,3 +78,49 @@ for _id, _tasks, _description, _section in [
     ("heads-split-wrong", ("3.2",), "heads split by `view(B, heads, T, d)` without the transpose: tokens and heads get mixed", "Splitting into heads"),
 ]:
     register(Mistake(_id, _tasks, _description, LESSON, _section, _flawed(_id)))
+
+
+# -- where dropout acts (Task 3.2), seen in train mode through bertlab.diagnose.common ---------
+
+register(
+    Mistake(
+        "attention-dropout-on-context",
+        ("3.2",),
+        "dropout applied to the context layer, after the probabilities weight the values (in train mode), "
+        "instead of to the attention probabilities",
+        LESSON,
+        "Dropout",
+    )
+)
+
+
+def self_attention_train(module, inputs, flaw, make_drop) -> dict:
+    """HF's BertSelfAttention in train mode on ``module``'s weights, with a dropout placement ``flaw``.
+
+    Args:
+        module: HF's BertSelfAttention.
+        inputs: ``hidden_states`` (B, T, H) and ``attention_mask`` (additive, or None).
+        flaw: ``attention-dropout-on-context``, ``dropout-missing`` or None (HF's placement).
+        make_drop: ``p -> callable`` applying dropout in train mode.
+
+    Returns:
+        {"context_layer": (B, T, H), "attention_probs": (B, heads, T, T)}.
+    """
+    hidden_states = inputs["hidden_states"]
+    B, T, _ = hidden_states.shape
+    h, d = module.num_attention_heads, module.attention_head_size
+    drop = make_drop(module.dropout.p)
+    q, k, v = (layer(hidden_states).view(B, T, h, d).transpose(1, 2) for layer in (module.query, module.key, module.value))
+    scores = (q @ k.transpose(-1, -2)) * module.scaling  # (B, h, T, T)
+    if inputs.get("attention_mask") is not None:
+        scores = scores + inputs["attention_mask"]
+    probs = torch.softmax(scores, dim=-1)
+    if flaw is None:
+        probs = drop(probs)  # HF: the weights of the values are dropped, and returned dropped
+    context = (probs @ v).transpose(1, 2).reshape(B, T, h * d)  # (B, T, H)
+    if flaw == "attention-dropout-on-context":
+        context = drop(context)
+    return {"context_layer": context, "attention_probs": probs}
+
+
+register_placements(("3.2",), self_attention_train, ("attention-dropout-on-context", "dropout-missing"))
