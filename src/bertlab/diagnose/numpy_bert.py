@@ -82,6 +82,11 @@ def bert_layer(hidden_states, attention_mask, params, config, flaw=None):
     def norm(x, name):
         return layer_norm(x, params[f"{name}.weight"], params[f"{name}.bias"], eps, flaw)
 
+    def add_norm(x, residual, name):  # Post-LN: LayerNorm(x + residual), unless normalised before the add
+        if flaw == "numpy-layer-layernorm-before-add":
+            return norm(x, name) + residual
+        return norm(x + residual, name)
+
     try:
         q, k, v = (split(dense(hidden_states, f"attention.self.{n}")) for n in ("query", "key", "value"))
         scores = q @ k.transpose(-1, -2)  # (B, heads, T, T)
@@ -90,9 +95,19 @@ def bert_layer(hidden_states, attention_mask, params, config, flaw=None):
         if attention_mask is not None and flaw != "numpy-layer-mask-ignored":
             scores = scores + attention_mask
         context = (softmax(scores, -1, flaw) @ v).transpose(1, 2).reshape(B, T, H)  # merge the heads
-        attention_output = norm(dense(context, "attention.output.dense") + hidden_states, "attention.output.LayerNorm")
-        intermediate = gelu(dense(attention_output, "intermediate.dense"), flaw)  # (B, T, I)
-        return norm(dense(intermediate, "output.dense") + attention_output, "output.LayerNorm")
+        attention_output = add_norm(dense(context, "attention.output.dense"), hidden_states, "attention.output.LayerNorm")
+
+        def feed_forward(x, residual):  # (B, T, H) -> (B, T, H): W_1, GELU, W_2, second Add & Norm
+            intermediate = gelu(dense(x, "intermediate.dense"), flaw)  # (B, T, I)
+            return add_norm(dense(intermediate, "output.dense"), residual, "output.LayerNorm")
+
+        # The feed-forward sub-layer reads the attention output, and adds it back as its residual.
+        ffn_input = hidden_states if flaw == "numpy-layer-ffn-fed-layer-input" else attention_output
+        residual = hidden_states if flaw == "numpy-layer-second-residual-from-input" else attention_output
+        layer_output = feed_forward(ffn_input, residual)
+        if flaw == "numpy-layer-ffn-applied-twice":
+            layer_output = feed_forward(layer_output, layer_output)
+        return layer_output
     except _WouldRaise:
         return None
 
@@ -117,6 +132,7 @@ def _flawed(primitive, flaw):
 SOFTMAX, LAYERNORM, GELU, LINEAR = "1.1", "1.2", "1.3", "1.4"
 LAYER = "1.5"
 ATTENTION, FFN, NORM, ANATOMY = "03-multi-head-attention", "05-feed-forward", "08-layernorm", "01-anatomy"
+ADD_NORM = "04-add-and-norm"
 
 for _id, _tasks, _primitive, _description, _lesson, _section in [
     ("softmax-unstable", (SOFTMAX, LAYER), softmax,
@@ -149,5 +165,22 @@ for _id, _tasks, _primitive, _description, _lesson, _section in [
     ("numpy-layer-mask-ignored", (LAYER,), None,
      "a layer that ignores `attention_mask`, so padding tokens are attended to",
      ATTENTION, "The additive mask"),
+    # The wiring of the two sub-layers (lesson 4): which tensor goes where.
+    ("numpy-layer-second-residual-from-input", (LAYER,), None,
+     "a layer whose second residual is the LAYER'S INPUT, layer_norm(W_2(...) + hidden_states), instead of "
+     "the attention sub-layer's output, layer_norm(W_2(...) + attention_output)",
+     ADD_NORM, "The second Add & Norm"),
+    ("numpy-layer-ffn-fed-layer-input", (LAYER,), None,
+     "a layer whose feed-forward network reads the LAYER'S INPUT, linear(hidden_states, intermediate.dense), "
+     "instead of the attention sub-layer's output, linear(attention_output, intermediate.dense)",
+     ADD_NORM, "One layer by four calls"),
+    ("numpy-layer-ffn-applied-twice", (LAYER,), None,
+     "a layer that applies the feed-forward sub-layer (W_1, GELU, W_2, Add & Norm) TWICE, the second time "
+     "on its own output; a layer has one of each sub-layer",
+     ADD_NORM, "One layer by four calls"),
+    ("numpy-layer-layernorm-before-add", (LAYER,), None,
+     "a layer that normalises BEFORE the residual add, layer_norm(W(...)) + residual, instead of "
+     "layer_norm(W(...) + residual) (Post-LN), in both Add & Norms",
+     ADD_NORM, "Post-LN"),
 ]:
     register(Mistake(_id, _tasks, _description, _lesson, _section, _flawed(_primitive, _id)))
