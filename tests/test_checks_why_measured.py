@@ -45,58 +45,88 @@ def ref_lesions(model, batch):
 
 REFERENCE = {"7.1": ref_residual, "7.2": ref_variant, "7.3": ref_curves, "7.4": ref_cosine, "7.5": ref_lesions}
 
-# -- another valid implementation: a loop over sentences, real tokens sliced out ----------------
+# -- another valid implementation, with flaws on demand -------------------------------------
+#
+# Written the way a learner might (a loop over sentences with the real tokens sliced out, HF's
+# own sub-layers where a skip is kept, F.cosine_similarity), independently of the simulations
+# in bertlab.diagnose.why_measured; ``flaw`` names the known mistake to make, as a learner would.
 
 
-def loop_residual(hidden_states, attention_mask):
+def loop_residual(hidden_states, attention_mask, flaw=None):
     out = []
-    for x, m in zip(hidden_states, attention_mask):
-        X = x[m.bool()]  # (n, H): real tokens only
-        out.append(torch.linalg.matrix_norm(X - X.mean(0)) / torch.linalg.matrix_norm(X))
+    for x, m in zip(hidden_states, attention_mask, strict=True):
+        X = x if flaw == "residual-includes-padding" else x[m.bool()]  # (n, H): real tokens only
+        if flaw == "residual-mean-over-features":
+            centred = X - X.mean(1, keepdim=True)  # each token minus its own mean
+        else:
+            centred = X - X.mean(0)  # each token minus the mean token
+        whole = x if flaw == "residual-norm-includes-padding" else X
+        num, den = torch.linalg.matrix_norm(centred), torch.linalg.matrix_norm(whole)
+        if flaw == "residual-not-relative":
+            out.append(num)
+        elif flaw == "residual-squared-norms":
+            out.append(num**2 / den**2)
+        else:
+            out.append(num / den)
     return torch.stack(out)
 
 
-def module_variant(layer, hidden_states, attention_mask, attention_skip=True, ffn=True, ffn_skip=True):
+def module_variant(layer, hidden_states, attention_mask, attention_skip=True, ffn=True, ffn_skip=True, flaw=None):
     # HF's own BertSelfOutput / BertOutput where the skip is kept (they add it inside).
     context = layer.attention.self(hidden_states, attention_mask=attention_mask)[0]
     out = layer.attention.output
-    h = out(context, hidden_states) if attention_skip else out.LayerNorm(out.dense(context))
+    if attention_skip or flaw == "variant-skip-kept":
+        h = out(context, hidden_states)
+    elif flaw == "skip-removed-layernorm-dropped":
+        h = out.dense(context)
+    else:
+        h = out.LayerNorm(out.dense(context))
     if not ffn:
-        return h
+        return layer.output.LayerNorm(h) if flaw == "removed-ffn-keeps-layernorm" else h
     inter = layer.intermediate(h)
-    return layer.output(inter, h) if ffn_skip else layer.output.LayerNorm(layer.output.dense(inter))
+    if ffn_skip or flaw == "variant-ffn-skip-kept":
+        return layer.output(inter, h)
+    if flaw == "skip-removed-layernorm-dropped":
+        return layer.output.dense(inter)
+    return layer.output.LayerNorm(layer.output.dense(inter))
 
 
-def loop_curves(model, batch):
+def loop_curves(model, batch, flaw=None):
     mask = additive_mask(batch["attention_mask"], per_query=False)  # the other mask shape
     out = {}
     for name, flags in flawed.VARIANTS.items():
         x = model.embeddings(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"])
-        values = [loop_residual(x, batch["attention_mask"]).mean()]
+        values = [loop_residual(x, batch["attention_mask"], flaw).mean()]
         for layer in model.encoder.layer:
-            x = module_variant(layer, x, mask, **flags)
-            values.append(loop_residual(x, batch["attention_mask"]).mean())
+            x = module_variant(layer, x, mask, **flags, flaw=flaw)
+            values.append(loop_residual(x, batch["attention_mask"], flaw).mean())
         out[name] = [v.item() for v in values]  # a list of floats is accepted too
     return out
 
 
-def library_cosine(hidden_a, hidden_b, attention_mask):
+def library_cosine(hidden_a, hidden_b, attention_mask, flaw=None):
     m = attention_mask[..., None].float()
-    return F.cosine_similarity((hidden_a * m).sum(1) / m.sum(1), (hidden_b * m).sum(1) / m.sum(1), dim=-1)
+    if flaw == "pooling-includes-padding":
+        m = torch.ones_like(m)
+    a, b = (h[:, 0] if flaw == "cls-pooling" else (h * m).sum(1) / m.sum(1) for h in (hidden_a, hidden_b))
+    if flaw == "cosine-not-normalised":
+        return (a * b).sum(-1)
+    return F.cosine_similarity(a, b, dim=-1)
 
 
-def loop_lesions(model, batch):
+def loop_lesions(model, batch, flaw=None):
     mask = additive_mask(batch["attention_mask"])
     L = len(model.encoder.layer)
 
     def last(edit_at=None, flags=None):
         x = model.embeddings(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"])
         for i, layer in enumerate(model.encoder.layer):
-            x = module_variant(layer, x, mask, **(flags if i == edit_at else {}))
+            lesioned = i == edit_at or (edit_at is not None and flaw == "lesion-in-every-layer")
+            x = module_variant(layer, x, mask, **(flags if lesioned else {}), flaw=flaw)
         return x
 
     intact = last()
-    return {k: torch.stack([library_cosine(last(i, f), intact, batch["attention_mask"]).mean() for i in range(L)])
+    return {k: torch.stack([library_cosine(last(i, f), intact, batch["attention_mask"], flaw).mean() for i in range(L)])
             for k, f in flawed.LESION_KINDS.items()}
 
 
@@ -145,33 +175,37 @@ def test_the_valid_alternative_is_far_inside_the_tolerance_and_every_mistake_far
         want = rank_collapse.curves(model, batch)
         alt = {k: torch.tensor(v) for k, v in loop_curves(model, batch).items()}
         assert max((alt[k] - want[k]).abs().max().item() for k in want) < checks.ATOL / 10
-        for mistake in diagnose.for_task("7.3"):
+        mistakes = diagnose.for_task("7.3")
+        assert mistakes, "no known mistake registered for Task 7.3"
+        for mistake in mistakes:
             wrong = mistake.outputs(model, {"batch": batch, "measure": "curves"})
             assert max((wrong[k] - want[k]).abs().max().item() for k in want) > 100 * checks.ATOL, mistake.id
 
 
-def _flawed_fn(task: str, flaw: str):
-    """A learner function that makes ``flaw`` (the simulation, behind the learner's signature)."""
-    return {
-        "7.1": lambda h, m: flawed.relative_residual(h, m, flaw=flaw),
-        "7.2": lambda layer, h, m, attention_skip=True, ffn=True, ffn_skip=True: flawed.layer_variant(
-            layer, h, m, attention_skip, ffn, ffn_skip, flaw=flaw),
-        "7.4": lambda a, b, m: flawed.sentence_cosine(a, b, m, flaw=flaw),
-        "7.3": lambda model, batch: flawed.curves(model, batch, flaw=flaw),
-        "7.5": lambda model, batch: flawed.lesion_effects(model, batch, flaw=flaw),
-    }[task]
+def with_flaw(fn, flaw):
+    """``fn`` with ``flaw`` made, behind the learner's signature."""
+
+    def flawed_fn(*args, **kwargs):
+        return fn(*args, **kwargs, flaw=flaw)
+
+    return flawed_fn
 
 
-# The function tasks: every mistake; the whole-model ones (seconds each): one per family.
-NAMED = [(t, m.id) for t in ("7.1", "7.2", "7.4") for m in diagnose.for_task(t)]
-NAMED += [("7.3", "residual-includes-padding"), ("7.3", "variant-skip-kept"), ("7.5", "cosine-not-normalised"),
-          ("7.5", "lesion-in-every-layer")]
+# Every known mistake of every Task 7 function, made by the independent implementation above.
+NAMED = [(t, m.id) for t in sorted(ALTERNATIVE) for m in diagnose.for_task(t)]
+
+
+def test_every_task_has_known_mistakes_to_name():
+    """The parametrisation below is built from the registry: an empty registry would test nothing."""
+    for task in ALTERNATIVE:
+        assert diagnose.for_task(task), f"no known mistake registered for Task {task}"
+        assert any(t == task for t, _ in NAMED)
 
 
 @pytest.mark.parametrize("task, mistake", NAMED)
 def test_known_mistakes_are_named(task, mistake):
     with pytest.raises(CheckFailed) as err:
-        check(task, _flawed_fn(task, mistake), upto="values" if task in ("7.3", "7.5") else None)
+        check(task, with_flaw(ALTERNATIVE[task], mistake), upto="values" if task in ("7.3", "7.5") else None)
     assert err.value.mistake == mistake, str(err.value)
     assert f"(known mistake `{mistake}`)" in str(err.value)
     assert "See lessons/0" in str(err.value)

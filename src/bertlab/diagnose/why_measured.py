@@ -187,7 +187,8 @@ for _id, _tasks, _description, _lesson, _section in [
     ("variant-skip-kept", (VARIANT, CURVES, LESIONS),
      "a layer that adds the skip connection around attention even when `attention_skip=False`",
      RESIDUAL_LESSON, FOUR),
-    ("variant-ffn-skip-kept", (VARIANT, CURVES, LESIONS),
+    # Not a Task 7.5 mistake: no lesion removes the FFN skip, so the lesion table cannot show it.
+    ("variant-ffn-skip-kept", (VARIANT, CURVES),
      "a layer that adds the skip connection around the feed-forward block even when `ffn_skip=False`",
      RESIDUAL_LESSON, FOUR),
     ("skip-removed-layernorm-dropped", (VARIANT, CURVES, LESIONS),
