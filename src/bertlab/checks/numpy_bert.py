@@ -26,7 +26,7 @@ from torch.nn import functional as F
 from bertlab import diagnose
 from bertlab.checks.compare import worst_position
 from bertlab.checks.framework import CheckFailed, Context, Task
-from bertlab.diagnose import numpy_bert as flawed  # noqa: F401  (registers the mistakes)
+from bertlab.diagnose import numpy_bert as flawed  # registers the mistakes
 from bertlab.masks import additive_mask, random_padding
 
 TOKENS = ("batch", "token", "dim")
@@ -191,6 +191,7 @@ class NumpyTask(Task):
             mistake = None
             if diagnose_with is not None:
                 mistake = diagnose.diagnose(self.id, *diagnose_with, got, expected)
+                mistake = mistake or flawed.diagnose_variants(self.id, diagnose_with[1], got, expected)
             tolerance = f"atol {self.atol:g}" + (f", rtol {rtol:.2g}" if rtol else "")
             self.fail(
                 f"values differ from {against} ({tolerance})",

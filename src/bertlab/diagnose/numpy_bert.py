@@ -53,7 +53,7 @@ def linear(x, weight, bias, flaw=None):
     return x @ weight.T + bias
 
 
-def bert_layer(hidden_states, attention_mask, params, config, flaw=None):
+def bert_layer(hidden_states, attention_mask, params, config, flaw=None, variant=None):
     """One BertLayer in eval mode from its ``state_dict`` (HF names), with an optional flaw.
 
     Args:
@@ -61,6 +61,7 @@ def bert_layer(hidden_states, attention_mask, params, config, flaw=None):
         attention_mask: additive, broadcastable to (B, heads, T, T), or None.
         params: parameter name -> tensor, e.g. ``"attention.self.query.weight"``.
         config: provides ``num_attention_heads`` and ``layer_norm_eps``.
+        variant: the form of a flaw that takes several (see ``VARIANTS``); None for the first.
 
     Returns:
         (B, T, H), or None when the flawed code would raise.
@@ -83,7 +84,8 @@ def bert_layer(hidden_states, attention_mask, params, config, flaw=None):
         return layer_norm(x, params[f"{name}.weight"], params[f"{name}.bias"], eps, flaw)
 
     def add_norm(x, residual, name):  # Post-LN: LayerNorm(x + residual), unless normalised before the add
-        if flaw == "numpy-layer-layernorm-before-add":
+        first = name.startswith("attention.")
+        if flaw == "numpy-layer-layernorm-before-add" and variant in (None, "both", "first" if first else "second"):
             return norm(x, name) + residual
         return norm(x + residual, name)
 
@@ -127,6 +129,33 @@ def _flawed(primitive, flaw):
         return {} if out is None else {"output": out}
 
     return outputs
+
+
+# Mistakes with several forms, matched form by form by ``diagnose_variants``: LayerNorm before
+# the add in both Add & Norms (the registered simulation), or in one of them only.
+VARIANTS = {"numpy-layer-layernorm-before-add": ("first", "second")}
+
+
+def diagnose_variants(task_id: str, inputs: dict, got: dict, expected: dict):
+    """The first mistake of ``VARIANTS`` for ``task_id`` one of whose other forms produces ``got``."""
+    from bertlab.diagnose import MATCH_ATOL, REGISTRY
+
+    def close(a, b):
+        return a.shape == b.shape and bool(torch.allclose(a, b, atol=MATCH_ATOL, rtol=MATCH_ATOL, equal_nan=True))
+
+    if "params" not in inputs or "layer_output" not in got:
+        return None
+    for mistake_id, forms in VARIANTS.items():
+        if task_id not in REGISTRY[mistake_id].tasks:
+            continue
+        for form in forms:
+            with torch.no_grad():
+                wrong = bert_layer(**inputs, flaw=mistake_id, variant=form)
+            if wrong is None or close(wrong, expected["layer_output"]):
+                continue  # this form raises, or changes nothing on these inputs: proves nothing
+            if close(got["layer_output"].float(), wrong):
+                return REGISTRY[mistake_id]
+    return None
 
 
 SOFTMAX, LAYERNORM, GELU, LINEAR = "1.1", "1.2", "1.3", "1.4"
@@ -180,7 +209,7 @@ for _id, _tasks, _primitive, _description, _lesson, _section in [
      ADD_NORM, "One layer by four calls"),
     ("numpy-layer-layernorm-before-add", (LAYER,), None,
      "a layer that normalises BEFORE the residual add, layer_norm(W(...)) + residual, instead of "
-     "layer_norm(W(...) + residual) (Post-LN), in both Add & Norms",
+     "layer_norm(W(...) + residual) (Post-LN), in one Add & Norm or both",
      ADD_NORM, "Post-LN"),
 ]:
     register(Mistake(_id, _tasks, _description, _lesson, _section, _flawed(_primitive, _id)))
