@@ -15,7 +15,6 @@ Task 6.4's names check loads the learner's complete model, and says which task a
 
 from __future__ import annotations
 
-import copy
 import functools
 import re
 
@@ -267,7 +266,7 @@ class BertModelTask(BuiltOnParts, _HiddenStates, ModuleTask):
     stages = ("names", "shapes", "values", "masks", "config", "dropout", "gradients", "sentences")
 
     def part_reference(self, ctx, attr):
-        module = copy.deepcopy(self.reference(ctx, None).get_submodule(attr))
+        module = super().part_reference(ctx, attr)
         if attr == "encoder":  # HF's encoder returns a ModelOutput; the course's returns a tuple
             module.__class__ = CourseEncoder
         return module
