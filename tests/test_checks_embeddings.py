@@ -1,4 +1,8 @@
-"""Task 2's checks: HF's own BertEmbeddings passes; wrong embeddings fail with the right message."""
+"""Task 2's checks: the solution's BertEmbeddings passes; wrong embeddings fail with the right message.
+
+transformers' own BertEmbeddings is refused as a shortcut, so the right code is the solution
+notebook's class, and each wrong module below is a subclass of it that changes one thing.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +11,27 @@ import torch
 from transformers.models.bert import modeling_bert as hf
 
 from bertlab import capture, reference
-from bertlab.checks import CheckFailed, check
+from bertlab.checks import TASKS, CheckFailed, check
+from tests.conftest import solution_namespace
+
+Solution = solution_namespace("02-embeddings")["BertEmbeddings"]
 
 
-def test_hf_passes(capsys):
-    check("2.1", hf.BertEmbeddings)
-    assert "[Task 2.1] BertEmbeddings passed (6/6 checks)" in capsys.readouterr().out
+def test_the_solution_passes(capsys):
+    check("2.1", Solution)
+    n = len(TASKS["2.1"].stages)
+    assert f"[Task 2.1] BertEmbeddings passed ({n}/{n} checks)" in capsys.readouterr().out
+
+
+def test_transformers_own_module_is_refused():
+    with pytest.raises(CheckFailed, match=r"built on transformers' BertEmbeddings: this task is to write "
+                                          r"BertEmbeddings yourself"):
+        check("2.1", hf.BertEmbeddings)
 
 
 def test_nothing_hard_wired_to_the_pretrained_sizes(tiny_bert_dir, monkeypatch):
     monkeypatch.setenv(reference.ENV_VAR, str(tiny_bert_dir))
-    check("2.1", hf.BertEmbeddings)
+    check("2.1", Solution)
     assert capture.capture().hidden_states[0].shape[-1] == 32
 
 
@@ -27,17 +41,19 @@ def test_the_corpus_exercises_the_default_positions():
     assert kwargs["position_ids"] is None and kwargs["input_ids"].shape[1] > 1
 
 
-class Embeddings(hf.BertEmbeddings):
-    """HF's module with a flaw switched on by a subclass: a small, readable wrong implementation."""
+class Embeddings(Solution):
+    """The solution's module with a flaw switched on by a subclass: a small, readable wrong implementation."""
 
     def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None,
                 past_key_values_length=0):
-        B, T = input_ids.shape
+        words = self.word_embeddings(input_ids) if inputs_embeds is None else inputs_embeds  # (B, T, H)
+        B, T, _ = words.shape
         if position_ids is None:
-            position_ids = torch.arange(self.first_position, self.first_position + T)[None, :]
+            start = past_key_values_length + self.first_position
+            position_ids = torch.arange(start, start + T)[None, :]
         if token_type_ids is None or self.zero_types:
             token_type_ids = torch.zeros(B, T, dtype=torch.long)
-        x = self.word_embeddings(input_ids) + self.position_embeddings(position_ids)
+        x = words + self.position_embeddings(position_ids)
         if self.with_types:
             x = x + self.token_type_embeddings(token_type_ids)
         return self.dropout(self.LayerNorm(x) if self.with_layernorm else x)
@@ -96,19 +112,76 @@ class Stub(torch.nn.Module):
         raise NotImplementedError()
 
 
-class PersistentBuffer(hf.BertEmbeddings):
+class PersistentBuffer(Solution):
     def __init__(self, config):
         super().__init__(config)
         self.register_buffer("position_ids", torch.arange(config.max_position_embeddings)[None, :])
 
 
-class DefaultEps(hf.BertEmbeddings):
+class DefaultEps(Solution):
     def __init__(self, config):
         super().__init__(config)
         self.LayerNorm = torch.nn.LayerNorm(config.hidden_size)
 
 
-class Shifted(hf.BertEmbeddings):
+class NoPaddingIdx(Solution):
+    def __init__(self, config):
+        super().__init__(config)
+        self.word_embeddings = torch.nn.Embedding(config.vocab_size, config.hidden_size)
+
+
+class NoBuffers(Solution):
+    """Defaults made in forward instead: the right numbers, but no buffers as the task asks."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        del self.position_ids, self.token_type_ids
+
+    def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None,
+                past_key_values_length=0):
+        T = input_ids.shape[1]
+        if position_ids is None:
+            position_ids = torch.arange(past_key_values_length, past_key_values_length + T)[None, :]
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        return super().forward(input_ids, token_type_ids, position_ids, inputs_embeds, past_key_values_length)
+
+
+class OnesTokenTypesBuffer(Solution):
+    def __init__(self, config):
+        super().__init__(config)
+        self.token_type_ids = torch.ones_like(self.token_type_ids)
+
+
+class IdsOnly(Solution):
+    """Reads B and T from input_ids: crashes when called with inputs_embeds only."""
+
+    def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None,
+                past_key_values_length=0):
+        B, T = input_ids.shape
+        return super().forward(input_ids, token_type_ids, position_ids, inputs_embeds, past_key_values_length)
+
+
+class IgnoresInputsEmbeds(Solution):
+    def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None,
+                past_key_values_length=0):
+        if inputs_embeds is not None:
+            inputs_embeds = torch.zeros_like(inputs_embeds)  # the given vectors are never used
+        return super().forward(input_ids, token_type_ids, position_ids, inputs_embeds, past_key_values_length)
+
+
+class PositionsFromZero(Solution):
+    def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None,
+                past_key_values_length=0):
+        return super().forward(input_ids, token_type_ids, position_ids, inputs_embeds, 0)
+
+
+class NoPastArgument(Solution):
+    def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None):
+        return super().forward(input_ids, token_type_ids, position_ids, inputs_embeds)
+
+
+class Shifted(Solution):
     def forward(self, *args, **kwargs):
         return super().forward(*args, **kwargs) + 0.5
 
@@ -119,6 +192,19 @@ class Shifted(hf.BertEmbeddings):
         (Stub, r"not implemented yet: Stub\(config\) raises NotImplementedError"),
         (PersistentBuffer, r"the buffer position_ids is saved in the state_dict.*\n.*persistent=False"),
         (DefaultEps, r"`self.LayerNorm` has eps=1e-05, expected config.layer_norm_eps = 1e-12"),
+        (NoPaddingIdx, r"`self.word_embeddings` has padding_idx=None, expected config.pad_token_id = 0\n"
+                       r"  padding_idx keeps the \[PAD\] row out of training"),
+        (NoBuffers, r"`self.position_ids` is missing: the default position_ids are a buffer of shape \[1, 512\]"),
+        (OnesTokenTypesBuffer, r"`self.token_type_ids` must be all zeros, of shape \[1, 512\]"),
+        (IdsOnly, r"forward raised AttributeError: 'NoneType' object has no attribute 'shape'\n"
+                  r"(.*\n)*  the call: forward\(inputs_embeds=float32 tensor \[\d+, \d+, 384\]\)\n"
+                  r"  With `inputs_embeds` given and no `input_ids`, the word vectors are `inputs_embeds`"),
+        (IgnoresInputsEmbeds, r"values differ from HF's BertEmbeddings on random word vectors as inputs_embeds "
+                              r"\(batch \d+, length \d+\), no input_ids"),
+        (PositionsFromZero, r"values differ from HF's BertEmbeddings on random ids \(batch \d+, length \d+\) and "
+                            r"past_key_values_length=\d+ \(atol 1e-05\)\n.*\n"
+                            r"  The default positions start at past_key_values_length"),
+        (NoPastArgument, r"forward raised TypeError: .*unexpected keyword argument 'past_key_values_length'"),
         (Shifted, r"values differ from the pretrained model \(atol 1e-05\)\n"
                   r"  max abs diff 5.0e-01 at \(batch \d+, token \d+, dim \d+\): expected .*, got "),
     ],

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from bertlab.checks.framework import Context, ModuleTask
+from bertlab.checks.framework import CheckFailed, Context, ModuleTask
 from bertlab.diagnose import embeddings as flawed  # noqa: F401  (registers the mistakes)
 
 EMBEDDING_DIMS = ("batch", "token", "dim")
@@ -33,6 +33,23 @@ def random_ids_batch(ctx: Context, token_types: bool, positions: bool) -> tuple[
         f"random ids (batch {B}, length {T}, "
         + (f"random {' and '.join(given)})" if given else "default token types and positions)")
     )
+
+
+def random_embeds_batch(ctx: Context) -> tuple[dict, str]:
+    """Random word vectors ``inputs_embeds`` (B, T, H) and no ``input_ids``, as a caller may pass."""
+    g, config = ctx.generator, ctx.model.config
+    B, T = int(torch.randint(1, 5, (1,), generator=g)), int(torch.randint(1, 21, (1,), generator=g))
+    inputs_embeds = torch.randn(B, T, config.hidden_size, generator=g)
+    return {"inputs_embeds": inputs_embeds}, f"random word vectors as inputs_embeds (batch {B}, length {T}), no input_ids"
+
+
+def random_past_batch(ctx: Context) -> tuple[dict, str]:
+    """Random ids (B, T) with ``past_key_values_length`` > 0: default positions start there."""
+    g, config = ctx.generator, ctx.model.config
+    B, T = int(torch.randint(1, 5, (1,), generator=g)), int(torch.randint(1, 21, (1,), generator=g))
+    past = int(torch.randint(1, config.max_position_embeddings - T + 1, (1,), generator=g))
+    inputs = {"input_ids": torch.randint(config.vocab_size, (B, T), generator=g), "past_key_values_length": past}
+    return inputs, f"random ids (batch {B}, length {T}) and past_key_values_length={past}"
 
 
 class BertEmbeddingsTask(ModuleTask):
@@ -72,17 +89,55 @@ class BertEmbeddingsTask(ModuleTask):
                 f"`self.LayerNorm` has eps={eps:g}, expected config.layer_norm_eps = {want:g}",
                 "nn.LayerNorm's default eps is 1e-05; pass eps=config.layer_norm_eps like HF.",
             )
+        padding_idx, pad = getattr(module.word_embeddings, "padding_idx", None), ctx.model.config.pad_token_id
+        if padding_idx != pad:
+            self.fail(
+                f"`self.word_embeddings` has padding_idx={padding_idx}, expected config.pad_token_id = {pad}",
+                "padding_idx keeps the [PAD] row out of training (its gradient stays 0): "
+                "nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id), like HF.",
+            )
+        self.check_buffers(module, ctx)
+
+    def check_buffers(self, module, ctx: Context) -> None:
+        """``position_ids`` (1, P) = 0, 1, ..., P - 1 and ``token_type_ids`` (1, P) = 0, like HF's."""
+        hf = self.reference(ctx, None)
+        for name, what in (("position_ids", "0, 1, ..., max_position_embeddings - 1"), ("token_type_ids", "all zeros")):
+            want, have = getattr(hf, name), getattr(module, name, None)
+            if not isinstance(have, torch.Tensor):
+                self.fail(
+                    f"`self.{name}` is missing: the default {name} are a buffer of shape {list(want.shape)} "
+                    f"(1, max_position_embeddings), {what}",
+                    f'Register it in __init__: `self.register_buffer("{name}", ..., persistent=False)`.',
+                )
+            if tuple(have.shape) != tuple(want.shape) or not torch.equal(have.long(), want):
+                self.fail(
+                    f"`self.{name}` must be {what}, of shape {list(want.shape)} (1, max_position_embeddings); "
+                    f"got {str(have.dtype).removeprefix('torch.')} {list(have.shape)}"
+                    + (f" starting {have.flatten()[:4].tolist()}" if have.numel() else ""),
+                )
 
     def check_batches(self, cls, ctx):
-        """Every form of random batch once: default and given token types and positions."""
+        """Every form of random batch once: default and given token types and positions, word
+        vectors given as ``inputs_embeds``, and default positions after ``past_key_values_length``."""
         module = self.learner_for(cls, ctx, None)
         hf = self.reference(ctx, None)
-        for form in FORMS:
-            inputs, description = random_ids_batch(ctx, *form)
+        batches = [random_ids_batch(ctx, *form) + (None,) for form in FORMS]
+        batches.append(random_embeds_batch(ctx) + (
+            "With `inputs_embeds` given and no `input_ids`, the word vectors are `inputs_embeds` (step 1 of "
+            "forward): take B and T from it, not from input_ids.",))
+        batches.append(random_past_batch(ctx) + (
+            "The default positions start at past_key_values_length: past_key_values_length, ..., "
+            "past_key_values_length + T - 1 (step 2 of forward).",))
+        for inputs, description, hint in batches:
             with torch.no_grad():
                 expected = self.call(hf, inputs)
-                got = self.call(module, inputs)
-            self.compare(expected, got, self.outputs, f"HF's {self.title} on {description}", (hf, inputs))
+                try:
+                    got = self.call(module, inputs)
+                    self.compare(expected, got, self.outputs, f"HF's {self.title} on {description}", (hf, inputs))
+                except CheckFailed as err:
+                    if hint is None or err.mistake is not None:
+                        raise
+                    raise CheckFailed(f"{err}\n  {hint}", err.mistake) from None
 
 
 TASKS = [BertEmbeddingsTask()]
