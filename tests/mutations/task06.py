@@ -1,6 +1,9 @@
 from tests.mutations import Mutation
 
 NB = "06-bert-model"
+FFN = "intermediate_output = self.intermediate(attention_output)  # (B, T, I)"
+SECOND_RESIDUAL = "layer_output = self.output(intermediate_output, attention_output)  # (B, T, H)"
+MASK = "extended_attention_mask = (1.0 - keep) * torch.finfo(embedding_output.dtype).min"
 
 MUTATIONS = [
     Mutation("layer-skips-ffn", NB, "        return layer_output\n", "        return attention_output\n"),
@@ -21,7 +24,34 @@ MUTATIONS = [
     Mutation(
         "bool-mask-added",
         NB,
-        "extended_attention_mask = (1.0 - keep) * torch.finfo(embedding_output.dtype).min",
+        MASK,
         "extended_attention_mask = attention_mask[:, None, None, :].bool()",
+    ),
+    # BertLayer's wiring (lesson 4).
+    Mutation(
+        "second-residual-from-input",
+        NB,
+        SECOND_RESIDUAL,
+        "layer_output = self.output(intermediate_output, hidden_states)  # (B, T, H)",
+    ),
+    Mutation("ffn-fed-layer-input", NB, FFN, "intermediate_output = self.intermediate(hidden_states)  # (B, T, I)"),
+    Mutation(
+        "ffn-applied-twice",
+        NB,
+        SECOND_RESIDUAL,
+        SECOND_RESIDUAL + "\n        layer_output = self.output(self.intermediate(layer_output), layer_output)",
+    ),
+    # BertModel's mask: the wrong sign, and left at (B, T).
+    Mutation(
+        "extended-mask-wrong-sign",
+        NB,
+        MASK,
+        "extended_attention_mask = keep * torch.finfo(embedding_output.dtype).min",
+    ),
+    Mutation(
+        "extended-mask-not-broadcast",
+        NB,
+        "keep = attention_mask[:, None, None, :].to(embedding_output.dtype)  # (B, 1, 1, T)",
+        "keep = attention_mask.to(embedding_output.dtype)  # (B, T)",
     ),
 ]

@@ -5,6 +5,9 @@ pretrained weights. Each bigger module is built from the smaller ones, so a mist
 small module (a layer that skips its feed-forward block) is recognised again in the modules
 built from it (the encoder, the whole model), where the learner's own layer is reused.
 
+Every simulation calls the reference layer's own submodules (``attention``, ``intermediate``,
+``output``), so it computes exactly what the mistaken wiring of those submodules outputs.
+
 Some mistakes take several forms (the pooler may read the last token or the mean of all
 tokens): those list their forms in ``VARIANTS`` and are matched by ``diagnose_variants``.
 """
@@ -36,13 +39,28 @@ def flatten(hidden_states=None, last_hidden_state=None, pooler_output=None) -> d
 
 
 def layer(module, hidden_states, attention_mask=None, flaw=None):
-    """HF's BertLayer.forward (eval mode) on ``module``'s weights: (B, T, H) -> (B, T, H)."""
+    """HF's BertLayer.forward (eval mode) on ``module``'s weights, with an optional flaw.
+
+    Args:
+        module: a BertLayer holding the weights (its ``attention``, ``intermediate``, ``output``).
+        hidden_states: the layer's input, (B, T, H).
+        attention_mask: additive, broadcastable to (B, heads, T, T), or None.
+
+    Returns:
+        (B, T, H).
+    """
     if flaw == "encoder-mask-not-applied":
         attention_mask = None
     attention_output = module.attention(hidden_states, attention_mask)[0]  # (B, T, H)
     if flaw == "layer-skips-ffn":
         return attention_output
-    return module.output(module.intermediate(attention_output), attention_output)
+    # The feed-forward sub-layer reads the attention output; these flaws feed it something else.
+    ffn_input = hidden_states if flaw == "ffn-fed-layer-input" else attention_output  # (B, T, H)
+    residual = hidden_states if flaw == "second-residual-from-input" else attention_output  # (B, T, H)
+    layer_output = module.output(module.intermediate(ffn_input), residual)  # (B, T, H)
+    if flaw == "ffn-applied-twice":  # the whole feed-forward sub-layer again, on its own output
+        layer_output = module.output(module.intermediate(layer_output), layer_output)
+    return layer_output
 
 
 def encoder(module, hidden_states, attention_mask=None, flaw=None):
@@ -64,20 +82,52 @@ def pooler(module, hidden_states, flaw=None, variant=None):
     return pooled if flaw == "pooler-no-tanh" else torch.tanh(pooled)
 
 
-def extended_mask(attention_mask, flaw=None):
-    """The mask BertModel hands to its encoder, built from the (B, T) 0/1 ``attention_mask``."""
+def extended_mask(attention_mask, flaw=None, variant=None):
+    """The mask BertModel hands to its encoder, built from the (B, T) 0/1 ``attention_mask``.
+
+    Args:
+        attention_mask: (B, T), 1 for tokens and 0 for padding, or None.
+
+    Returns:
+        (B, 1, 1, T) additive mask (with ``flaw``, what the mistaken code builds instead), or None.
+
+    Raises:
+        WouldRaise: the mistaken mask does not broadcast against the (B, heads, T, T) scores,
+            so the mistaken code raises instead of returning numbers.
+    """
     if attention_mask is None or flaw == "encoder-mask-not-applied":
         return None
     if flaw == "bool-mask-added":
         return attention_mask[:, None, None, :].float()  # 1 for tokens, 0 for padding: wrong
-    return additive_mask(attention_mask, per_query=False)  # (B, 1, 1, T)
+    right = additive_mask(attention_mask, per_query=False)  # (B, 1, 1, T): 0 for tokens, finfo.min for padding
+    if flaw == "extended-mask-wrong-sign":
+        keep = attention_mask[:, None, None, :].float()  # (B, 1, 1, T)
+        if variant == "negated":  # (m - 1) * finfo.min: padding gets the most POSITIVE float
+            return -right
+        return keep * torch.finfo(torch.float32).min  # tokens removed, padding kept
+    if flaw == "extended-mask-not-broadcast":
+        B, T = attention_mask.shape
+        # (B, T) + scores (B, heads, T, T) aligns the mask's batch axis with the QUERY axis: it runs
+        # only when B == T (or B == 1, where it is right), and then query q gets sentence q's mask.
+        if B != T and B != 1:
+            raise WouldRaise
+        return right[:, 0, 0, :][None, None]  # (1, 1, B, T), what broadcasting makes of (B, T)
+    return right
+
+
+class WouldRaise(Exception):
+    """The mistaken code raises on these inputs, so it cannot explain a learner's numbers."""
 
 
 def model(module, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, flaw=None,
           variant=None, **kwargs):
     """HF's BertModel with every hidden state, flattened by ``flatten``."""
     embedding_output = module.embeddings(input_ids=input_ids, token_type_ids=token_type_ids, position_ids=position_ids)
-    last, states = encoder(module.encoder, embedding_output, extended_mask(attention_mask, flaw), flaw)
+    try:
+        mask = extended_mask(attention_mask, flaw, variant)
+    except WouldRaise:
+        return {}
+    last, states = encoder(module.encoder, embedding_output, mask, flaw)
     return flatten(states, last, pooler(module.pooler, last, flaw, variant))
 
 
@@ -101,7 +151,10 @@ def _flawed(flaw):
 
 
 # Mistakes with several forms: they are matched here, form by form, not by ``diagnose.diagnose``.
-VARIANTS = {"pooler-wrong-token": ("last", "mean")}
+VARIANTS = {
+    "pooler-wrong-token": ("last", "mean"),
+    "extended-mask-wrong-sign": ("keep-removed", "negated"),
+}
 
 
 def _close(a, b) -> bool:
@@ -145,6 +198,14 @@ for _id, _tasks, _description, _section in [
         "The attention mask",
     ),
     (
+        "extended-mask-not-broadcast",
+        ("6.4",),
+        "the additive mask left at shape (B, T) instead of (B, 1, 1, T): added to the (B, heads, T, T) "
+        "scores, its batch axis lines up with the QUERY axis, so query q is masked with sentence q's "
+        "padding (when B != T it raises a size mismatch instead)",
+        "The attention mask",
+    ),
+    (
         "pooler-no-tanh",
         ("6.3", "6.4"),
         "the pooler WITHOUT the tanh: dense(hidden_states[:, 0]) alone",
@@ -164,6 +225,17 @@ register(
 )
 register(
     Mistake(
+        "extended-mask-wrong-sign",
+        ("6.4",),
+        "an additive mask of the WRONG SIGN: finfo.min on the real tokens and 0 on padding (m * finfo.min), "
+        "or the most positive float on padding ((m - 1) * finfo.min), so attention goes to the padding; "
+        "the right mask is (1 - m) * finfo.min",
+        LESSON,
+        "The attention mask",
+    )
+)
+register(
+    Mistake(
         "hidden-states-missing-embeddings",
         ("6.2", "6.4"),
         "hidden_states without the embeddings output: one entry per layer, but hidden_states[0] must be "
@@ -172,3 +244,40 @@ register(
         "The encoder",
     )
 )
+
+
+# The wiring of a layer's two sub-layers (lesson 4): which tensor goes where.
+for _id, _description, _section in [
+    (
+        "second-residual-from-input",
+        "the second residual taken from the LAYER'S INPUT, output(intermediate(a), hidden_states), instead of "
+        "from the attention sub-layer's output a: output(intermediate(a), a)",
+        "The second Add & Norm",
+    ),
+    (
+        "ffn-fed-layer-input",
+        "the feed-forward network fed the LAYER'S INPUT, intermediate(hidden_states), instead of the attention "
+        "sub-layer's output a: intermediate(a)",
+        "One layer by four calls",
+    ),
+    (
+        "ffn-applied-twice",
+        "the feed-forward sub-layer applied TWICE: y = output(intermediate(a), a), then output(intermediate(y), y); "
+        "a layer has one attention sub-layer and one feed-forward sub-layer",
+        "One layer by four calls",
+    ),
+]:
+    # Task 6.1 only: Tasks 6.2 and 6.4 run the learner's module with HF's layers in place of theirs.
+    register(Mistake(_id, ("6.1",), _description, "04-add-and-norm", _section, _flawed(_id)))
+
+
+def square_inputs(inputs: dict) -> dict:
+    """``inputs`` cut to as many tokens as sentences, n = min(B, T): every (B, T) tensor to (n, n).
+
+    A mask left at (B, T) raises on most batches (its B lines up with the scores' query axis) and
+    runs, with wrong numbers, only when B == T: on this batch ``extended-mask-not-broadcast`` can
+    be told apart from other errors.
+    """
+    B, T = inputs["input_ids"].shape
+    n = min(B, T)
+    return {k: v[:n, :n] if isinstance(v, torch.Tensor) and v.dim() == 2 else v for k, v in inputs.items()}
