@@ -129,6 +129,11 @@ def _load(path: Path):
     return model, tokenizer
 
 
+def is_loaded() -> bool:
+    """Whether this process has loaded a reference model already (loading takes seconds)."""
+    return _load.cache_info().currsize > 0
+
+
 def load_model(model: str | os.PathLike | None = None):
     """The reference ``BertModel`` in eval mode with frozen weights, cached per process."""
     return _load(model_dir(model))[0]

@@ -26,7 +26,7 @@ from torch import nn
 from bertlab import capture as capture_mod
 from bertlab import diagnose, reference
 from bertlab.checks.compare import allclose, worst_position
-from bertlab.checks.harness import describe_call, gradients_of, invoke_learner
+from bertlab.checks.harness import describe_call, given, gradients_of, invoke_learner
 from bertlab.diagnose import common as placement
 from bertlab.diagnose.common import DropoutProbe
 
@@ -348,6 +348,9 @@ class ModuleTask(Task):
             if sub.p != p:
                 self.fail(f"`self.{attr}` has p={sub.p}, expected config.{field} = {p}")
         inputs, _ = self.captured(ctx, layer)
+        # Two sentences of the corpus (a padded one among them) are enough to see dropout at work;
+        # train mode runs the module up to five times.
+        inputs = {k: v[:2] if isinstance(v, torch.Tensor) and v.dim() > 0 else v for k, v in inputs.items()}
         with torch.no_grad():
             first, second = self.call(module.eval(), inputs), self.call(module, inputs)
         if any(not torch.equal(first[k], second[k]) for k in first):
@@ -355,14 +358,18 @@ class ModuleTask(Task):
                 "two calls in eval mode give different outputs",
                 mistake=diagnose.REGISTRY.get("dropout-in-eval"),
             )
-        check_dropout_placement(self, cls, ctx, layer, inputs)
+        check_dropout_placement(self, cls, ctx, layer, inputs, module)
+
+    def call_spec(self, module, inputs: dict) -> tuple[Callable, tuple, dict]:
+        """(callable, args, kwargs) that ``self.call(module, inputs)`` makes, for the gradients check."""
+        return module, (), inputs
 
     def check_gradients(self, cls, ctx: Context) -> None:
         module = self.learner_for(cls, ctx, self.layers(ctx)[0])
         inputs, _ = self.random_inputs(ctx)
         fn, args, kwargs = self.call_spec(module, inputs)
         seed = int(torch.randint(2**31, (1,), generator=ctx.generator))
-        outcome = gradients_of(fn, args, kwargs, self.grad_inputs, seed)
+        outcome = gradients_of(fn, args, kwargs, self.grad_inputs, seed, forbid_shortcuts=self.forbid_shortcuts)
         grads = self.outcome_value(outcome, "forward", args, kwargs)
         if not grads["connected"]:
             self.fail("the output does not depend on any parameter: is forward under torch.no_grad() or detached?")
@@ -563,13 +570,17 @@ def set_submodule(module: nn.Module, path: str, value: nn.Module) -> None:
     setattr(module, last, value)
 
 
-def check_dropout_placement(task: "ModuleTask", cls, ctx: Context, layer, inputs: dict) -> None:
+def check_dropout_placement(task: "ModuleTask", cls, ctx: Context, layer, inputs: dict, module=None) -> None:
     """In train mode, the learner's module equals HF's when dropout acts in the same places.
 
     First with every nn.Dropout of both modules (same attribute paths) replaced by a
     ``DropoutProbe``, whose masks depend on shapes only; else, unprobed, from the same seed, so
     a rewrite that calls ``nn.functional.dropout(x, self.dropout.p, self.training)`` passes too.
     Fails only when both differ, naming the placement mistake that explains the outputs, if any.
+
+    Args:
+        module: the learner's module, loaded for ``layer``, if one was built already (its
+            dropouts are replaced by probes).
     """
     reference_module = task.reference(ctx, layer)
     paths = [name for name, sub in reference_module.named_modules() if isinstance(sub, nn.Dropout) and sub.p > 0]
@@ -577,9 +588,9 @@ def check_dropout_placement(task: "ModuleTask", cls, ctx: Context, layer, inputs
         return
     seed = placement.SEED
 
-    def run(probes: bool) -> tuple[dict, dict]:
+    def run(probes: bool, module=None) -> tuple[dict, dict]:
         hf = copy.deepcopy(reference_module).train()
-        module = task.learner_for(cls, ctx, layer).train()
+        module = (module if module is not None else task.learner_for(cls, ctx, layer)).train()
         if probes:
             mine = dict(module.named_modules())
             for path in paths:
@@ -594,7 +605,7 @@ def check_dropout_placement(task: "ModuleTask", cls, ctx: Context, layer, inputs
         return all(tuple(got[k].shape) == tuple(expected[k].shape) and allclose(expected[k], got[k], task.atol)
                    for k in expected)
 
-    probed = run(probes=True)
+    probed = run(probes=True, module=module)
     if same(probed):
         return
     from_seed = run(probes=False)
@@ -637,8 +648,6 @@ class BuiltOnParts:
 
     parts: dict[str, str] = {}  # attribute -> id of the task that writes it
     stack: str | None = None  # the attribute holding a ModuleList of num_hidden_layers parts
-    # HF's parts run inside the learner's module: calls are not refused for them.
-    forbid_shortcuts = False
 
     def part_tasks(self) -> dict:
         """attribute -> the Task instance of that part (imported late: the task modules import this one)."""
@@ -648,7 +657,7 @@ class BuiltOnParts:
 
     def part_reference(self, ctx: Context, attr: str) -> nn.Module:
         """A copy of HF's module for ``attr`` (of the first layer; ``load`` loads each layer's weights)."""
-        return copy.deepcopy(self.reference(ctx, self.layers(ctx)[0]).get_submodule(attr))
+        return given(copy.deepcopy(self.reference(ctx, self.layers(ctx)[0]).get_submodule(attr)))
 
     def own_module(self, cls, ctx: Context) -> nn.Module:
         """The learner's module as built, its parts checked to exist where HF keeps them."""

@@ -100,13 +100,28 @@ def _cell_number(filename: str) -> str:
     return ""
 
 
+GIVEN = "_bertlab_given"
+
+
+def given(module: nn.Module) -> nn.Module:
+    """Mark ``module`` (HF's own, put in the learner's module by the grader) as allowed to run HF's code."""
+    setattr(module, GIVEN, True)
+    return module
+
+
+def _is_given(obj) -> bool:
+    return isinstance(obj, nn.Module) and obj.__dict__.get(GIVEN) is True
+
+
 def module_shortcut(obj) -> str:
     """What of transformers' model code ``obj`` (a class, module or function) is built on, or ""."""
     classes = []
     if isinstance(obj, type):
         classes.append(("your class", obj))
     elif isinstance(obj, nn.Module):
-        classes += [(f"`{name or 'the module'}`", type(sub)) for name, sub in obj.named_modules()]
+        given_paths = [name for name, sub in obj.named_modules() if _is_given(sub)]
+        classes += [(f"`{name or 'the module'}`", type(sub)) for name, sub in obj.named_modules()
+                    if not any(name == g or name.startswith(g + ".") for g in given_paths)]
     for where, cls in classes:
         for base in cls.__mro__:
             if base.__module__.startswith("transformers.models.") or base.__module__.startswith("sentence_transformers"):
@@ -119,13 +134,20 @@ class _ShortcutWatch:
 
     def __init__(self):
         self.found = ""
+        self.inside_given = None  # the frame of a given module's forward, while it runs
 
     def __call__(self, frame, event, arg):
+        if self.inside_given is not None:
+            if event == "return" and frame is self.inside_given:
+                self.inside_given = None
+            return
         if event == "call" and not self.found:
             name = frame.f_code.co_filename
             if any(part in name for part in _HF_MODELS):
+                if _is_given(frame.f_locals.get("self")):
+                    self.inside_given = frame  # HF's part, put there by the grader: its calls are allowed
+                    return
                 self.found = f"your code calls transformers' {frame.f_code.co_name} ({name.rsplit('/', 2)[-2]})"
-        return None
 
 
 def _reset_torch_state(seed: int | None) -> None:
@@ -220,7 +242,8 @@ def _describe_value(value) -> str:
     return type(value).__name__
 
 
-def gradients(fn, args: tuple, kwargs: dict, grad_names: tuple[str, ...], seed: int) -> Outcome:
+def gradients(fn, args: tuple, kwargs: dict, grad_names: tuple[str, ...], seed: int,
+              forbid_shortcuts: bool = True) -> Outcome:
     """Backpropagate a random weighting of ``fn(*args, **kwargs)``'s tensors; report the gradients.
 
     Runs where ``fn`` lives. The value of an ``ok`` outcome is a dict: ``params`` (parameter name
@@ -231,7 +254,7 @@ def gradients(fn, args: tuple, kwargs: dict, grad_names: tuple[str, ...], seed: 
     if module is not None:
         module.requires_grad_(True)
     kwargs = {k: (v.detach().clone().requires_grad_(True) if k in grad_names else _copy(v)) for k, v in kwargs.items()}
-    outcome = invoke(fn, _copy(args), kwargs, grad=True, forbid_shortcuts=module is not None)
+    outcome = invoke(fn, _copy(args), kwargs, grad=True, forbid_shortcuts=forbid_shortcuts)
     if outcome.kind != "ok":
         return outcome
     tensors = [t for t in _tensors(outcome.value) if t.is_floating_point()]

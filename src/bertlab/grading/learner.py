@@ -42,6 +42,21 @@ def _short_repr(obj) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
+def _fresh_pretrained():
+    """A copy of the reference model that no earlier call (or learner cell) can have changed."""
+    import copy
+
+    from bertlab import reference
+
+    global _PRISTINE
+    if _PRISTINE is None:
+        _PRISTINE = copy.deepcopy(reference.load_model())
+    return copy.deepcopy(_PRISTINE)
+
+
+_PRISTINE = None
+
+
 class Server:
     def __init__(self, request_fd: int, answer_fd: int):
         from IPython.core.interactiveshell import InteractiveShell
@@ -121,7 +136,7 @@ class Server:
 
         while True:
             try:
-                request = load_request(read_frame(self.request_fd), self.objects)
+                request = load_request(read_frame(self.request_fd), self.objects, _fresh_pretrained)
             except ChannelClosed:
                 return
             try:

@@ -89,9 +89,11 @@ class Learner:
         raise error(text)
 
     def _exchange(self, message):
-        refs = {key: handle for key, handle in self.proxies.items()}
+        from bertlab import reference
+
+        pretrained = reference.load_model() if reference.is_loaded() else None
         try:
-            wire.write_frame(self.to_learner, wire.dump_request(message, refs))
+            wire.write_frame(self.to_learner, wire.dump_request(message, self.proxies, pretrained))
             self._wait()
             return wire.load_answer(wire.read_frame(self.from_learner))
         except (wire.ChannelClosed, BrokenPipeError, OSError, EOFError, RuntimeError, ValueError) as err:

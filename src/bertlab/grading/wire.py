@@ -64,22 +64,53 @@ class Ref:
         self.id = id
 
 
-def dump_request(message, refs: dict[int, int]) -> bytes:
-    """Pickle ``message``; objects whose ``id()`` is in ``refs`` become ``Ref(handle)``."""
+_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
+          "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs", "_forward_hooks_always_called",
+          "_state_dict_hooks", "_state_dict_pre_hooks", "_load_state_dict_pre_hooks",
+          "_load_state_dict_post_hooks")
+
+
+def _module_without_hooks(cls):
+    return cls.__new__(cls)
+
+
+def dump_request(message, refs: dict[int, int], pretrained=None) -> bytes:
+    """Pickle ``message``; objects whose ``id()`` is in ``refs`` become ``Ref(handle)``.
+
+    ``pretrained`` (the reference model) crosses as a name: the learner's process has its own
+    copy. Other modules cross without their hooks (transformers installs closures, which do
+    not pickle, to record outputs; a module sent to the learner never needs them).
+    """
+    from torch import nn
 
     class _Pickler(pickle.Pickler):
         def persistent_id(self, obj):
+            if pretrained is not None and obj is pretrained:
+                return ("pretrained",)
             handle = refs.get(id(obj))
             return None if handle is None else ("ref", handle)
+
+        def reducer_override(self, obj):
+            if isinstance(obj, nn.Module) and type(obj) is not type:
+                state = dict(obj.__dict__)
+                for name in _HOOKS:
+                    if name in state:
+                        state[name] = type(state[name])()
+                return _module_without_hooks, (type(obj),), state
+            return NotImplemented
 
     buffer = io.BytesIO()
     _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(message)
     return buffer.getvalue()
 
 
-def load_request(payload: bytes, objects: dict[int, object]):
+def load_request(payload: bytes, objects: dict[int, object], pretrained=None):
+    """Inverse of ``dump_request``; ``pretrained()`` gives a fresh copy of the reference model."""
+
     class _Unpickler(pickle.Unpickler):
         def persistent_load(self, pid):
+            if pid[0] == "pretrained":
+                return pretrained()
             return objects[pid[1]]
 
     return _Unpickler(io.BytesIO(payload)).load()
