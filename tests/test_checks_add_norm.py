@@ -1,5 +1,6 @@
-"""Task 4's checks: HF's own classes pass; each known Add & Norm mistake is named, at 4.1 and
-through the composed BertAttention at 4.2; failures read well."""
+"""Task 4's checks: the solution notebook's classes pass; each known Add & Norm mistake is named at
+4.1 (4.2 runs HF's own BertSelfOutput in ``output``: see test_checks_isolation), the composition's
+mistakes at 4.2; failures read well."""
 
 from __future__ import annotations
 
@@ -10,16 +11,19 @@ import nbformat
 import pytest
 import torch
 from torch import nn
-from transformers.models.bert import modeling_bert as hf
 
 from bertlab import capture, reference
+from bertlab.diagnose import common
 from bertlab.checks import CheckFailed, check
 from bertlab.diagnose import add_norm as flawed
-from tests.conftest import solution_notebook
+from tests.conftest import solution_namespace, solution_notebook
+
+# Learner-style right code: the solution notebook's classes (transformers' own are refused).
+NS = solution_namespace("04-attention-output")
 
 
 def wrong_add_norm(base: type, mistake: str) -> type:
-    """HF's BertSelfOutput or BertOutput (``base``) with ``mistake`` written the way a learner might."""
+    """The solution's BertSelfOutput or BertOutput (``base``) with ``mistake`` written the way a learner might."""
 
     def forward(self, hidden_states, input_tensor):
         update = self.dense(hidden_states)
@@ -34,6 +38,8 @@ def wrong_add_norm(base: type, mistake: str) -> type:
             return self.LayerNorm(self.dropout(update) + hidden_states)
         if mistake == "dropout-after-layernorm":
             return self.dropout(self.LayerNorm(update + input_tensor))
+        if mistake == "dropout-on-residual-sum":
+            return self.LayerNorm(self.dropout(update + input_tensor))
         if mistake == "dropout-in-eval":
             return self.LayerNorm(nn.functional.dropout(update, self.dropout.p, training=True) + input_tensor)
         return base.forward(self, hidden_states, input_tensor)
@@ -62,34 +68,34 @@ class HandLayerNorm(nn.Module):
 
 
 def attention_with(output_cls: type) -> type:
-    """HF's BertAttention whose ``output`` is ``output_cls``."""
+    """The solution's BertAttention whose ``output`` is ``output_cls``."""
 
     def __init__(self, config):
-        hf.BertAttention.__init__(self, config)
+        NS["BertAttention"].__init__(self, config)
         self.output = output_cls(config)
 
-    return type(f"BertAttention_{output_cls.__name__}", (hf.BertAttention,), {"__init__": __init__})
+    return type(f"BertAttention_{output_cls.__name__}", (NS["BertAttention"],), {"__init__": __init__})
 
 
-class SwappedArguments(hf.BertAttention):
+class SwappedArguments(NS["BertAttention"]):
     def forward(self, hidden_states, attention_mask=None, **kwargs):
-        context, probs = self.self(hidden_states, attention_mask=attention_mask)
+        context, probs = self.self(hidden_states, attention_mask)
         return self.output(hidden_states, context), probs
 
 
-class MaskNotPassed(hf.BertAttention):
+class MaskNotPassed(NS["BertAttention"]):
     def forward(self, hidden_states, attention_mask=None, **kwargs):
         context, probs = self.self(hidden_states)
         return self.output(context, hidden_states), probs
 
 
-class ResidualIsContext(hf.BertAttention):
+class ResidualIsContext(NS["BertAttention"]):
     def forward(self, hidden_states, attention_mask=None, **kwargs):
-        context, probs = self.self(hidden_states, attention_mask=attention_mask)
+        context, probs = self.self(hidden_states, attention_mask)
         return self.output(context, context), probs
 
 
-class FunctionalDropout(hf.BertSelfOutput):
+class FunctionalDropout(NS["BertSelfOutput"]):
     """Right, with dropout written as a function call: draws the same masks as nn.Dropout."""
 
     def forward(self, hidden_states, input_tensor):
@@ -98,20 +104,20 @@ class FunctionalDropout(hf.BertSelfOutput):
 
 
 @pytest.mark.parametrize(
-    "task, cls", [("4.1", hf.BertSelfOutput), ("4.2", hf.BertAttention), ("4.1", FunctionalDropout)]
+    "task, cls", [("4.1", NS["BertSelfOutput"]), ("4.2", NS["BertAttention"]), ("4.1", FunctionalDropout)]
 )
 def test_right_code_passes(task, cls, capsys):
     check(task, cls)
-    assert "passed (6/6 checks)" in capsys.readouterr().out
+    assert f"[Task {task}] {'BertSelfOutput' if task == '4.1' else 'BertAttention'} passed" in capsys.readouterr().out
 
 
 def test_nothing_hard_wired_to_the_pretrained_sizes(tiny_bert_dir, monkeypatch):
     monkeypatch.setenv(reference.ENV_VAR, str(tiny_bert_dir))
-    check("4.1", hf.BertSelfOutput)
-    check("4.2", hf.BertAttention)
+    check("4.1", NS["BertSelfOutput"])
+    check("4.2", NS["BertAttention"])
     assert capture.capture().hidden_states[0].shape[-1] == 32
     with pytest.raises(CheckFailed) as err:
-        check("4.2", attention_with(wrong_add_norm(hf.BertSelfOutput, "layernorm-before-residual")))
+        check("4.1", wrong_add_norm(NS["BertSelfOutput"], "layernorm-before-residual"))
     assert err.value.mistake == "layernorm-before-residual"
 
 
@@ -121,16 +127,16 @@ MISTAKES = [
     "residual-wrong-tensor",
     "layernorm-eps-default",
     "dropout-after-layernorm",
+    "dropout-on-residual-sum",
     "dropout-in-eval",
 ]
 
 
-@pytest.mark.parametrize("task", ["4.1", "4.2"])
 @pytest.mark.parametrize("mistake", MISTAKES)
-def test_mistakes_in_self_output_are_named(task, mistake):
-    cls = wrong_add_norm(hf.BertSelfOutput, mistake)
+def test_mistakes_in_self_output_are_named(mistake):
+    cls = wrong_add_norm(NS["BertSelfOutput"], mistake)
     with pytest.raises(CheckFailed) as err:
-        check(task, cls if task == "4.1" else attention_with(cls))
+        check("4.1", cls)
     assert err.value.mistake == mistake, str(err.value)
     assert f"(known mistake `{mistake}`)" in str(err.value)
     assert re.search(r'\n  See lessons/\d\d-[a-z-]+ \(section "[^"]+"\)\.$', str(err.value))
@@ -147,7 +153,7 @@ def test_mistakes_in_self_output_are_named(task, mistake):
 )
 def test_other_forms_of_a_mistake_are_named(wrong, expected):
     with pytest.raises(CheckFailed) as err:
-        check("4.1", wrong_add_norm(hf.BertSelfOutput, wrong))
+        check("4.1", wrong_add_norm(NS["BertSelfOutput"], wrong))
     assert err.value.mistake == expected, str(err.value)
 
 
@@ -166,7 +172,7 @@ def test_mistakes_in_the_composition_are_named(cls, mistake):
 
 
 def test_an_eps_that_is_not_torch_default_fails_without_a_name():
-    class Eps(hf.BertSelfOutput):
+    class Eps(NS["BertSelfOutput"]):
         def __init__(self, config):
             super().__init__(config)
             self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=1e-7)
@@ -177,17 +183,17 @@ def test_an_eps_that_is_not_torch_default_fails_without_a_name():
     assert err.value.mistake is None
 
 
-class ReturnsTuple(hf.BertSelfOutput):
+class ReturnsTuple(NS["BertSelfOutput"]):
     def forward(self, hidden_states, input_tensor):
         return (super().forward(hidden_states, input_tensor),)
 
 
-class ReturnsOnlyOutput(hf.BertAttention):
+class ReturnsOnlyOutput(NS["BertAttention"]):
     def forward(self, hidden_states, attention_mask=None, **kwargs):
         return super().forward(hidden_states, attention_mask)[0]
 
 
-class Shifted(hf.BertSelfOutput):
+class Shifted(NS["BertSelfOutput"]):
     def forward(self, hidden_states, input_tensor):
         return super().forward(hidden_states, input_tensor) + 0.5
 
@@ -221,8 +227,8 @@ def test_the_unflawed_simulation_is_hfs_module(part):
     with torch.no_grad():
         assert torch.equal(next(iter(flawed.simulate(module, inputs).values())), out)
         trained = copy.deepcopy(module).train()
-        want = flawed.seeded(lambda: trained(**inputs))
-        got = flawed.seeded(lambda: flawed.simulate(module, inputs, training=True))
+        want = common.seeded(lambda: trained(**inputs))
+        got = common.seeded(lambda: flawed.simulate(module, inputs, training=True))
     want = want[0] if part == "attention" else want
     assert not torch.equal(want, out)  # dropout did act
     torch.testing.assert_close(next(iter(got.values())), want, rtol=0, atol=1e-6)

@@ -1,25 +1,29 @@
-"""Task 3's checks: HF's own code passes, on the pretrained and on a tiny random BERT; failures read well."""
+"""Task 3's checks: the solution notebook's code passes, on the pretrained and on a tiny random BERT;
+failures read well."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 from torch import nn
-from transformers.models.bert import modeling_bert as hf
 
 from bertlab import capture, reference
 from bertlab.checks import CheckFailed, check
+from tests.conftest import solution_namespace
+
+# Learner-style right code: the solution notebook's (transformers' own is refused as a shortcut).
+NS = solution_namespace("03-self-attention")
 
 
-@pytest.mark.parametrize("task, obj", [("3.1", hf.eager_attention_forward), ("3.2", hf.BertSelfAttention)])
-def test_hf_passes(task, obj, capsys):
-    check(task, obj)
-    assert "checks)" in capsys.readouterr().out
+@pytest.mark.parametrize("task, name", [("3.1", "eager_attention_forward"), ("3.2", "BertSelfAttention")])
+def test_the_solution_passes(task, name, capsys):
+    check(task, NS[name])
+    assert f"[Task {task}] {name} passed" in capsys.readouterr().out
 
 
 def test_nothing_hard_wired_to_the_pretrained_sizes(tiny_bert_dir, monkeypatch):
     monkeypatch.setenv(reference.ENV_VAR, str(tiny_bert_dir))
-    check("3.2", hf.BertSelfAttention)
+    check("3.2", NS["BertSelfAttention"])
     assert capture.capture().hidden_states[0].shape[-1] == 32
 
 
@@ -29,19 +33,19 @@ class Stub(nn.Module):
         raise NotImplementedError()
 
 
-class Renamed(hf.BertSelfAttention):
+class Renamed(NS["BertSelfAttention"]):
     def __init__(self, config, **kwargs):
         super().__init__(config, **kwargs)
         self.q = self.query
         del self.query
 
 
-class ReturnsOnlyContext(hf.BertSelfAttention):
+class ReturnsOnlyContext(NS["BertSelfAttention"]):
     def forward(self, hidden_states, attention_mask=None, **kwargs):
         return super().forward(hidden_states, attention_mask)[0]
 
 
-class Shifted(hf.BertSelfAttention):
+class Shifted(NS["BertSelfAttention"]):
     def forward(self, hidden_states, attention_mask=None, **kwargs):
         context, probs = super().forward(hidden_states, attention_mask)
         return context + 0.5, probs

@@ -1,28 +1,33 @@
-"""Task 5's checks: HF's own classes pass; GELU's look-alikes and the second Add & Norm's mistakes
-are named; failures read well."""
+"""Task 5's checks: the solution notebook's classes pass; GELU's look-alikes and the second Add &
+Norm's mistakes (dropout placements included) are named; failures read well."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 import torch
 from torch import nn
 from transformers.activations import ACT2FN
-from transformers.models.bert import modeling_bert as hf
 
 from bertlab import capture, reference
 from bertlab.checks import CheckFailed, check
+from tests.conftest import solution_namespace
 from tests.test_checks_add_norm import wrong_add_norm
+
+# Learner-style right code: the solution notebook's classes (transformers' own are refused).
+NS = solution_namespace("05-feed-forward")
 
 
 def intermediate_with(activation) -> type:
-    """HF's BertIntermediate with ``activation`` as ``intermediate_act_fn``."""
+    """The solution's BertIntermediate with ``activation`` as ``intermediate_act_fn``."""
 
     def __init__(self, config):
-        hf.BertIntermediate.__init__(self, config)
+        NS["BertIntermediate"].__init__(self, config)
         del self.intermediate_act_fn  # a module; a plain function may replace it only once it is gone
         self.intermediate_act_fn = activation
 
-    return type(f"BertIntermediate_{type(activation).__name__}", (hf.BertIntermediate,), {"__init__": __init__})
+    return type(f"BertIntermediate_{type(activation).__name__}", (NS["BertIntermediate"],), {"__init__": __init__})
 
 
 def erf_gelu(x):
@@ -33,22 +38,22 @@ def erf_gelu(x):
 @pytest.mark.parametrize(
     "task, cls",
     [
-        ("5.1", hf.BertIntermediate),
+        ("5.1", NS["BertIntermediate"]),
         ("5.1", intermediate_with(nn.GELU())),
         ("5.1", intermediate_with(erf_gelu)),
         ("5.1", intermediate_with(ACT2FN["gelu"])),
-        ("5.2", hf.BertOutput),
+        ("5.2", NS["BertOutput"]),
     ],
 )
 def test_right_code_passes(task, cls, capsys):
     check(task, cls)
-    assert "checks)" in capsys.readouterr().out
+    assert re.search(rf"^\[Task {re.escape(task)}\] Bert\w+ passed", capsys.readouterr().out, re.M)
 
 
 def test_nothing_hard_wired_to_the_pretrained_sizes(tiny_bert_dir, monkeypatch):
     monkeypatch.setenv(reference.ENV_VAR, str(tiny_bert_dir))
-    check("5.1", hf.BertIntermediate)
-    check("5.2", hf.BertOutput)
+    check("5.1", NS["BertIntermediate"])
+    check("5.2", NS["BertOutput"])
     assert capture.capture().layer(0, "intermediate").output.shape[-1] == 64
     with pytest.raises(CheckFailed) as err:
         check("5.1", intermediate_with(nn.ReLU()))
@@ -81,15 +86,16 @@ def test_activation_mistakes_are_named(activation, mistake):
         ("layernorm-eps-by-hand", "layernorm-eps-default"),
         ("dropout-after-layernorm", "dropout-after-layernorm"),
         ("dropout-in-eval", "dropout-in-eval"),
+        ("dropout-on-residual-sum", "dropout-on-residual-sum"),
     ],
 )
 def test_second_add_and_norm_mistakes_are_named(wrong, mistake):
     with pytest.raises(CheckFailed, match=r"^\[Task 5\.2\] BertOutput: ") as err:
-        check("5.2", wrong_add_norm(hf.BertOutput, wrong))
+        check("5.2", wrong_add_norm(NS["BertOutput"], wrong))
     assert err.value.mistake == mistake, str(err.value)
 
 
-class Renamed(hf.BertIntermediate):
+class Renamed(NS["BertIntermediate"]):
     def __init__(self, config):
         super().__init__(config)
         self.act = self.intermediate_act_fn
@@ -99,13 +105,13 @@ class Renamed(hf.BertIntermediate):
         return self.act(self.dense(hidden_states))
 
 
-class NarrowDense(hf.BertIntermediate):
+class NarrowDense(NS["BertIntermediate"]):
     def __init__(self, config):
         super().__init__(config)
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
 
 
-class ReturnsInput(hf.BertOutput):
+class ReturnsInput(NS["BertOutput"]):
     def forward(self, hidden_states, input_tensor):
         return input_tensor
 
