@@ -15,4 +15,13 @@ MUTATIONS = [
         "x.view(B, self.num_attention_heads, T, self.attention_head_size)",
     ),
     Mutation("dropout-in-eval", NB, "training=module.training)", "training=True)"),
+    # BertSelfAttention's dropout moved from the attention probabilities to the context layer.
+    Mutation(
+        "attention-dropout-on-context",
+        NB,
+        "dropout=self.dropout.p if self.training else 0.0,\n        )\n"
+        "        context_layer = context_layer.reshape(B, T, self.all_head_size)",
+        "dropout=0.0,\n        )\n"
+        "        context_layer = self.dropout(context_layer.reshape(B, T, self.all_head_size))",
+    ),
 ]

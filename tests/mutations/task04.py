@@ -3,6 +3,10 @@ from tests.mutations import Mutation
 NB = "04-attention-output"
 ADD = "self.LayerNorm(hidden_states + input_tensor)"
 CALL_OUTPUT = "self.output(self_output, hidden_states)"
+DENSE_THEN_DROPOUT = (
+    "hidden_states = self.dense(hidden_states)  # (B, T, H): heads mixed by W_O\n"
+    "        hidden_states = self.dropout(hidden_states)  # drops part of the update, never the residual\n"
+)
 
 MUTATIONS = [
     Mutation("layernorm-before-residual", NB, ADD, "self.LayerNorm(hidden_states) + input_tensor"),
@@ -20,5 +24,19 @@ MUTATIONS = [
         NB,
         "self.self(hidden_states, attention_mask, **kwargs)",
         "self.self(hidden_states, **kwargs)",
+    ),
+    # Dropout on the residual sum: every eval-mode check passes, the train-mode one must not.
+    Mutation(
+        "dropout-on-residual-sum",
+        NB,
+        "hidden_states = self.dropout(hidden_states)  # drops part of the update, never the residual\n"
+        "        hidden_states = self.LayerNorm(hidden_states + input_tensor)",
+        "hidden_states = self.LayerNorm(self.dropout(hidden_states + input_tensor))",
+    ),
+    Mutation(
+        "dropout-on-sublayer-input",
+        NB,
+        DENSE_THEN_DROPOUT,
+        "hidden_states = self.dense(self.dropout(hidden_states))  # (B, T, H)\n",
     ),
 ]

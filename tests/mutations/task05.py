@@ -23,4 +23,10 @@ MUTATIONS = [
         "hidden_states = self.LayerNorm(hidden_states + input_tensor)\n"
         "        hidden_states = self.dropout(hidden_states)",
     ),
+    Mutation(
+        "dropout-missing",
+        NB,
+        DROPOUT_THEN_ADD,
+        "hidden_states = self.LayerNorm(hidden_states + input_tensor)",
+    ),
 ]
