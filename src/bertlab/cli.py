@@ -118,6 +118,7 @@ def _release(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    user_env = dict(os.environ)  # the doctor reports the user's own setting, not the one set below
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     args = _parser().parse_args(argv)
     if args.command == "grade":
@@ -125,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "doctor":
         from bertlab import doctor
 
-        return doctor.run(args.model)
+        return doctor.run(args.model, env=user_env)
     if args.command == "release":
         return _release(args)
     _parser().print_help()
