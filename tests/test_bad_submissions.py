@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 # machine. "limits": what the endless loops and the runaway allocation run into (the right
 # notebook graded beside them still fits in it).
 OPTIONS = {
-    "main": {"timeout": 180.0, "memory_mb": None},
+    "main": {"timeout": 300.0, "memory_mb": None},
     "limits": {"timeout": 90.0, "memory_mb": 3000},
 }
 # Cases after which the learner's process cannot go on; the other cases of their run show that the
@@ -134,6 +134,7 @@ def test_verdict(case: Case, request):
     run: Graded = request.getfixturevalue(f"{case.run}_run")
     task = run.tasks.get(case.folder)
     assert task is not None, f"{case.folder} is missing from the report, which has {sorted(run.tasks)}"
+    print(describe(task))  # the verdict as graded, shown by `pytest -rA` for passing cases too
     problems = problems_with(case, task)
     changed = [p.name for p in run.before if p.parent.name == case.folder and run.after.get(p) != run.before[p]]
     if changed:
