@@ -96,7 +96,11 @@ class Task:
         # Every stage runs every time: a cell between two grade cells may have changed the
         # learner's class, so nothing is answered from an earlier run.
         for stage in stages:
-            getattr(self, f"check_{stage}")(obj, ctx)
+            try:
+                getattr(self, f"check_{stage}")(obj, ctx)
+            except CheckFailed as err:
+                # Which check made the failing call: a grade cell runs several.
+                raise CheckFailed(f"{err}\n  (the `{stage}` check)", err.mistake) from None
         if len(stages) == len(self.stages):
             return f"[Task {self.id}] {self.title} passed ({len(stages)}/{len(stages)} checks)"
         return f"[Task {self.id}] {self.title}: {', '.join(stages)} passed"
@@ -144,6 +148,9 @@ class Task:
                 "The caller still needs its inputs: compute new tensors (`x = x + y`), never `x += y` or `x[...] = ...`.",
                 call,
             )
+        if outcome.kind == "wrong_device":
+            self.fail(f"{what} returned a tensor on the {outcome.error} device; the inputs are on the CPU: "
+                      "keep the output there (no .to(...) or .cuda())", call)
         self.fail(f"{what} raised {outcome.error}", f"at {outcome.where}" if outcome.where else "", call)
 
     def compare(self, expected: dict, got: dict, dims: dict, against: str, diagnose_with=None):
@@ -161,6 +168,12 @@ class Task:
                 self.fail(
                     f"`{name}` has shape {list(have.shape)}, expected {list(want.shape)} "
                     f"({', '.join(dims[name])}), compared with {against}"
+                )
+            if have.dtype != want.dtype and want.is_floating_point():
+                self.fail(
+                    f"`{name}` is {str(have.dtype).removeprefix('torch.')}, expected "
+                    f"{str(want.dtype).removeprefix('torch.')} like {against}",
+                    "Keep the dtype of the inputs and weights: no .double(), no torch.set_default_dtype().",
                 )
             if allclose(want, have, self.atol):
                 continue
@@ -628,9 +641,14 @@ def check_dropout_placement(task: "ModuleTask", cls, ctx: Context, layer, inputs
 
 
 @contextlib.contextmanager
-def _shortcuts_forbidden(task):
-    """Refuse transformers' code while building the learner's own module, even in a composed task."""
-    task.forbid_shortcuts = True
+def _parts_may_run_hf_code(task):
+    """While the learner's composite module is built, its parts' constructors may run HF's code.
+
+    A part built on HF's class is that part's task's failure (and is replaced by HF's own here);
+    any HF module left inside the composite is refused by ``own_module``'s scan, and calls into
+    HF's code from the composite's ``forward`` are still refused.
+    """
+    task.forbid_shortcuts = False
     try:
         yield
     finally:
@@ -661,7 +679,7 @@ class BuiltOnParts:
 
     def own_module(self, cls, ctx: Context) -> nn.Module:
         """The learner's module as built, its parts checked to exist where HF keeps them."""
-        with _shortcuts_forbidden(self):
+        with _parts_may_run_hf_code(self):
             module = super().build(cls, ctx)
         for name, sub in module.named_modules():
             if is_reference(sub):

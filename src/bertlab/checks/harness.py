@@ -37,7 +37,7 @@ class Outcome:
     """What one learner call did.
 
     Attributes:
-        kind: ``ok`` | ``not_implemented`` | ``error`` | ``in_place`` | ``shortcut``.
+        kind: ``ok`` | ``not_implemented`` | ``error`` | ``in_place`` | ``shortcut`` | ``wrong_device``.
         value: the return value (``ok`` only).
         error: ``"TypeError: ..."`` for ``error``.
         where: the learner's line that raised (``cell 5, line 12: x = x.view(B, T, -1)``), if known.
@@ -185,13 +185,16 @@ def invoke(fn, args: tuple = (), kwargs: dict | None = None, *, seed: int | None
             value = fn(*call_args, **call_kwargs)
     except NotImplementedError:
         return Outcome("not_implemented")
-    except Exception as err:  # learner code may raise anything
+    except (Exception, SystemExit) as err:  # learner code may raise anything, sys.exit() included
         return Outcome("error", error=f"{type(err).__name__}: {err}".strip(), where=learner_line(err.__traceback__))
     finally:
         sys.setprofile(previous)
         _reset_torch_state(None)
     if watch is not None and watch.found:
         return Outcome("shortcut", shortcut=watch.found)
+    elsewhere = sorted({str(t.device) for t in _tensors(value) if t.device.type != "cpu"})
+    if elsewhere:
+        return Outcome("wrong_device", error=", ".join(elsewhere))
     changed = _changed(pristine[0], call_args, "args") + _changed(pristine[1], call_kwargs, "kwargs")
     if changed:
         return Outcome("in_place", changed=[_argument_name(n) for n in changed])

@@ -127,7 +127,7 @@ class Server:
                 return self.answer(len(args[0]))
             if op == "getitem":
                 return self.answer(args[0][args[1]])
-        except Exception as err:  # reported to the judge as the learner's error
+        except (Exception, SystemExit) as err:  # reported to the judge as the learner's error
             return dump_answer(("raise", type(err).__name__, str(err)[:2000]))
         return dump_answer(("raise", "ValueError", f"unknown request {op!r}"))
 
@@ -141,7 +141,7 @@ class Server:
                 return
             try:
                 answer = self.handle(request)
-            except Exception as err:  # an answer that cannot be encoded, say: the judge reports it
+            except (Exception, SystemExit) as err:  # an answer that cannot be encoded, say: the judge reports it
                 answer = dump_answer(("raise", "RuntimeError", f"{type(err).__name__}: {err}"[:2000]))
             write_frame(self.answer_fd, answer)
 
