@@ -16,5 +16,11 @@ MUTATIONS = [
         "embeddings = inputs_embeds",
     ),
     Mutation("token-types-always-zero", NB, "if token_type_ids is None:", "if True:"),
-    Mutation("embeddings-no-layernorm", NB, "embeddings = self.LayerNorm(embeddings)", "embeddings = embeddings"),
+    Mutation("embeddings-no-layernorm", NB, "embeddings = self.LayerNorm(embeddings)\n", "embeddings = embeddings\n"),
+    Mutation(
+        "embeddings-dropout-before-layernorm",
+        NB,
+        "embeddings = self.LayerNorm(embeddings)\n        embeddings = self.dropout(embeddings)",
+        "embeddings = self.LayerNorm(self.dropout(embeddings))",
+    ),
 ]

@@ -115,6 +115,7 @@ class Task:
 
     # Module tasks must not run transformers' own BERT code; analysis tasks (Task 7) are given it.
     forbid_shortcuts: bool = True
+    tools = "torch and torch.nn.functional"  # what the task is written with, for the shortcut message
 
     def call_learner(self, what: str, fn: Callable, *args, seed: int | None = None, grad: bool = False, **kwargs):
         """Call learner code through the harness; turn what went wrong into feedback.
@@ -140,7 +141,7 @@ class Task:
         if outcome.kind == "shortcut":
             self.fail(
                 f"{outcome.shortcut}: this task is to write {self.title} yourself.",
-                "Use torch and torch.nn.functional only; transformers' modules are what the grader compares with.",
+                f"Use {self.tools} only; transformers' modules are what the grader compares with.",
             )
         if outcome.kind == "in_place":
             self.fail(

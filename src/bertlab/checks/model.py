@@ -273,6 +273,34 @@ class BertModelTask(BuiltOnParts, _HiddenStates, ModuleTask):
     # the sentence embeddings of sentence-transformers.
     stages = ("names", "shapes", "values", "masks", "config", "dropout", "gradients", "sentences")
 
+
+    def check_shapes(self, cls, ctx):
+        self._named_if_square(super().check_shapes, cls, ctx)
+
+    def check_values(self, cls, ctx):
+        self._named_if_square(super().check_values, cls, ctx)
+
+    def _named_if_square(self, stage, cls, ctx):
+        """A mask left at (B, T) raises unless B == T: on an error, diagnose on the corpus cut to n x n."""
+        try:
+            stage(cls, ctx)
+        except CheckFailed as err:
+            if err.mistake is not None or " raised " not in str(err).splitlines()[0]:
+                raise
+            inputs = flawed.square_inputs(self.captured(ctx, None)[0])
+            hf, module = self.reference(ctx, None), self.learner_for(cls, ctx, None)
+            with torch.no_grad():
+                expected = self.call(hf, inputs)
+                try:
+                    got = self.call(module, inputs)
+                except CheckFailed:
+                    raise err from None
+            mistake = diagnose.diagnose(self.id, hf, inputs, got, expected)
+            if mistake is None:
+                raise
+            raise CheckFailed(f"{err}\n  On a square batch ({len(inputs['input_ids'])} x {len(inputs['input_ids'])}) "
+                              f"it runs: {mistake.hint()}", mistake.id) from None
+
     def part_reference(self, ctx, attr):
         module = super().part_reference(ctx, attr)
         if attr == "encoder":  # HF's encoder returns a ModelOutput; the course's returns a tuple

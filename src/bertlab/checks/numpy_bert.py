@@ -102,6 +102,7 @@ class NumpyTask(Task):
 
     stages = ("shapes", "values", "edge_cases")
     lesson = "01-anatomy"
+    tools = "numpy"
     # |got - expected| <= atol + rtol * |expected|, like numpy.allclose. The rtol is needed
     # because numpy and torch sum float32 products in different orders: on `output.dense`,
     # whose outputs reach ~200 in this model's outlier dimensions (one float32 step there is

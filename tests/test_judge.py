@@ -1,0 +1,84 @@
+"""The verdict is made outside the learner's process: what a learner cell does there cannot pass a
+wrong solution, and a learner call cannot change the grader's own activations."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+import torch
+
+from bertlab import capture
+from bertlab.checks import CheckFailed, check
+from bertlab.grading.execute import run_notebook
+from bertlab.grading.tamper import scan
+from tests.conftest import solution_namespace, solution_notebook
+
+pytestmark = pytest.mark.slow
+
+# Written so the static scan cannot see it (built from strings): only the judge stands in the way.
+HIDDEN_TAMPER = """
+exec("import bertlab" + ".checks as c\\nc.check = lambda *a, **k: None\\nglobals()['ch' + 'eck'] = c.check")
+exec("import torch\\ntorch.allclose = lambda *a, **k: True\\ntorch.equal = lambda *a, **k: True")
+"""
+
+
+def relu_feed_forward_with(cell_source: str):
+    """Notebook 05's solution with ReLU instead of GELU in Task 5.1, and ``cell_source`` after it."""
+    nb = nbformat.read(solution_notebook("05-feed-forward"), as_version=4)
+    (index, cell), = [(i, c) for i, c in enumerate(nb.cells)
+                      if c.metadata.get("nbgrader", {}).get("grade_id") == "bert-intermediate"]
+    assert "ACT2FN" in cell.source or "gelu" in cell.source.lower()
+    cell.source = cell.source + "\n\nBertIntermediate.forward = lambda self, hidden_states: torch.relu(self.dense(hidden_states))\n"
+    nb.cells.insert(index + 1, nbformat.v4.new_code_cell(cell_source))
+    return nb
+
+
+def test_hidden_tampering_cannot_pass_a_wrong_solution():
+    nb = relu_feed_forward_with(HIDDEN_TAMPER)
+    assert scan(nb) is None, "this test is about what the static scan misses"
+    result = run_notebook(nb)
+    task_5_1 = [c for c in result.checks if c.name.startswith("test-5-1")]
+    assert task_5_1 and not any(c.passed for c in task_5_1[1:]), [c.message for c in task_5_1]
+    assert any("values differ" in c.message for c in task_5_1)
+    # Task 5.2 is right and still passes: the judge's own comparisons were never patched.
+    assert all(c.passed for c in result.checks if c.name.startswith("test-5-2"))
+
+
+def test_visible_tampering_scores_zero_with_the_reason():
+    nb = relu_feed_forward_with("check = lambda *args, **kwargs: None\n")
+    result = run_notebook(nb)
+    assert result.checks and all(not c.passed and c.points == 0 for c in result.checks)
+    assert all("changes the grader" in c.message and "rebinds `check`" in c.message for c in result.checks)
+
+
+def _snapshot() -> dict[str, torch.Tensor]:
+    cap = capture.capture()
+    tensors = {}
+    for layer in range(len(cap.hidden_states) - 1):
+        call = cap.layer(layer, "attention.output")
+        tensors[f"{layer}.attention.output.args"] = torch.stack([a.clone() for a in call.args])
+        tensors[f"{layer}.attention.output.output"] = call.output.clone()
+    tensors["hidden_states"] = torch.stack([h.clone() for h in cap.hidden_states])
+    return tensors
+
+
+def test_captured_activations_survive_in_place_learners():
+    """Every learner call gets copies: an in-place forward fails, naming the argument, and the
+    capture that later checks compare with is exactly as before."""
+    learner = solution_namespace("04-attention-output")
+
+    class InPlaceSelfOutput(learner["BertSelfOutput"]):
+        def forward(self, hidden_states, input_tensor):
+            input_tensor += self.dropout(self.dense(hidden_states))  # the bug: changes the caller's tensor
+            hidden_states.mul_(0)
+            return self.LayerNorm(input_tensor)
+
+    before = _snapshot()
+    with pytest.raises(CheckFailed) as failure:
+        check("4.1", InPlaceSelfOutput)
+    message = str(failure.value)
+    assert "changed its argument `hidden_states`, `input_tensor` in place" in message
+    assert "known mistake" not in message, "an in-place change must not be diagnosed as another mistake"
+    after = _snapshot()
+    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+    check("4.1", learner["BertSelfOutput"])  # the right class still passes against the same capture
