@@ -51,16 +51,25 @@ class Learner:
         self.deadline, self.memory_mb, self.timeout = deadline, memory_mb, deadline - time.monotonic()
         to_learner_r, self.to_learner = os.pipe()
         self.from_learner, from_learner_w = os.pipe()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bertlab.grading.learner", str(to_learner_r), str(from_learner_w)],
-            pass_fds=(to_learner_r, from_learner_w),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,  # megabytes of printing must not fill a pipe
-            stderr=subprocess.DEVNULL,
-            env=env,
-            cwd=cwd,
-            start_new_session=True,  # so a kill takes the learner's own subprocesses too
-        )
+        self.proc = None  # a child of ours (spawned), or None (forked by the template: only a pid)
+        try:
+            if env is not None:
+                raise OSError("an environment of its own needs a process of its own")
+            from bertlab.grading.forkserver import ForkServer
+
+            self.pid = ForkServer.shared().spawn(to_learner_r, from_learner_w, cwd)
+        except OSError:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "bertlab.grading.learner", str(to_learner_r), str(from_learner_w)],
+                pass_fds=(to_learner_r, from_learner_w),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,  # megabytes of printing must not fill a pipe
+                stderr=subprocess.DEVNULL,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,  # so a kill takes the learner's own subprocesses too
+            )
+            self.pid = self.proc.pid
         os.close(to_learner_r)
         os.close(from_learner_w)
         self.dead: list[int] = []  # handles the judge no longer holds
@@ -112,27 +121,42 @@ class Learner:
             ready, _, _ = select.select([self.from_learner], [], [], min(left, 0.25))
             if ready:
                 return
-            used = _rss_mb(self.proc.pid)
+            used = _rss_mb(self.pid)
             if used > self.memory_mb:
                 self.gone = LearnerGone(
                     f"stopped: your code used more than {self.memory_mb:g} MB of memory "
                     f"(raise it with --memory-limit)", "error")
                 raise wire.ChannelClosed("memory")
 
-    def _why_gone(self, err) -> LearnerGone:
+    def _alive(self) -> bool:
+        if self.proc is not None:
+            return self.proc.poll() is None
         try:
-            code = self.proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
+            with open(f"/proc/{self.pid}/stat") as f:
+                return f.read().split(") ")[-1][:1] not in ("Z", "X")
+        except OSError:
+            return False
+
+    def _why_gone(self, err) -> LearnerGone:
+        for _ in range(20):
+            if not self._alive():
+                break
+            time.sleep(0.1)
+        else:
             return LearnerGone(f"the notebook's process sent an unreadable answer ({type(err).__name__})", "error")
-        how = f"signal {-code}" if code < 0 else f"exit code {code}"
-        return LearnerGone(f"the notebook's process ended ({how}): does a cell call os._exit() or crash the interpreter?", "error")
+        how = ""
+        if self.proc is not None:
+            code = self.proc.returncode
+            how = f" ({f'signal {-code}' if code < 0 else f'exit code {code}'})"
+        return LearnerGone(f"the notebook's process ended{how}: does a cell call os._exit() or crash the interpreter?", "error")
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
+        if self._alive():
             try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
+                os.killpg(self.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        if self.proc is not None:
             self.proc.wait()
         for fd in (self.to_learner, self.from_learner):
             try:

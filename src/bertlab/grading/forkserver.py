@@ -1,0 +1,90 @@
+"""Warm start for learner processes: one template that has imported torch, IPython and the course,
+forked once per notebook.
+
+Starting a learner process costs seconds of imports; a fork of a process that already holds
+them costs milliseconds. Each fork is a new process with a new IPython namespace, so nothing
+of one notebook reaches the next. The template only imports: it never runs learner code, and
+starts no threads before it forks.
+
+Usage (by ``proxy.Learner`` only): ``python -m bertlab.grading.forkserver SOCKET_FD``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+
+
+class ForkServer:
+    """The judge's handle on its template process (one per judge process, started on first use)."""
+
+    _instance: "ForkServer | None" = None
+    _owner_pid = 0
+    _lock = threading.Lock()
+
+    def __init__(self):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bertlab.grading.forkserver", str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),),
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        theirs.close()
+        self.sock = ours
+        self.replies = ours.makefile("r")
+
+    @classmethod
+    def shared(cls) -> "ForkServer":
+        with cls._lock:
+            if cls._instance is None or cls._owner_pid != os.getpid() or cls._instance.proc.poll() is not None:
+                cls._instance, cls._owner_pid = ForkServer(), os.getpid()
+            return cls._instance
+
+    def spawn(self, request_fd: int, answer_fd: int, cwd: str | None) -> int:
+        """Fork a learner process serving on the two pipe ends; its pid (also its process group)."""
+        with self._lock:
+            socket.send_fds(self.sock, [json.dumps({"cwd": cwd}).encode()], [request_fd, answer_fd])
+            line = self.replies.readline()
+        if not line.strip().isdigit():
+            raise OSError("the learner template stopped")
+        return int(line)
+
+
+def _serve(sock: socket.socket) -> None:
+    # Everything a notebook's first cells import, so that a fork starts with it in memory.
+    import IPython.core.interactiveshell  # noqa: F401
+    import torch  # noqa: F401
+
+    import bertlab.checks  # noqa: F401
+    import bertlab.grading.learner as learner
+
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # forks are reaped by the system
+    while True:
+        message, fds, _, _ = socket.recv_fds(sock, 4096, 2)
+        if not message:
+            return
+        options = json.loads(message)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                sock.close()
+                os.setsid()  # its own process group, so the judge's kill takes its subprocesses too
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                if options.get("cwd"):
+                    os.chdir(options["cwd"])
+                learner.main(*map(str, fds))
+            finally:
+                os._exit(0)
+        for fd in fds:
+            os.close(fd)
+        sock.sendall(f"{pid}\n".encode())
+
+
+if __name__ == "__main__":
+    _serve(socket.socket(fileno=int(sys.argv[1])))
