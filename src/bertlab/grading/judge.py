@@ -13,7 +13,6 @@ from __future__ import annotations
 import builtins
 import contextlib
 import io
-import time
 
 from bertlab.grading import tamper
 from bertlab.grading.execute import CheckResult, NotebookResult, grade_cell_meta
@@ -60,7 +59,7 @@ def judge_notebook(nb, timeout: float = DEFAULT_TIMEOUT, memory_mb: float = DEFA
     """Run every code cell of ``nb`` in a learner process and score its grade cells here."""
     result = NotebookResult()
     tampered = tamper.scan(nb)
-    learner = Learner(time.monotonic() + timeout, memory_mb, env=env, cwd=cwd)
+    learner = Learner(timeout, memory_mb, env=env, cwd=cwd)
     first_error = None
     try:
         for index, cell in enumerate(nb.cells):

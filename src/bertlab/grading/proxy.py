@@ -47,8 +47,8 @@ def _rss_mb(pid: int) -> float:
 class Learner:
     """One learner process, with the notebook-wide deadline and memory limit the judge enforces."""
 
-    def __init__(self, deadline: float, memory_mb: float, env: dict | None = None, cwd: str | None = None):
-        self.deadline, self.memory_mb, self.timeout = deadline, memory_mb, deadline - time.monotonic()
+    def __init__(self, timeout: float, memory_mb: float, env: dict | None = None, cwd: str | None = None):
+        self.deadline, self.memory_mb, self.timeout = time.monotonic() + timeout, memory_mb, timeout
         to_learner_r, self.to_learner = os.pipe()
         self.from_learner, from_learner_w = os.pipe()
         self.proc = None  # a child of ours (spawned), or None (forked by the template: only a pid)
@@ -119,14 +119,14 @@ class Learner:
                 self.gone = LearnerGone(f"timed out after {self.timeout:g} s (raise it with --timeout)", "timeout")
                 raise wire.ChannelClosed("timeout")
             ready, _, _ = select.select([self.from_learner], [], [], min(left, 0.25))
-            if ready:
-                return
-            used = _rss_mb(self.pid)
+            used = _rss_mb(self.pid)  # also after a quick answer: memory grows between requests too
             if used > self.memory_mb:
                 self.gone = LearnerGone(
                     f"stopped: your code used more than {self.memory_mb:g} MB of memory "
                     f"(raise it with --memory-limit)", "error")
                 raise wire.ChannelClosed("memory")
+            if ready:
+                return
 
     def _alive(self) -> bool:
         if self.proc is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -9,6 +10,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -94,33 +96,94 @@ def _failed_all(nb, message: str) -> list[CheckResult]:
     ]
 
 
-def _run_worker(nb, limits: Limits, env: dict) -> tuple[str, list[CheckResult]]:
-    """Judge ``nb`` in a fresh worker process; return (status, checks).
+class Worker:
+    """A warm judge process (``worker.py``) that grades notebooks one after another."""
 
-    The worker stops the learner's process itself at the time and memory limits and reports
-    which grade cells it reached; the kill here is the backstop for a worker that cannot.
-    """
+    def __init__(self, env: dict):
+        self.env = env
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bertlab.grading.worker"],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # so a kill takes every process the worker started
+        )
+        self.stderr: list[str] = []
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self) -> None:
+        for line in self.proc.stderr:  # kept for the message if the worker dies
+            self.stderr = (self.stderr + [line.rstrip()])[-20:]
+
+    def judge(self, notebook: Path, result: Path, limits: Limits) -> str:
+        """``done``, or why not: ``timeout`` or ``died: <last line of stderr>``."""
+        request = {"notebook": str(notebook), "result": str(result), "timeout": limits.timeout,
+                   "memory_mb": limits.memory_mb}
+        answer: list[str] = []
+        try:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+        except OSError:
+            return f"died: {self.stderr[-1] if self.stderr else 'no output'}"
+        reader = threading.Thread(target=lambda: answer.append(self.proc.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(limits.timeout + 60)  # the worker stops the learner at the limit; this is the backstop
+        if reader.is_alive():
+            self.close()
+            return "timeout"
+        if answer and answer[0].strip() == "done":
+            return "done"
+        self.close()
+        return f"died: {self.stderr[-1] if self.stderr else 'no output'}"
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        if self.alive:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait()
+
+
+class WorkerPool:
+    """Warm workers handed out to one grading thread at a time; a dead one is replaced."""
+
+    def __init__(self, env: dict):
+        self.env, self.idle, self.lock = env, [], threading.Lock()
+
+    @contextlib.contextmanager
+    def worker(self):
+        with self.lock:
+            worker = self.idle.pop() if self.idle else Worker(self.env)
+        try:
+            yield worker
+        finally:
+            with self.lock:
+                (self.idle.append(worker) if worker.alive else None)
+
+    def close(self) -> None:
+        for worker in self.idle:
+            worker.proc.stdin.close()
+            worker.close()
+
+
+def _run_worker(nb, limits: Limits, pool: WorkerPool) -> tuple[str, list[CheckResult]]:
+    """Judge ``nb`` in a warm worker process; return (status, checks)."""
     with tempfile.TemporaryDirectory(prefix="bertlab-grade-") as tmp:
         copy, result_file = Path(tmp) / "notebook.ipynb", Path(tmp) / "result.json"
         nbformat.write(nb, copy)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "bertlab.grading.worker", str(copy), str(result_file),
-             str(limits.timeout), str(limits.memory_mb)],
-            cwd=tmp,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # so a kill takes every process the worker started
-        )
-        try:
-            _, stderr = proc.communicate(timeout=limits.timeout + 60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
+        with pool.worker() as worker:
+            outcome = worker.judge(copy, result_file, limits)
+        if outcome == "timeout":
             return "timeout", _failed_all(nb, f"timed out after {limits.timeout:g} s (raise it with --timeout)")
-        if not result_file.exists():
-            tail = stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
-            return "error", _failed_all(nb, f"the grading process died (exit {proc.returncode}): {tail[0]}")
+        if outcome != "done" or not result_file.exists():
+            return "error", _failed_all(nb, f"the grading process {outcome}")
         result = json.loads(result_file.read_text())
     checks = [CheckResult(**c) for c in result["checks"]]
     if not checks:
@@ -144,7 +207,7 @@ def _expected_notebooks(name: str, paths: list[Path]) -> list[tuple[Path, Path |
     return [(paths[0].parent / src.name, src) for src in sources]
 
 
-def grade_task(name: str, paths: list[Path], limits: Limits, env: dict) -> TaskResult:
+def grade_task(name: str, paths: list[Path], limits: Limits, pool: WorkerPool) -> TaskResult:
     start = time.perf_counter()
     status, checks = "passed", []
     for path, source_path in _expected_notebooks(name, paths):
@@ -170,7 +233,7 @@ def grade_task(name: str, paths: list[Path], limits: Limits, env: dict) -> TaskR
                 continue
             nb_status, nb_checks = "failed", []
         else:
-            nb_status, nb_checks = _run_worker(nb, limits, env)
+            nb_status, nb_checks = _run_worker(nb, limits, pool)
         checks += nb_checks
         if missing:
             deleted = _failed_all(source, "this grade cell was deleted from your notebook; copy it back from the release")
@@ -216,10 +279,15 @@ def grade(
     progress(f"grading {len(tasks)} task(s) under {path}/ ({jobs} at a time, "
              f"limits {timeout:g} s and {memory_limit:g} MB per notebook)")
 
+    pool = WorkerPool(env)
+
     def one(item):
-        result = grade_task(*item, limits, env)
+        result = grade_task(*item, limits, pool)
         progress(f"  {result.task}: {result.status}, {result.score:g}/{result.max_score:g} ({result.seconds:.0f} s)")
         return result
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return Report(list(pool.map(one, tasks.items())))
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as threads:
+            return Report(list(threads.map(one, tasks.items())))
+    finally:
+        pool.close()

@@ -1,8 +1,12 @@
-"""Worker process: judge one notebook copy and write the result as JSON.
+"""Worker process: judge notebook copies, one after another, and write each result as JSON.
 
-Usage: ``python -m bertlab.grading.worker NOTEBOOK RESULT_JSON TIMEOUT MEMORY_MB``. The learner's
-code runs in a process this worker starts (``learner.py``), never in the process that prints
-the grade table, so a crash or a hang costs only this notebook; the verdict is made here.
+Usage: ``python -m bertlab.grading.worker`` reads one request per line on stdin,
+``{"notebook": ..., "result": ..., "timeout": ..., "memory_mb": ...}``, and answers each with a
+line ``done`` on stdout once the result file is written. The learner's code runs in processes
+this worker forks per notebook (``learner.py``), never here and never in the process that
+prints the grade table, so a crash or a hang costs only that notebook; the verdict is made
+here. A warm worker keeps the reference model and its captured activations between notebooks:
+nothing of a learner reaches them (they cross to the learner's process as copies).
 """
 
 from __future__ import annotations
@@ -14,16 +18,26 @@ import sys
 os.environ.setdefault("MPLBACKEND", "Agg")  # a learner's plt.show() must not need a screen
 
 
-def main(notebook: str, result_file: str, timeout: str, memory_mb: str) -> None:
+def judge_file(notebook: str, result_file: str, timeout: float, memory_mb: float) -> None:
     import nbformat
 
     from bertlab.grading.judge import judge_notebook
 
     nb = nbformat.read(notebook, as_version=4)
-    result = judge_notebook(nb, timeout=float(timeout), memory_mb=float(memory_mb), cwd=os.path.dirname(notebook))
+    result = judge_notebook(nb, timeout=timeout, memory_mb=memory_mb, cwd=os.path.dirname(notebook))
     with open(result_file, "w") as f:
         json.dump(result.to_dict(), f)
 
 
+def main() -> None:
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # stray prints must not corrupt the answers
+    for line in sys.stdin:
+        request = json.loads(line)
+        judge_file(request["notebook"], request["result"], float(request["timeout"]), float(request["memory_mb"]))
+        answers.write("done\n")
+        answers.flush()
+
+
 if __name__ == "__main__":
-    main(*sys.argv[1:5])
+    main()
