@@ -55,15 +55,6 @@ def read_frame(fd: int) -> bytes:
 # -- judge -> learner: pickles, with handles for the learner's own objects -------------------
 
 
-class Ref:
-    """Stands for an object of the learner's process inside a request."""
-
-    __slots__ = ("id",)
-
-    def __init__(self, id: int):
-        self.id = id
-
-
 _HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
           "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs", "_forward_hooks_always_called",
           "_state_dict_hooks", "_state_dict_pre_hooks", "_load_state_dict_pre_hooks",
@@ -75,7 +66,7 @@ def _module_without_hooks(cls):
 
 
 def dump_request(message, refs: dict[int, int], pretrained=None) -> bytes:
-    """Pickle ``message``; objects whose ``id()`` is in ``refs`` become ``Ref(handle)``.
+    """Pickle ``message``; proxies (their ``id()`` a key of ``refs``) cross as their handle.
 
     ``pretrained`` (the reference model) crosses as a name: the learner's process has its own
     copy. Other modules cross without their hooks (transformers installs closures, which do
