@@ -100,7 +100,8 @@ class Task:
                 getattr(self, f"check_{stage}")(obj, ctx)
             except CheckFailed as err:
                 # Which check made the failing call: a grade cell runs several.
-                raise CheckFailed(f"{err}\n  (the `{stage}` check)", err.mistake) from None
+                first, _, rest = str(err).partition("\n")
+                raise CheckFailed(f"{first} (the `{stage}` check)" + (f"\n{rest}" if rest else ""), err.mistake) from None
         if len(stages) == len(self.stages):
             return f"[Task {self.id}] {self.title} passed ({len(stages)}/{len(stages)} checks)"
         return f"[Task {self.id}] {self.title}: {', '.join(stages)} passed"
@@ -125,7 +126,8 @@ class Task:
             seed: seed of torch's generator right before the call (dropout in train mode).
             grad: keep autograd on (the gradients check).
         """
-        outcome = invoke_learner(fn, args, kwargs, seed=seed, forbid_shortcuts=self.forbid_shortcuts, grad=grad)
+        outcome = invoke_learner(fn, args, kwargs, seed=seed, forbid_shortcuts=self.forbid_shortcuts, grad=grad,
+                                 threads=torch.get_num_threads())
         return self.outcome_value(outcome, what, args, kwargs)
 
     def outcome_value(self, outcome, what: str, args: tuple = (), kwargs: dict | None = None):
@@ -341,6 +343,12 @@ class ModuleTask(Task):
             with torch.no_grad():
                 expected = {k: v.float() for k, v in self.call(hf, inputs).items()}
                 got = self.call(module, inputs)
+            # Random weights give larger values than the pretrained ones: a wrong size or eps moves
+            # them by far more than float32's relative precision, which is all this allows on top.
+            if all(isinstance(got.get(k), torch.Tensor) and got[k].shape == v.shape and got[k].dtype == v.dtype
+                   and bool(torch.allclose(got[k].detach().float(), v, atol=self.atol, rtol=1e-5))
+                   for k, v in expected.items()):
+                continue
             try:
                 self.compare(expected, got, self.outputs, f"{against} on {description}")
             except CheckFailed as err:

@@ -150,22 +150,26 @@ class _ShortcutWatch:
                 self.found = f"your code calls transformers' {frame.f_code.co_name} ({name.rsplit('/', 2)[-2]})"
 
 
-def _reset_torch_state(seed: int | None) -> None:
+def _reset_torch_state(seed: int | None, threads: int | None = None) -> None:
     # A learner's cell may have changed these; the grader's inputs assume the defaults.
     torch.set_default_dtype(torch.float32)
     torch.set_grad_enabled(True)
+    if threads and torch.get_num_threads() != threads:
+        # The grader's side splits sums the same way: float32 results then agree to the last bits.
+        torch.set_num_threads(threads)
     if seed is not None:
         torch.manual_seed(seed)
 
 
 def invoke(fn, args: tuple = (), kwargs: dict | None = None, *, seed: int | None = None,
-           forbid_shortcuts: bool = False, grad: bool = False) -> Outcome:
+           forbid_shortcuts: bool = False, grad: bool = False, threads: int | None = None) -> Outcome:
     """Call ``fn(*args, **kwargs)`` on copies of the arguments and report what happened.
 
     Args:
         seed: seed torch's global generator right before the call (dropout in train mode).
         forbid_shortcuts: fail when the call runs transformers' model code (module tasks).
         grad: keep autograd on (the gradients check); otherwise the call runs under no_grad.
+        threads: torch's thread count for the call (the grader's own, so sums split alike).
     """
     kwargs = kwargs or {}
     if forbid_shortcuts:
@@ -177,7 +181,7 @@ def invoke(fn, args: tuple = (), kwargs: dict | None = None, *, seed: int | None
     pristine = _copy(given)
     watch = _ShortcutWatch() if forbid_shortcuts else None
     previous = sys.getprofile()
-    _reset_torch_state(seed)
+    _reset_torch_state(seed, threads)
     try:
         if watch is not None:
             sys.setprofile(watch)
