@@ -12,7 +12,7 @@ export TRANSFORMERS_VERBOSITY := error
 # mkdocs-material prints an end-of-life banner for mkdocs 1.x on every build
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: help start test lab site grade doctor exercises browser clean
+.PHONY: help start test lab site grade doctor exercises bench profile browser clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -30,7 +30,7 @@ start: $(STAMP) site ## set up, build the site, print your grade table, serve th
 	@# exit status 1 just means unfinished exercises: keep going and serve the site
 	@$(BIN)/bertlab grade || true
 	@echo "==> serving the course on http://$(HOST):$(PORT)  (Ctrl-C to stop)"
-	$(BIN)/python -m http.server $(PORT) --bind $(HOST) --directory site
+	$(BIN)/python -m http.server $(PORT) --bind $(HOST) --directory $(SITE_DIR)
 
 test: $(STAMP) browser ## run the whole test suite (builds the site, grades notebooks)
 	@# loadgroup: one worker runs all the site tests, so the site is built once
@@ -39,8 +39,11 @@ test: $(STAMP) browser ## run the whole test suite (builds the site, grades note
 lab: $(STAMP) ## open JupyterLab on the exercises
 	$(BIN)/jupyter lab --notebook-dir=exercises --ip=$(HOST) --no-browser $(if $(filter 0,$(shell id -u)),--allow-root)
 
+# The tests build into a directory of their own with `make site SITE_DIR=...`: the same command,
+# environment and lesson cache as `make start`.
+SITE_DIR ?= site
 site: $(STAMP) ## build the docs site into site/ (executes every lesson)
-	$(BIN)/mkdocs build --strict
+	$(BIN)/mkdocs build --strict --site-dir $(SITE_DIR)
 
 grade: $(STAMP) ## grade every exercise notebook
 	$(BIN)/bertlab grade
@@ -50,6 +53,16 @@ doctor: $(STAMP) ## check the installation
 
 exercises: $(STAMP) ## instructors: regenerate exercises/ from solutions/
 	$(BIN)/bertlab release
+
+bench: $(STAMP) ## time grading, watch, checks, docs builds and a class against their goals (minutes)
+	$(BIN)/python -m bench.feedback --start
+	$(BIN)/python -m bench.class_grading --submissions 40
+	$(BIN)/python -m bench.attention_projections
+
+profile: $(STAMP) ## where one notebook's grading spends its time: bench/results/profile-grade.svg
+	@mkdir -p bench/results
+	$(BIN)/py-spy record --subprocesses --rate 100 --output bench/results/profile-grade.svg -- \
+	  $(BIN)/bertlab grade 05 --path solutions --no-progress
 
 browser: ## install Debian's chromium for the browser test (once)
 	@command -v chromium >/dev/null || { echo "==> installing chromium"; \

@@ -8,13 +8,18 @@
 #
 # We answer with the pretrained model this course grades against, all-MiniLM-L6-v2: a small
 # BERT that Hugging Face loads as the same `BertModel` class as BERT-base, with fewer and
-# narrower layers. Every number below is printed by the code that computes it.
+# narrower layers. Every number below is printed by the code that computes it, and every number
+# on this site is measured on all-MiniLM-L6-v2 unless the page says otherwise. The letters of
+# the equations ($x$, $a$, $h$, $m$, $f$, $y$, $W^Q$, ..., $W_1$, $W_2$) are defined once, on the
+# [notation page](../docs/notation.md), which also explains why an equation's $W$ is the
+# transpose of an `nn.Linear`'s `weight`.
 
 # %%
 import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
 from transformers import BertConfig, BertModel
+from transformers.models.bert.modeling_bert import BertLayer
 
 from bertlab.capture import capture
 from bertlab.experiments.census import GROUPS, PARTS, census, ffn_share, locate
@@ -25,6 +30,32 @@ config = model.config
 H, A, L, I = config.hidden_size, config.num_attention_heads, config.num_hidden_layers, config.intermediate_size
 print(f"hidden size H = {H}, heads = {A} (head size {H // A}), layers = {L}, intermediate size = {I} = {I / H:g} H")
 print(f"activation: {config.hidden_act!r}, vocabulary: {config.vocab_size}, positions: {config.max_position_embeddings}")
+
+# %% [markdown]
+# ## The reference model next to bert-base
+#
+# Most write-ups about BERT quote bert-base's sizes. `BertConfig()`'s defaults are bert-base's
+# (uncased) sizes, so both configurations are available offline: the bundled model's, read by
+# `bertlab.reference`, and the defaults. One layer of each is built with `BertLayer(config)` and
+# its parameters are counted:
+
+# %%
+def sizes(cfg):
+    """The architecture constants of a config and the parameter count of one of its layers."""
+    return {
+        "hidden size H": cfg.hidden_size,
+        "heads A": cfg.num_attention_heads,
+        "head size d = H / A": cfg.hidden_size // cfg.num_attention_heads,
+        "FFN width (intermediate size)": cfg.intermediate_size,
+        "layers L": cfg.num_hidden_layers,
+        "parameters per layer": sum(p.numel() for p in BertLayer(cfg).parameters()),
+    }
+
+
+columns = {"all-MiniLM-L6-v2": sizes(config), "bert-base (BertConfig())": sizes(BertConfig())}
+print(f"{'':<31}" + "".join(f"{name:>26}" for name in columns))
+for row in columns["all-MiniLM-L6-v2"]:
+    print(f"{row:<31}" + "".join(f"{col[row]:>26,}" for col in columns.values()))
 
 # %% [markdown]
 # ## The layer in the papers
@@ -40,10 +71,11 @@ print(f"activation: {config.hidden_act!r}, vocabulary: {config.vocab_size}, posi
 # The FFN is Vaswani et al.'s equation (2), two linear maps with a nonlinearity between them,
 # applied to every position separately:
 #
-# $$\mathrm{FFN}(x) = \max(0,\, xW_1 + b_1)\,W_2 + b_2, \qquad W_1 \in \mathbb{R}^{H \times d_\text{ff}},\ W_2 \in \mathbb{R}^{d_\text{ff} \times H},$$
+# $$\mathrm{FFN}(h) = \max(0,\, hW_1 + b_1)\,W_2 + b_2, \qquad W_1 \in \mathbb{R}^{H \times 4H},\ W_2 \in \mathbb{R}^{4H \times H},$$
 #
-# with $d_\text{ff} = 2048 = 4 \times 512$ in their base model. Devlin et al. keep the inner size
-# at $4H$ and replace the ReLU $\max(0,\cdot)$ by GELU.
+# with $h$ the token vector the FFN receives (the output of the first Add & Norm) and an inner
+# size of $2048 = 4 \times 512$ in their base model, four times its width. Devlin et al. keep the
+# inner size at $4H$ and replace the ReLU $\max(0,\cdot)$ by GELU.
 #
 # In Hugging Face's code every box of that picture is a small module, and a parameter's name is
 # the path to its module. One layer, as the library builds it:
@@ -54,7 +86,7 @@ print(model.encoder.layer[0])
 # %% [markdown]
 # Read it in forward order, as the diagram draws it:
 #
-# ![BertLayer](../assets/bertlayer.svg)
+# ![BertLayer](../docs/assets/bertlayer.svg)
 #
 # The GELU is a module without parameters (`intermediate_act_fn`), so it never shows up in
 # `named_parameters()`: the list jumps from `intermediate.dense` straight to `output.dense`.
@@ -72,15 +104,17 @@ ROLE = {
     ("embeddings", "token_type_embeddings.weight"): "one row per segment (sentence A / B)",
     ("embeddings", "LayerNorm.weight"): "gain of the embedding LayerNorm",
     ("embeddings", "LayerNorm.bias"): "shift of the embedding LayerNorm",
-    ("attention.self", "query.weight"): "W_Q of all heads, stacked",
-    ("attention.self", "key.weight"): "W_K of all heads, stacked",
-    ("attention.self", "value.weight"): "W_V of all heads, stacked",
-    ("attention.output", "dense.weight"): "W_O: mixes the concatenated heads",
-    ("attention.output", "LayerNorm.weight"): "gain of the 1st Add & Norm",
-    ("intermediate", "dense.weight"): "FFN W_1: H -> 4H, GELU follows",
-    ("output", "dense.weight"): "FFN W_2: 4H -> H",
-    ("output", "LayerNorm.weight"): "gain of the 2nd Add & Norm",
-    ("pooler", "dense.weight"): "tanh(W h_[CLS] + b), for classification heads",
+    ("attention.self", "query.weight"): "W^Q transposed: all heads' W^Q_i, stacked",
+    ("attention.self", "key.weight"): "W^K transposed: all heads' W^K_i, stacked",
+    ("attention.self", "value.weight"): "W^V transposed: all heads' W^V_i, stacked",
+    ("attention.output", "dense.weight"): "W^O transposed: sums the heads' outputs",
+    ("attention.output", "LayerNorm.weight"): "gamma of LN_1, the 1st Add & Norm",
+    ("attention.output", "LayerNorm.bias"): "beta of LN_1",
+    ("intermediate", "dense.weight"): "W_1 transposed: H -> 4H, GELU follows",
+    ("output", "dense.weight"): "W_2 transposed: 4H -> H",
+    ("output", "LayerNorm.weight"): "gamma of LN_2, the 2nd Add & Norm",
+    ("output", "LayerNorm.bias"): "beta of LN_2",
+    ("pooler", "dense.weight"): "tanh(dense(x_L at [CLS])), for classification heads",
 }
 
 print(f"{'name':<50} {'shape':<14} {'part':<17} role")
@@ -92,8 +126,10 @@ for name, p in model.named_parameters():
     print(f"{name:<50} {str(tuple(p.shape)):<14} {where.part:<17} {role}")
 
 # %% [markdown]
-# `nn.Linear` stores its weight as (out features, in features) and computes $xW^\top + b$, so
-# `intermediate.dense.weight` of shape $(4H, H)$ is $W_1^\top$.
+# `nn.Linear` stores its weight as (out features, in features) and computes
+# `x @ weight.T + bias`, so `intermediate.dense.weight` of shape $(4H, H)$ is $W_1^\top$: column
+# $i$ of $W_1$ is row $i$ of `intermediate.dense.weight` (the
+# [notation page](../docs/notation.md) lists every such pair).
 #
 # The other layers repeat the first layer's names with another index. The census below places
 # all of the model's tensors and counts them per layer:
@@ -111,28 +147,39 @@ assert len(names) == outside + sum(per_layer.values())
 # ## What `intermediate.dense` is
 #
 # If `intermediate.dense` is the FFN's $W_1$ and GELU follows it, then
-# $\mathrm{GELU}(xW_1 + b_1)$ computed by hand must reproduce what the pretrained
+# $m = \mathrm{GELU}(hW_1 + b_1)$ computed by hand must reproduce what the pretrained
 # `intermediate` module returned on real text. `capture()` records, for every layer, the input
 # and output of each sub-module while the model reads the course corpus:
 
 # %%
 cap = capture()
-x = cap.layer(0, "intermediate").args[0]  # (B, T, H): the attention sub-layer's output
-recorded = cap.layer(0, "intermediate").output  # (B, T, 4H)
+h = cap.layer(0, "intermediate").args[0]  # (B, T, H): the first Add & Norm's output
+m = cap.layer(0, "intermediate").output  # (B, T, 4H): recorded, after GELU
 dense = model.encoder.layer[0].intermediate.dense
-by_hand = F.gelu(x @ dense.weight.T + dense.bias)  # (B, T, H) @ (H, 4H) -> (B, T, 4H)
-print(f"input {tuple(x.shape)} -> intermediate {tuple(recorded.shape)}")
-print(f"GELU(x W_1 + b_1) vs the recorded intermediate output: max abs diff {(by_hand - recorded).abs().max().item():.1e}")
+by_hand = F.gelu(h @ dense.weight.T + dense.bias)  # (B, T, H) @ (H, 4H) -> (B, T, 4H)
+print(f"input {tuple(h.shape)} -> intermediate {tuple(m.shape)}")
 
 # the next module, `output`, takes those 4H features back to H, then adds and normalises
 w2 = model.encoder.layer[0].output.dense
-ffn_out = recorded @ w2.weight.T + w2.bias  # (B, T, 4H) @ (4H, H) -> (B, T, H)
+f = m @ w2.weight.T + w2.bias  # (B, T, 4H) @ (4H, H) -> (B, T, H)
 ln = model.encoder.layer[0].output.LayerNorm
-print(f"LayerNorm(h W_2 + b_2 + x) vs the layer's output:      max abs diff "
-      f"{(ln(ffn_out + x) - cap.hidden_states[1]).abs().max().item():.1e}")
+comparisons = {
+    "GELU(h W_1 + b_1) vs the recorded intermediate output m": (by_hand, m),
+    "LN_2(h + m W_2 + b_2) vs the layer's output hidden_states[1]": (ln(h + f), cap.hidden_states[1]),
+}
+eps32 = torch.finfo(torch.float32).eps
+for label, (ours, theirs) in comparisons.items():
+    diff = (ours - theirs).abs().max().item()
+    # a float32 rounding step at the size of the largest value compared
+    step = eps32 * theirs.abs().max().item()
+    verdict = "exactly zero" if diff == 0 else f"{diff / step:.1f} float32 rounding steps of the largest value"
+    assert diff <= 64 * step  # the prose below says "a few rounding steps at most"
+    print(f"{label}: max abs diff {diff:.1e} ({verdict})")
 
 # %% [markdown]
-# Both differences are at float32 rounding level (or exactly zero): `intermediate.dense`
+# Each difference is either exactly zero or a few float32 rounding steps at the size of the
+# values compared (the code prints which, and how many steps; a product computed by hand may sum
+# in another order than the library's): `intermediate.dense`
 # followed by GELU is the first half of the FFN, `output.dense` is the second half, and
 # `output.LayerNorm` closes the layer's second Add & Norm. The names say "intermediate" because
 # the $4H$-wide vector between the two matrices is the FFN's intermediate (hidden) layer.
@@ -186,7 +233,7 @@ for label, m in [("all-MiniLM-L6-v2", model), ("BERT-base", base)]:
           f"FFN share of a layer {ffn_share(m):.4f}")
 print(f"limit 2/3 = {2 / 3:.4f}")
 
-# %%
+# %% alt="Two horizontal stacked bars, all-MiniLM-L6-v2 and BERT-base, each splitting all the model's parameters into the shares of the embeddings, attention, feed-forward and pooler, labelled in percent."
 fig, ax = plt.subplots(figsize=(8, 2.4))
 colors = {"embeddings": "#9aa5b1", "attention": "#4c78a8", "feed-forward": "#f58518", "pooler": "#54a24b"}
 for row, (label, groups) in enumerate([("all-MiniLM-L6-v2", minilm), ("BERT-base", base_groups)]):

@@ -10,18 +10,19 @@
 # Devlin et al. (2019, "BERT: Pre-training of Deep Bidirectional Transformers for Language
 # Understanding", NAACL, Section 3 and Figure 2) build each token's input representation by
 # summing three learned embeddings: the token (WordPiece) embedding, the segment embedding
-# (sentence A or B) and the position embedding. For token $x_t$ at position $t$ in segment
-# $s_t$:
+# (sentence A or B) and the position embedding. For the token with id $w_t$ at position $t$ in
+# segment $s_t$ (letters of the [notation page](../docs/notation.md)):
 #
-# $$z_t = E_\text{word}[x_t] + E_\text{type}[s_t] + E_\text{pos}[t].$$
+# $$z_t = E_\text{word}[w_t] + E_\text{type}[s_t] + E_\text{pos}[t].$$
 #
 # The released implementation, and Hugging Face's `BertEmbeddings`, then normalise and apply
 # dropout:
 #
-# $$e_t = \mathrm{Dropout}\big(\mathrm{LayerNorm}(z_t)\big), \qquad
+# $$x_{0,t} = \mathrm{Dropout}\big(\mathrm{LayerNorm}(z_t)\big), \qquad
 # \mathrm{LayerNorm}(z) = \gamma \odot \frac{z - \mu}{\sqrt{\sigma^2 + \varepsilon}} + \beta,$$
 #
-# with $\mu$ and $\sigma^2$ the mean and the (biased) variance over the $H$ features of one token
+# with $x_0$ the input of layer 0 (`hidden_states[0]`), and $\mu$ and $\sigma^2$ the mean and
+# the (biased) variance over the $H$ features of one token
 # (Ba, Kiros & Hinton 2016, "Layer Normalization", arXiv:1607.06450).
 #
 # The Transformer (Vaswani et al. 2017, "Attention Is All You Need", NeurIPS, Section 3.5) added
@@ -176,7 +177,7 @@ with torch.no_grad():
 # similar vectors and similarity falls with distance, though not strictly: the figure shows how
 # regular the pattern is. Roughly, "near" in the sentence is "near" in embedding space.
 
-# %%
+# %% alt="Heat map of the cosine similarity between the position embeddings of the first 128 positions, position against position, on a red-blue scale from -1 to 1."
 P = F.normalize(emb.position_embeddings.weight[:128], dim=-1)  # (128, H)
 sim = P @ P.T  # (128, 128)
 by_distance = torch.stack([sim.diagonal(k).mean() for k in range(1, 128)])  # (127,)
@@ -212,7 +213,7 @@ print(f"p = {p}: fraction zeroed {1 - kept.float().mean().item():.4f}; "
 # %% [markdown]
 # ## What we found
 #
-# - The input of layer 0 is $\mathrm{LayerNorm}(E_\text{word}[x_t] + E_\text{type}[s_t] + E_\text{pos}[t])$,
+# - The input of layer 0 is $x_{0,t} = \mathrm{LayerNorm}(E_\text{word}[w_t] + E_\text{type}[s_t] + E_\text{pos}[t])$,
 #   then dropout; rebuilding it from the three tables matched `model.embeddings` to rounding.
 # - Left out, the positions default to $0, \dots, T-1$ in every sentence and the token types
 #   to 0 (segment A).

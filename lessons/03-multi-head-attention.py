@@ -12,12 +12,16 @@
 #
 # $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)V,$$
 #
-# $$\mathrm{MultiHead}(X) = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)\,W^O,
+# $$\mathrm{MultiHead}(X) = \mathrm{Concat}(\mathrm{head}_0, \dots, \mathrm{head}_{A-1})\,W^O,
 # \qquad \mathrm{head}_i = \mathrm{Attention}(XW_i^Q,\ XW_i^K,\ XW_i^V),$$
 #
-# with $W_i^Q, W_i^K, W_i^V \in \mathbb{R}^{H \times d}$, $d = H/h$, and
-# $W^O \in \mathbb{R}^{hd \times H}$. Because each head works in $d = H/h$ dimensions, they note
-# that all heads together cost about as much as one head of full width. BERT (Devlin et al. 2019,
+# with $A$ heads (Vaswani et al. call their number $h$ and the head size $d_k$), $X$ the
+# $T \times H$ matrix of one sentence's token vectors,
+# $W_i^Q, W_i^K, W_i^V \in \mathbb{R}^{H \times d}$, $d = H/A$, and
+# $W^O \in \mathbb{R}^{Ad \times H}$ (the letters are those of the
+# [notation page](../docs/notation.md); biases left out). Because each head works in $d = H/A$
+# dimensions, they note that all heads together cost about as much as one head of full width.
+# BERT (Devlin et al. 2019,
 # "BERT: Pre-training of Deep Bidirectional Transformers for Language Understanding", NAACL)
 # uses this block unchanged, with $X$ the same sequence for queries, keys and values (self-attention).
 #
@@ -134,6 +138,70 @@ on_padding = probs * (1 - pad)[:, None, None, :]  # probability that lands on pa
 print(f"largest probability on a padding key: {on_padding.max().item():.1e}")
 
 # %% [markdown]
+# Why *add* the mask to the scores, rather than *multiply* by the 0/1 mask? Two multiplicative
+# forms come to mind. **Multiplying the scores** by 0/1 gives a padding key the score 0, not
+# $-\infty$: after the softmax it still gets $e^{0}/Z$ of the attention, $Z$ being the row's sum
+# of exponentials, as much as a real key whose score happens to be 0. **Multiplying the
+# probabilities** by 0/1 after the softmax does remove padding, but the rows then sum to less
+# than 1 and have to be divided by their new sums. On this layer, the share of attention that
+# lands on padding (mean over the real queries of padded sentences), and how far the layer's
+# output $y$ for real tokens moves from the pretrained model's, continuing the layer with
+# its own `attention.output`, `intermediate` and `output`:
+
+# %%
+keep = pad[:, None, None, :].float()  # (B, 1, 1, T): 1 for a real key, 0 for padding
+layer_module = model.encoder.layer[LAYER]
+real_q = pad.bool()[:, None, :, None]  # (B, 1, T, 1): real query tokens
+padded_rows = pad.sum(1) < T  # (B,): sentences that have padding
+
+
+def padding_share(p):
+    """Mean attention mass on padding keys over real queries of padded sentences."""
+    share = (p * (1 - keep)).sum(-1, keepdim=True)  # (B, A, T, 1)
+    return share[padded_rows].masked_select(real_q[padded_rows]).mean().item()
+
+
+def layer_output(p):
+    """The layer's output y (B, T, H) when attention uses the probabilities p (B, A, T, T)."""
+    with torch.no_grad():
+        c = (p @ v).transpose(1, 2).reshape(B, T, H)  # (B, T, H): heads concatenated
+        h = layer_module.attention.output(c, x)  # first Add & Norm
+        return layer_module.output(layer_module.intermediate(h), h)  # (B, T, H)
+
+
+y_model = cap.hidden_states[LAYER + 1]  # (B, T, H): the pretrained layer's output
+probs_times_scores = torch.softmax(scores * keep, dim=-1)  # padding scores become 0
+probs_times_probs = torch.softmax(scores, dim=-1) * keep  # padding removed, rows no longer sum to 1
+probs_renormalised = probs_times_probs / probs_times_probs.sum(-1, keepdim=True)
+real_rows = pad.bool()[:, None, :].expand(B, A, T)  # (B, A, T)
+mask_forms = {
+    "additive mask (the model's)": probs,
+    "scores * mask": probs_times_scores,
+    "softmax(scores) * mask": probs_times_probs,
+    "softmax(scores) * mask, renormalised": probs_renormalised,
+}
+for label, p in mask_forms.items():
+    moved = (layer_output(p) - y_model).abs().amax(-1)[pad.bool()].max().item()  # real tokens only
+    sums = p.sum(-1)[real_rows]
+    print(f"{label:<37} attention on padding {padding_share(p):6.1%}   row sums {sums.min().item():.3f} .. "
+          f"{sums.max().item():.3f}   y vs the model, real tokens: max abs diff {moved:.1e}")
+print(f"renormalised product vs additive mask: max abs diff of the probabilities "
+      f"{(probs_renormalised - probs).abs().max().item():.1e}")
+# the prose below: scores * mask leaves padding attention, the renormalised product is the same
+assert padding_share(probs_times_scores) > 0 and probs_times_probs.sum(-1)[real_rows].min() < 1
+assert torch.allclose(probs_renormalised, probs, atol=1e-6)
+
+# %% [markdown]
+# Multiplying the scores leaves padding a share of the attention (printed) and moves the
+# layer's output for the real tokens, by the amount printed. Multiplying the probabilities
+# without renormalising removes padding but leaves rows that sum to less than 1; renormalised, it
+# gives the additive mask's probabilities up to float rounding. The additive form gets there in
+# one operation: a single broadcast add on the scores, after which the softmax's own division by
+# $Z$ does the renormalising, since $e^{s + \text{min}}$ underflows to exactly 0 and drops out of
+# $Z$. The product form needs a multiply, a second sum over the keys and a division, each over
+# the whole (B, A, T, T) tensor, in every layer.
+
+# %% [markdown]
 # Why the most negative *finite* float rather than $-\infty$? A row whose keys are all masked
 # would be $-\infty - (-\infty) = $ NaN inside the softmax; with a finite value it stays a number:
 
@@ -216,15 +284,18 @@ context = (probs @ v).transpose(1, 2).reshape(B, T, H)  # (B, A, T, T) @ (B, A, 
 print(f"context by hand vs attention.self's output: max abs diff {(context - call.output[0]).abs().max().item():.1e}")
 
 # %% [markdown]
-# ## Heads are independent and add up
+# ## $W^O$ adds the heads up
 #
 # Concatenating the heads and multiplying by $W^O$ is the same as multiplying each head by its own
 # block of $d$ rows of $W^O$ and summing (block matrix multiplication):
 #
-# $$\mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)\,W^O = \sum_{i=1}^{h} \mathrm{head}_i\, W^O_i,
+# $$\mathrm{Concat}(\mathrm{head}_0, \dots, \mathrm{head}_{A-1})\,W^O = \sum_{i=0}^{A-1} \mathrm{head}_i\, W^O_i,
 # \qquad W^O_i = \text{rows } i\,d \dots (i+1)\,d-1 \text{ of } W^O.$$
 #
-# Elhage et al. (2021, "A Mathematical Framework for Transformer Circuits",
+# So $W^O$ is where the heads' outputs are combined, and the combination is this sum: each head's
+# output goes through its own rows $W^O_i$, which no other head uses, and the results are added.
+# No head's term depends on another head's output; they meet only in the sum. Elhage et al.
+# (2021, "A Mathematical Framework for Transformer Circuits",
 # transformer-circuits.pub) use this to read heads as independent units that each add their own
 # vector into the residual stream. In Hugging Face's `nn.Linear` convention $W^O_i$ is the column
 # block `attention.output.dense.weight[:, i*d:(i+1)*d]`. Below, every head runs on its own
@@ -276,7 +347,7 @@ print(f"head size d = {d}; all {A} heads summed: rank {full.item()} of {H}")
 #
 # The attention patterns of the twelve heads of this layer, for one sentence (real tokens only):
 
-# %%
+# %% alt="A grid of heat maps, one per attention head of one layer, for one corpus sentence: rows are the query tokens, columns the key tokens, and the colour is the attention probability from 0 to 1."
 s = 1
 n = int(pad[s].sum())
 toks = tokenizer.convert_ids_to_tokens(cap.batch["input_ids"][s, :n])
@@ -332,8 +403,10 @@ for name, t in times.items():
 # - One large product computes all heads faster than many small ones (timings above, from the
 #   machine that built this page).
 # - Along the way: the scores are scaled by $1/\sqrt{d}$, padding is removed by an **additive**
-#   float mask (a bool mask is silently wrong), the softmax runs over the keys, and attention
-#   dropout acts on the probabilities only in training.
+#   float mask (a bool mask is silently wrong; multiplying the scores by 0/1 leaves padding a
+#   share of the attention; multiplying the probabilities needs a renormalisation to give the
+#   same result), the softmax runs over the keys, and attention dropout acts on the
+#   probabilities only in training.
 #
 # **Exercise:** [03-self-attention](../exercises/03-self-attention/03-self-attention.ipynb): open it
 # with `make lab`, then grade it with `bertlab grade 03`.

@@ -15,11 +15,13 @@
 # and (Section 5.4, "Residual Dropout") apply dropout to the output of each sub-layer before it
 # is added to the sub-layer input. BERT (Devlin et al. 2019, "BERT: Pre-training of Deep
 # Bidirectional Transformers for Language Understanding", NAACL) keeps this layer as is. Written
-# out for one layer with input $x$:
+# out for one layer with input $x$, in the letters of the [notation page](../docs/notation.md)
+# ($a$ and $f$ are the two sub-layers' updates, $h$ and $y$ the two Add & Norms' outputs):
 #
-# $$a = \mathrm{LayerNorm}_1\big(x + \mathrm{Dropout}(\mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)\,W^O + b^O)\big),$$
+# $$a = \mathrm{Concat}(\mathrm{head}_0, \dots, \mathrm{head}_{A-1})\,W^O + b^O, \qquad
+# h = \mathrm{LN}_1\big(x + \mathrm{Dropout}(a)\big),$$
 #
-# $$y = \mathrm{LayerNorm}_2\big(a + \mathrm{Dropout}(\mathrm{GELU}(aW_1 + b_1)\,W_2 + b_2)\big).$$
+# $$f = \mathrm{GELU}(hW_1 + b_1)\,W_2 + b_2, \qquad y = \mathrm{LN}_2\big(h + \mathrm{Dropout}(f)\big).$$
 #
 # Note what the first line lacks: no activation function follows $W^O$. The next nonlinearity
 # after the softmax is the LayerNorm (it divides by a data-dependent standard deviation), then
@@ -60,7 +62,8 @@ print(inspect.getsource(modeling_bert.BertLayer.feed_forward_chunk))
 # The difference is what they receive. `BertAttention` calls `self.output(attention_output,
 # hidden_states)`, so in the first one `input_tensor` is the **layer's input** $x$;
 # `feed_forward_chunk` calls `self.output(intermediate_output, attention_output)`, so in the
-# second one `input_tensor` is the **attention sub-layer's output** $a$.
+# second one `input_tensor` is the **attention sub-layer's output** $h$, the output of the first
+# Add & Norm.
 #
 # ## One layer by four calls
 #
@@ -73,9 +76,9 @@ x = cap.hidden_states[0]  # (B, T, H): the embeddings
 mask = additive_mask(pad)  # (B, 1, T, T): 0 for real keys, finfo.min for padding
 with torch.no_grad():
     context, probs = layer.attention.self(x, attention_mask=mask)  # (B, T, H), (B, A, T, T)
-    a = layer.attention.output(context, x)  # first Add & Norm, residual = x
-    inner = layer.intermediate(a)  # (B, T, 4H): W_1 and GELU
-    y = layer.output(inner, a)  # second Add & Norm, residual = a
+    h = layer.attention.output(context, x)  # (B, T, H): first Add & Norm, residual = x
+    m = layer.intermediate(h)  # (B, T, 4H): W_1 and GELU
+    y = layer.output(m, h)  # (B, T, H): second Add & Norm, residual = h
 print(f"four calls vs hidden_states[1]: max abs diff {(y - cap.hidden_states[1]).abs().max().item()}")
 assert torch.equal(y, cap.hidden_states[1])  # the prose below says "exactly zero"
 
@@ -86,19 +89,20 @@ assert torch.equal(y, cap.hidden_states[1])  # the prose below says "exactly zer
 # %%
 with torch.no_grad():
     for i, lay in enumerate(model.encoder.layer):
-        h = cap.hidden_states[i]
-        ctx, _ = lay.attention.self(h, attention_mask=mask)
-        att = lay.attention.output(ctx, h)
-        out = lay.output(lay.intermediate(att), att)
+        x_i = cap.hidden_states[i]  # (B, T, H): layer i's input
+        ctx, _ = lay.attention.self(x_i, attention_mask=mask)
+        h_i = lay.attention.output(ctx, x_i)
+        out = lay.output(lay.intermediate(h_i), h_i)
         print(f"layer {i}: four calls on hidden_states[{i}] vs hidden_states[{i + 1}]: "
               f"max abs diff {(out - cap.hidden_states[i + 1]).abs().max().item()}")
 
 # %% [markdown]
 # ## The first Add & Norm
 #
-# Now the inside of `attention.output`, by hand: $W^O$ (`dense`) mixes the concatenated heads,
-# dropout (the identity in eval mode), the residual add of the layer input $x$, then LayerNorm
-# with the biased variance and $\varepsilon$ from the config. The residual is `input_tensor`, the
+# Now the inside of `attention.output`, by hand: $W^O$ (`dense`) turns the concatenated heads
+# $c$ into the update $a$ (a sum of the heads' outputs, each through its own rows of $W^O$,
+# lesson 3), dropout (the identity in eval mode), the residual add of the layer input $x$, then
+# LayerNorm with the biased variance and $\varepsilon$ from the config. The residual is `input_tensor`, the
 # input of the whole attention sub-layer, not the merged heads that entered `dense`. The mistakes
 # a learner might make are computed alongside, each with its distance from the real module.
 
@@ -113,33 +117,33 @@ def layer_norm(z, ln):
 so = layer.attention.output
 torch_eps = torch.nn.LayerNorm(1).eps  # PyTorch's default
 with torch.no_grad():
-    o = context @ so.dense.weight.T + so.dense.bias  # (B, T, H): W_O applied to the merged heads
+    a = context @ so.dense.weight.T + so.dense.bias  # (B, T, H): the attention update, c W^O + b^O
     candidates = {
-        "by hand: LayerNorm(x + W_O(context))": layer_norm(x + o, so.LayerNorm),  # add, then normalise
-        "mistake: x + LayerNorm(W_O(context))": x + layer_norm(o, so.LayerNorm),
-        "mistake: LayerNorm(W_O(context)), no residual": layer_norm(o, so.LayerNorm),
-        "mistake: LayerNorm(W_O(context) + context)": layer_norm(o + context, so.LayerNorm),
-        "mistake: attention.output(x, context), swapped": so(x, context),
+        "by hand: LN_1(x + a)": layer_norm(x + a, so.LayerNorm),  # add, then normalise
+        "mistake: x + LN_1(a)": x + layer_norm(a, so.LayerNorm),
+        "mistake: LN_1(a), no residual": layer_norm(a, so.LayerNorm),
+        "mistake: LN_1(a + c), residual = merged heads": layer_norm(a + context, so.LayerNorm),
+        "mistake: attention.output(x, c), swapped": so(x, context),
         f"mistake: eps {torch_eps:g} instead of {so.LayerNorm.eps:g}": F.layer_norm(
-            x + o, (x.shape[-1],), so.LayerNorm.weight, so.LayerNorm.bias, eps=torch_eps),
+            x + a, (x.shape[-1],), so.LayerNorm.weight, so.LayerNorm.bias, eps=torch_eps),
     }
 for label, candidate in candidates.items():
-    print(f"{label:<48} vs attention.output: max abs diff {(candidate - a).abs().max().item():.1e}")
+    print(f"{label:<48} vs attention.output: max abs diff {(candidate - h).abs().max().item():.1e}")
 
 # %% [markdown]
 # ## The second Add & Norm
 #
 # The same pattern closes the feed-forward network, with one change that is easy to get wrong:
-# the residual is $a$, the output of the first Add & Norm, not the layer input $x$.
+# the residual is $h$, the output of the first Add & Norm, not the layer input $x$.
 
 # %%
 out = layer.output
 with torch.no_grad():
-    f = inner @ out.dense.weight.T + out.dense.bias  # (B, T, 4H) @ (4H, H) -> (B, T, H)
-    y_hand = layer_norm(a + f, out.LayerNorm)
+    f = m @ out.dense.weight.T + out.dense.bias  # (B, T, 4H) @ (4H, H) -> (B, T, H): the FFN update
+    y_hand = layer_norm(h + f, out.LayerNorm)
 for label, candidate in {
-    "by hand: LayerNorm(a + W_2(inner))": y_hand,
-    "mistake: LayerNorm(x + W_2(inner))": layer_norm(x + f, out.LayerNorm),
+    "by hand: LN_2(h + f)": y_hand,
+    "mistake: LN_2(x + f)": layer_norm(x + f, out.LayerNorm),
 }.items():
     print(f"{label:<36} vs hidden_states[1]: max abs diff {(candidate - cap.hidden_states[1]).abs().max().item():.1e}")
 
@@ -155,36 +159,36 @@ for label, candidate in {
 torch.manual_seed(0)
 p = so.dropout.p
 with torch.no_grad():
-    o_dropped = F.dropout(o, p=p, training=True)  # only the branch
-    a_train = so.LayerNorm(x + o_dropped)
-print(f"p = {p}: zeroed fraction of the branch {(o_dropped == 0).float().mean().item():.3f}; "
-      f"mean cosine of the token vectors to eval mode {F.cosine_similarity(a_train[real], a[real], dim=-1).mean().item():.4f}")
+    a_dropped = F.dropout(a, p=p, training=True)  # only the branch
+    h_train = so.LayerNorm(x + a_dropped)
+print(f"p = {p}: zeroed fraction of the branch {(a_dropped == 0).float().mean().item():.3f}; "
+      f"mean cosine of the token vectors to eval mode {F.cosine_similarity(h_train[real], h[real], dim=-1).mean().item():.4f}")
 
 # %% [markdown]
 # ## How much each sub-layer writes
 #
 # The residual form means each sub-layer adds an *update* to the stream. Its size relative to the
-# stream it is added to, $\lVert \mathrm{Sublayer}(x) \rVert / \lVert x \rVert$, averaged over
-# real tokens, per layer and sub-layer:
+# stream it is added to, $\lVert a \rVert / \lVert x \rVert$ for attention and
+# $\lVert f \rVert / \lVert h \rVert$ for the FFN, averaged over real tokens, per layer:
 
-# %%
+# %% alt="Bar chart per layer of two mean norm ratios side by side: the attention update over its residual input, and the feed-forward update over its residual input."
 ratios = {"attention": [], "feed-forward": []}
 with torch.no_grad():
     for i, lay in enumerate(model.encoder.layer):
-        h_in = cap.layer(i, "attention.output").args[1]  # (B, T, H): residual of the first add
-        ctx = cap.layer(i, "attention.output").args[0]  # (B, T, H): merged heads
-        att = cap.layer(i, "attention.output").output  # (B, T, H): a
-        upd_attn = lay.attention.output.dense(ctx)
-        upd_ffn = lay.output.dense(cap.layer(i, "intermediate").output)
-        ratios["attention"].append((upd_attn.norm(dim=-1) / h_in.norm(dim=-1))[real].mean().item())
-        ratios["feed-forward"].append((upd_ffn.norm(dim=-1) / att.norm(dim=-1))[real].mean().item())
-        print(f"layer {i}: |attention update| / |x| = {ratios['attention'][-1]:.3f}   "
-              f"|FFN update| / |a| = {ratios['feed-forward'][-1]:.3f}")
+        x_i = cap.layer(i, "attention.output").args[1]  # (B, T, H): residual of the first add
+        ctx = cap.layer(i, "attention.output").args[0]  # (B, T, H): merged heads c
+        h_i = cap.layer(i, "attention.output").output  # (B, T, H): residual of the second add
+        a_i = lay.attention.output.dense(ctx)  # (B, T, H): attention update
+        f_i = lay.output.dense(cap.layer(i, "intermediate").output)  # (B, T, H): FFN update
+        ratios["attention"].append((a_i.norm(dim=-1) / x_i.norm(dim=-1))[real].mean().item())
+        ratios["feed-forward"].append((f_i.norm(dim=-1) / h_i.norm(dim=-1))[real].mean().item())
+        print(f"layer {i}: |a| / |x| = {ratios['attention'][-1]:.3f}   "
+              f"|f| / |h| = {ratios['feed-forward'][-1]:.3f}")
 
 fig, ax = plt.subplots(figsize=(6, 3))
 idx = torch.arange(model.config.num_hidden_layers)
-ax.bar(idx - 0.18, ratios["attention"], width=0.36, label="attention update / x", color="#4c78a8")
-ax.bar(idx + 0.18, ratios["feed-forward"], width=0.36, label="FFN update / a", color="#f58518")
+ax.bar(idx - 0.18, ratios["attention"], width=0.36, label="attention: |a| / |x|", color="#4c78a8")
+ax.bar(idx + 0.18, ratios["feed-forward"], width=0.36, label="FFN: |f| / |h|", color="#f58518")
 ax.set_xlabel("layer")
 ax.set_ylabel("mean norm ratio")
 ax.legend(frameon=False)
@@ -202,15 +206,23 @@ plt.show()
 # $$\text{Post-LN: } x_{l+1} = \mathrm{LayerNorm}\big(x_l + F(x_l)\big) \qquad
 # \text{Pre-LN: } x_{l+1} = x_l + F\big(\mathrm{LayerNorm}(x_l)\big).$$
 #
-# They show that at initialisation the Post-LN gradients of the parameters near the output are
-# large, which is why Post-LN models need a learning-rate warm-up (Devlin et al. warm up over the
-# first 10,000 steps), while Pre-LN trains well without one. One visible consequence of Post-LN:
-# every layer's output is freshly normalised, so the size of the token vectors does not grow with
-# depth. Mean token norm of each `hidden_states[i]`:
+# With a mean-field analysis they show that at initialisation the expected gradients of the
+# Post-LN parameters near the output layer are large, and they argue that this is why Post-LN
+# training needs a learning-rate warm-up (Devlin et al. warm up over the first 10,000 steps); in
+# their experiments Pre-LN transformers train without the warm-up stage. Lesson 6 measures
+# gradients at initialisation. One visible consequence of Post-LN: every layer's output is
+# freshly normalised, so the size of the token vectors is not a sum accumulated over the layers
+# but is reset by each layer's last LayerNorm. Mean token norm of each `hidden_states[i]`:
 
 # %%
-for i, h in enumerate(cap.hidden_states):
-    print(f"hidden_states[{i}]: mean token norm {h[real].norm(dim=-1).mean().item():6.2f}")
+for i, x_i in enumerate(cap.hidden_states):
+    print(f"hidden_states[{i}]: mean token norm {x_i[real].norm(dim=-1).mean().item():6.2f}")
+
+# %% [markdown]
+# The norms go up and down from layer to layer (printed): LayerNorm does not hold the norm
+# constant. What it does fix is each token's mean and variance over its features before $\gamma$
+# and $\beta$; the norm after that depends on each LayerNorm's $\gamma$ and $\beta$, which differ
+# from layer to layer (lesson 6 measures this).
 
 # %% [markdown]
 # Dropout keeps its place in either arrangement: on the branch, before the add (see

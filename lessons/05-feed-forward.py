@@ -12,16 +12,20 @@
 # of Deep Bidirectional Transformers for Language Understanding", NAACL) swaps their ReLU for
 # GELU:
 #
-# $$\mathrm{FFN}(x) = \mathrm{GELU}(xW_1 + b_1)\,W_2 + b_2.$$
+# $$f = \mathrm{FFN}(h) = m\,W_2 + b_2, \qquad m = \mathrm{GELU}(hW_1 + b_1),$$
+#
+# with $h$ a token vector (a row of the first Add & Norm's output), $m$ its $4H$ hidden
+# activations and $f$ the FFN's update, in the letters of the [notation page](../docs/notation.md).
 #
 # Geva, Schuster, Berant & Levy (2021, "Transformer Feed-Forward Layers Are Key-Value Memories",
 # EMNLP) read the same formula one hidden unit at a time. With $k_i$ the $i$-th column of $W_1$
 # (a "key") and $v_i$ the $i$-th row of $W_2$ (a "value"),
 #
-# $$\mathrm{FFN}(x) = \sum_{i=1}^{4H} m_i\, v_i + b_2, \qquad m_i = \mathrm{GELU}(x \cdot k_i + b_{1,i}):$$
+# $$f = \sum_{i=0}^{4H-1} m_i\, v_i + b_2, \qquad m_i = \mathrm{GELU}(h \cdot k_i + b_{1,i}):$$
 #
 # each unit checks how well the token matches its key and, if it does, adds its value vector.
-# In Hugging Face's storage, $k_i$ is `intermediate.dense.weight[i]` and $v_i$ is
+# In Hugging Face's storage ($W_1$ is `intermediate.dense.weight.T`), column $i$ of $W_1$ is row
+# $i$ of `intermediate.dense.weight`, so $k_i$ is `intermediate.dense.weight[i]`, and $v_i$ is
 # `output.dense.weight[:, i]`.
 
 # %%
@@ -46,8 +50,9 @@ print(f"H = {H}, intermediate size 4H = {I}, activation {model.config.hidden_act
 # %% [markdown]
 # ## Attention only mixes
 #
-# Within one head, the output for query token $t$ is $\sum_j p_{tj}\, v_j$ with $p_{tj} \ge 0$ and
-# $\sum_j p_{tj} = 1$: a **convex combination** (a weighted average) of the value vectors of the
+# Within one head, the output for query token $t$ is $\sum_j P_{tj}\, V_j$, with $P$ the head's
+# attention probabilities, $V_j$ the value vector of token $j$, $P_{tj} \ge 0$ and
+# $\sum_j P_{tj} = 1$: a **convex combination** (a weighted average) of the value vectors of the
 # same sentence. A weighted average can never leave the range spanned by what it averages: every
 # coordinate of the output lies between the smallest and the largest value of that coordinate over
 # the sentence's value vectors. We check this on the recorded probabilities of one layer:
@@ -92,17 +97,17 @@ layer = model.encoder.layer[LAYER]
 
 
 def ffn(t, act=None):
-    """W_2(act(W_1 t + b_1)) + b_2 for t of shape (..., H); act defaults to the model's GELU."""
+    """act(t W_1 + b_1) W_2 + b_2 for t of shape (..., H); act defaults to the model's GELU."""
     hidden = layer.intermediate.dense(t)  # (..., 4H)
     hidden = (act or layer.intermediate.intermediate_act_fn)(hidden)
     return layer.output.dense(hidden)  # (..., H)
 
 
-a = cap.layer(LAYER, "intermediate").args[0]  # (B, T, H): the attention sub-layer's output
+h = cap.layer(LAYER, "intermediate").args[0]  # (B, T, H): the first Add & Norm's output
 with torch.no_grad():
-    together = ffn(a)  # (B, T, H)
-    alone = torch.stack([torch.stack([ffn(a[b, t]) for t in range(T)]) for b in range(B)])  # one token at a time
-    linear = ffn(a, act=nn.Identity())
+    together = ffn(h)  # (B, T, H)
+    alone = torch.stack([torch.stack([ffn(h[b, t]) for t in range(T)]) for b in range(B)])  # one token at a time
+    linear = ffn(h, act=nn.Identity())
 rel = ((together - linear).norm(dim=-1) / together.norm(dim=-1))[real]  # (N,)
 print(f"each token alone vs the whole batch: max abs diff {(alone - together).abs().max().item():.1e}")
 print(f"without GELU: relative change of the FFN output per token, mean {rel.mean():.2f}, min {rel.min():.2f}")
@@ -139,7 +144,7 @@ print(f"whole model: FFN {all_counts['feed-forward']:,} of {sum(all_counts.value
 k_all = layer.intermediate.dense.weight  # (4H, H): row i is key k_i
 b1 = layer.intermediate.dense.bias  # (4H,)
 v_all = layer.output.dense.weight  # (H, 4H): column i is value v_i
-token = a[1, 2]  # (H,): one token of one sentence
+token = h[1, 2]  # (H,): one token of one sentence
 with torch.no_grad():
     m = F.gelu(k_all @ token + b1)  # (4H,): one coefficient per unit
     summed = sum(m[i] * v_all[:, i] for i in range(I)) + layer.output.dense.bias  # (H,)
@@ -150,7 +155,7 @@ print(f"sum of {I} weighted value vectors vs the FFN: max abs diff {(summed - ff
 # unit "fires" when its output is above 0. The recorded `intermediate` outputs give, for every
 # real token and every layer, the fraction of the $4H$ units that fire:
 
-# %%
+# %% alt="Box plots, one per layer, of the fraction of the feed-forward network's intermediate units that are positive after GELU, per corpus token."
 fire = []
 for i in range(model.config.num_hidden_layers):
     m_all = cap.layer(i, "intermediate").output  # (B, T, 4H), after GELU
@@ -220,7 +225,7 @@ show_unit(model.config.num_hidden_layers - 1)
 # PyTorch they are `F.gelu(x)` and `F.gelu(x, approximate="tanh")`. Which one does the
 # pretrained model use, and how far apart are they?
 
-# %%
+# %% alt="Left: the exact (erf) GELU, the tanh approximation and ReLU plotted over the input. Right: the difference between the erf and the tanh GELU over the input."
 act = layer.intermediate.intermediate_act_fn
 z = torch.linspace(-6, 6, 4001)
 exact = 0.5 * z * (1 + torch.erf(z / 2**0.5))  # the definition
@@ -282,6 +287,124 @@ assert gaps[0] < 1e-5 and gaps[1] < gaps[2] < gaps[3]
 # against the pretrained layer with a tight tolerance, even the tanh approximation is a
 # detectable mistake.
 #
+# ## Why 4H, and back to H
+#
+# The FFN widens every token from $H$ to $4H$ and narrows it back to $H$. The way back is forced:
+# its update $f$ is added to the stream, $h + f$, and a sum needs equal shapes (lesson 8). The
+# width in between is a free choice. Vaswani et al. (2017, "Attention Is All You Need") used an
+# inner width of 2048 for a model width of 512, four times as wide; Devlin et al. (2019, "BERT:
+# Pre-training of Deep Bidirectional Transformers for Language Understanding") kept the factor,
+# 3072 for 768; our model keeps it too (read from its config below). Four is an empirical choice
+# of the Transformer paper, not a derived one, and BERT inherited it. What we can measure is how
+# the trained model uses its $4H$ units, and what width buys a small network trained from scratch.
+#
+# **Keeping only $k$ of the $4H$ units.** Zeroing the other coefficients $m_i$ before
+# `output.dense` removes their value vectors from $f$. Three ways to choose which $k$ units stay
+# (`bertlab.experiments.ffn_width`):
+#
+# - *fixed*: the same $k$ units for every token, those with the largest mean $|m_i|$ over the
+#   corpus (chosen on the very sentences they are tested on, which can only flatter them);
+# - *random*: the same $k$ units for every token, drawn at random (seeded);
+# - *per token*: each token's own $k$ largest $|m_i|$. Finding them needs all $4H$ coefficients,
+#   so this saves no work; it measures how concentrated each token's use of the units is.
+#
+# Two measures: the relative error $\lVert f_k - f \rVert / \lVert f \rVert$ of each layer's FFN
+# output, each layer fed its intact input (mean over real tokens, then over layers), and the
+# cosine of the sentence embeddings to the intact model's when *every* layer keeps $k$ units.
+
+# %% alt="Left: relative error of the feed-forward output against the number of units kept per layer, for a fixed, a random and a per-token choice of units. Right: cosine of the sentence embeddings to the intact model's against the same numbers of units."
+from bertlab.experiments import ffn_width
+
+print(f"intermediate_size / hidden_size = {I} / {H} = {I / H:g}")
+KS = [I // 32, I // 16, I // 8, I // 4, I // 2, I]  # 4H/32 ... 4H; 4H/4 = H units
+errors = ffn_width.truncation_errors(model, cap.batch, KS)  # {strategy: (len(KS), L)}
+cosines = ffn_width.embedding_cosines(model, cap.batch, KS)  # {strategy: (len(KS), B)}
+names = ffn_width.STRATEGIES
+print(f"{'':>6}   {'relative error of f':^30}   {'sentence cosine to intact':^30}")
+print(f"{'k':>6}   " + "".join(f"{s:>10}" for s in names) + "   " + "".join(f"{s:>10}" for s in names))
+for row, k in enumerate(KS):
+    print(f"{k:>6}   " + "".join(f"{errors[s][row].mean():>10.3f}" for s in names)
+          + "   " + "".join(f"{cosines[s][row].mean():>10.3f}" for s in names))
+
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.4))
+for s in names:
+    ax1.plot(KS, errors[s].mean(1), marker="o", label=s)
+    ax2.plot(KS, cosines[s].mean(1), marker="o", label=s)
+for ax in (ax1, ax2):
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(KS, [str(k) for k in KS])
+    ax.set_xlabel(f"units kept per layer, k (of {I})")
+    ax.axvline(H, color="gray", lw=0.8, ls="--")
+ax1.set_ylabel(r"$\|f_k - f\| / \|f\|$ (mean over layers)")
+ax2.set_ylabel("sentence cosine to intact")
+ax1.legend(frameon=False)
+ax1.set_title("one layer at a time")
+ax2.set_title("every layer truncated")
+fig.tight_layout()
+plt.show()
+
+# the prose below states these orderings: keep it honest
+for table, falls in ((errors, True), (cosines, False)):
+    for s in names:
+        curve = table[s].mean(1)  # (len(KS),)
+        assert bool((curve[1:] < curve[:-1]).all() if falls else (curve[1:] > curve[:-1]).all()), s
+    for row in range(len(KS) - 1):
+        order = [table[s][row].mean() for s in ("per-token", "fixed", "random")]
+        assert (order[0] < order[1] < order[2]) if falls else (order[0] > order[1] > order[2]), KS[row]
+assert all(errors[s][-1].abs().max() < 1e-5 for s in names)  # k = 4H: every unit kept
+half = KS.index(I // 2)
+print(f"per token, keeping k = {I // 2} (half the units): FFN output off by {errors['per-token'][half].mean():.0%}, "
+      f"sentence cosine {cosines['per-token'][half].mean():.3f}; keeping k = {H} (= H): off by "
+      f"{errors['per-token'][KS.index(H)].mean():.0%}")
+
+# %% [markdown]
+# The error falls as $k$ grows, for every choice, and is 0 at $k = 4H$ (all units kept). At
+# every smaller $k$, each token's own top $k$ leaves a smaller error than the fixed subset, and
+# the fixed subset a smaller one than a random subset; the sentence cosines come in the same
+# order. So tokens do use different units, but no small subset carries the output: even each
+# token's own best half of the units leaves the error printed above. The dashed line marks
+# $k = H$, as many units as an FFN that did not widen would have. This is about the *trained* model: a network trained at width $H$ would learn other
+# units, so the truncation does not tell us what a narrower FFN could have learned.
+#
+# **A small training comparison.** What does the hidden width buy a network trained from scratch?
+# The task needs per-token nonlinear capacity and nothing else: memorise a table of random keys
+# and values ($\mathbb{R}^{16} \to \mathbb{R}^{16}$, 256 pairs, standard normal, seeded), the way
+# Geva et al. picture the FFN as a memory. Four networks at the same width $H = 16$ are trained
+# the same way (full-batch Adam, same steps and learning rate, two seeds): a linear map, the FFN
+# with $H$ hidden units, the FFN with $4H$, and four narrow FFNs each added to a stream
+# ($x \leftarrow x + \mathrm{FFN}(x)$), which together have about as many parameters as the wide
+# one. The loss is the mean squared error as a fraction of the values' variance: 1 is no better
+# than always answering the mean value.
+
+# %%
+trained = ffn_width.train_lookup(hidden=16, pairs=256, steps=300, seeds=(0, 1))
+print(f"{'network':<30}{'parameters':>11}{'final loss':>12}   per seed")
+for r in trained:
+    print(f"{r.name:<30}{r.parameters:>11,}{r.mean_loss:>12.3f}   " + " ".join(f"{v:.3f}" for v in r.losses.tolist()))
+by_name = {r.name: r for r in trained}
+linear, narrow = by_name["linear H -> H"], by_name["H -> H -> H (GELU)"]
+wide, deep = by_name["H -> 4H -> H (GELU)"], by_name["4 x (H -> H -> H), residual"]
+# the prose below says: far better with 4H than with H hidden units; any hidden layer beats none
+assert wide.mean_loss < narrow.mean_loss / 2 and narrow.mean_loss < linear.mean_loss
+gap = (deep.mean_loss - wide.mean_loss) / wide.mean_loss
+verdict = ("within 10% of each other" if abs(gap) < 0.1
+           else "the residual stack lower" if gap < 0 else "the wide FFN lower")
+print(f"wide FFN vs four narrow residual FFNs ({wide.parameters:,} vs {deep.parameters:,} parameters): "
+      f"{wide.mean_loss:.3f} vs {deep.mean_loss:.3f}, {verdict}")
+assert abs(gap) < 0.1  # the prose below says "within 10%"
+
+# %% [markdown]
+# At the same stream width, the FFN with $4H$ hidden units stores the table far better than the
+# one with $H$, and any hidden layer beats the linear map (losses above): the hidden units are
+# where a per-token network keeps what it memorises, and widening them adds capacity without
+# widening the stream that every other part of the layer reads. What this does *not* show: that
+# four is the best factor (only 1 and 4 are tried); that any of it carries over to language, or
+# to BERT's size; or that width beats depth: the four narrow residual FFNs, with about the same
+# number of parameters, end within 10% of the wide FFN's loss (last line above). Here the
+# capacity comes with the parameters, and one wide layer is one way to spend them; speed on real
+# hardware, a common argument for one wide matrix product, is not measured here.
+#
+# %% [markdown]
 # ## What we found
 #
 # - Attention outputs, head by head, are weighted averages of value vectors: it moves information
@@ -292,6 +415,9 @@ assert gaps[0] < 1e-5 and gaps[1] < gaps[2] < gaps[3]
 #   a token activates only a fraction of the units (printed per layer).
 # - The pretrained model uses the exact erf GELU; swapping in tanh GELU, ReLU or nothing moves
 #   its outputs by the amounts printed above.
+# - The width comes back to $H$ because the update is added to the stream; $4H$ in between is
+#   the Transformer paper's empirical choice. The trained model spreads each token's output over
+#   many units, and in a small trained network more hidden units store more (tables above).
 #
 # **Exercise:** [05-feed-forward](../exercises/05-feed-forward/05-feed-forward.ipynb): open it with
 # `make lab`, then grade it with `bertlab grade 05`.

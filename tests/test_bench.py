@@ -53,3 +53,28 @@ def test_attention_projection_benchmark_writes_ratios(tmp_path, monkeypatch):
             # Each ratio is its own timing over the baseline's, both from the same run.
             assert ratios[name] == timings[name] / baseline, name
             assert math.isfinite(ratios[name]) and ratios[name] > 0, name
+
+
+def test_feedback_benchmark_smoke(tmp_path, monkeypatch):
+    """Every figure of bench/feedback.py is measured in the run, and each ratio divides two of them."""
+    from bench import feedback, results
+
+    built = []  # the docs builds asked for: (command, directory) — not run here, a cold build takes minutes
+
+    def fake_build(args, cwd=feedback.ROOT, ok=(0,)):
+        built.append((args, cwd))
+        assert (cwd / "mkdocs.yml").is_file() and not (cwd / ".cache").exists()  # a fresh clone
+        return 1.0
+
+    real = feedback.seconds_of
+    monkeypatch.setattr(feedback, "seconds_of", lambda args, cwd=feedback.ROOT, ok=(0,):
+                        fake_build(args, cwd) if "mkdocs" in args else real(args, cwd, ok))
+    out = feedback.main(["--rounds", "1", "--only", "grade_one_vs_floor", "watch_latency_s", "check_latency_s",
+                         "docs_build_cold_s", "--out", str(tmp_path / "results.json")])
+    report = json.loads(out.read_text())
+    assert report["grade_one_vs_floor"] == report["grade_one_s"] / report["floor_s"]
+    for key in ("floor_s", "grade_one_s", "watch_latency_s", "check_latency_s"):
+        assert math.isfinite(report[key]) and report[key] > 0, key
+    assert [a[-4:-2] for a, _ in built] == [["build", "--strict"]] * 2  # one cold and one warm build
+    assert report["goals"]["watch_latency_s"] == {"kind": "max", "bound": results.GOALS["watch_latency_s"][1]}
+    assert report["feedback_machine"]["rounds"] == 1

@@ -189,7 +189,7 @@ def test_a_mask_of_the_wrong_sign_is_named(cls):
     with pytest.raises(CheckFailed) as err:
         check("6.4", cls, upto="values")
     assert err.value.mistake == "extended-mask-wrong-sign", str(err.value)
-    assert 'See lessons/09-putting-it-together (section "The attention mask")' in str(err.value)
+    assert 'See lessons/07-putting-it-together (section "The attention mask")' in str(err.value)
 
 
 def test_the_not_broadcast_mask_simulation_is_what_the_code_computes(model, batch):

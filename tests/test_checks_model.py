@@ -180,7 +180,7 @@ def test_known_mistakes_are_named(task, wrong, mistake):
         check(task, WRONG[wrong]())
     assert err.value.mistake == mistake, str(err.value)
     assert f"(known mistake `{mistake}`)" in str(err.value)
-    assert 'See lessons/09-putting-it-together (section "' in str(err.value)
+    assert 'See lessons/07-putting-it-together (section "' in str(err.value)
 
 
 def test_the_pooler_is_right_only_on_the_first_token():

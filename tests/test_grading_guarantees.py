@@ -81,6 +81,12 @@ def test_memory_limit_from_config_and_command_line(tmp_path, where):
 
 def test_timeout_from_config(tmp_path):
     root = course(tmp_path, "05-feed-forward", "[grade]\ntimeout = 3\n")
+    # A cell that outlasts the limit: a fast machine must not grade the whole notebook within it.
+    notebook = root / "submitted" / "05-feed-forward" / "05-feed-forward.ipynb"
+    nb = nbformat.read(notebook, as_version=4)
+    first_grade_cell = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade"))
+    nb.cells.insert(first_grade_cell, nbformat.v4.new_code_cell("import time\ntime.sleep(30)"))
+    nbformat.write(nb, notebook)
     proc, report = grade(root)
     (task,) = report["tasks"]
     assert task["status"] == "timeout" and task["score"] < task["max_score"]
@@ -104,7 +110,8 @@ def _tampered(path: Path) -> None:
 def test_tampered_notebook_loses_its_points_under_nbgrader_autograde(tmp_path):
     """The right solution plus a cell that disables `check`: 0 points from both graders, with the reason."""
     root = course(tmp_path, "05-feed-forward")
-    submission = root / "submitted" / "alice" / "05-feed-forward"
+    submission = root / "instructor" / "submitted" / "alice" / "05-feed-forward"  # nbgrader_config.py's
+    submission.parent.mkdir(parents=True)
     shutil.move(root / "submitted" / "05-feed-forward", submission)
     _tampered(submission / "05-feed-forward.ipynb")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
@@ -113,11 +120,11 @@ def test_tampered_notebook_loses_its_points_under_nbgrader_autograde(tmp_path):
         nbgrader = subprocess.run([sys.executable, "-m", "nbgrader", step, "05-feed-forward", "--force"],
                                   cwd=root, capture_output=True, text=True, env=env)
         assert nbgrader.returncode == 0, nbgrader.stderr[-3000:]
-    graded = nbformat.read(root / "autograded" / "alice" / "05-feed-forward" / "05-feed-forward.ipynb", as_version=4)
+    graded = nbformat.read(root / "instructor" / "autograded" / "alice" / "05-feed-forward" / "05-feed-forward.ipynb", as_version=4)
     outputs = [c.outputs for c in graded.cells if c.metadata.get("nbgrader", {}).get("grade")]
     assert outputs and all(o and o[0].output_type == "error" and "changes the grader" in o[0].evalue for o in outputs)
 
-    proc, report = grade(root, env=env, path="submitted/alice")
+    proc, report = grade(root, env=env, path="instructor/submitted/alice")
     (task,) = report["tasks"]
     assert task["score"] == 0 and task["max_score"] > 0
     assert all("changes the grader" in c["message"] for c in task["checks"])

@@ -3,12 +3,14 @@ wrong solution, and a learner call cannot change the grader's own activations.""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import nbformat
 import pytest
 import torch
 
 from bertlab import capture
-from bertlab.checks import CheckFailed, check
+from bertlab.checks import CheckFailed, check, compare
 from bertlab.grading.execute import run_notebook
 from bertlab.grading.tamper import scan
 from tests.conftest import solution_namespace, solution_notebook
@@ -82,3 +84,29 @@ def test_captured_activations_survive_in_place_learners():
     after = _snapshot()
     assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
     check("4.1", learner["BertSelfOutput"])  # the right class still passes against the same capture
+
+
+def test_learner_code_writes_only_in_its_own_folder(tmp_path):
+    """A learner cell cannot rewrite the grader's code or other files: the write is refused, grading goes on."""
+    from bertlab.grading import sandbox
+
+    if sandbox.abi() < 1:
+        pytest.skip("this kernel has no Landlock: the known limit on the honest-grading page applies")
+    work, outside = tmp_path / "work", tmp_path / "outside.txt"
+    work.mkdir()
+    outside.write_text("the grader's file")
+    attempt = (f"for path in [{str(outside)!r}, __import__('bertlab.checks.compare').checks.compare.__file__]:\n"
+               f"    try:\n        open(path, 'a').write('# patched')\n    except PermissionError:\n        pass\n"
+               f"open('mine.txt', 'w').write('allowed')\n")
+    nb = nbformat.read(solution_notebook("05-feed-forward"), as_version=4)
+    nb.cells.insert(1, nbformat.v4.new_code_cell(attempt))
+    grader = Path(compare.__file__)
+    original = grader.read_text()
+    try:
+        result = run_notebook(nb, timeout=300, cwd=str(work))
+        assert grader.read_text() == original, "the learner's cell rewrote the grader's source"
+    finally:
+        grader.write_text(original)
+    assert outside.read_text() == "the grader's file"
+    assert (work / "mine.txt").read_text() == "allowed"
+    assert result.checks and all(c.passed for c in result.checks), [c.message for c in result.checks]

@@ -13,8 +13,8 @@ import html.parser
 import os
 import posixpath
 import re
+import importlib.util
 import subprocess
-import sys
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -53,13 +53,17 @@ def has_math(lesson: Path) -> bool:
 
 
 def _build(out: Path) -> str | None:
-    """Build the site into ``out``; the error output when the strict build fails."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "NO_MKDOCS_2_WARNING": "1"}
+    """Build the site into ``out`` the way ``make start`` does; the error output when it fails.
+
+    ``make site`` with this process's environment (``MPLBACKEND=Agg`` included, as conftest sets
+    it): the Makefile's variables, the strict build and the executed-lesson cache in .cache/ are
+    the learner's. Only the output directory differs. ``-o`` keeps make from reinstalling .venv.
+    """
     proc = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
-        cwd=ROOT, env=env, capture_output=True, text=True,
+        ["make", "--no-print-directory", "-o", ".venv/.installed", "site", f"SITE_DIR={out}"],
+        cwd=ROOT, env=dict(os.environ), capture_output=True, text=True,
     )
-    return None if proc.returncode == 0 else proc.stderr[-6000:]
+    return None if proc.returncode == 0 else (proc.stdout + proc.stderr)[-6000:]
 
 
 @pytest.fixture(scope="session")
@@ -256,21 +260,146 @@ def test_internal_links_resolve(site):
     assert not broken, "broken links:\n" + "\n".join(broken[:30])
 
 
-def _help(*args: str) -> str:
-    return subprocess.run(
-        [sys.executable, "-m", "bertlab.cli", *args, "--help"], capture_output=True, text=True, check=True
-    ).stdout
+# -- what the build puts on every page ----------------------------------------------------------
+
+NBCONVERT_DEFAULT_ALT = "No description has been provided for this image"
+# Text a reader must never see: inline TeX left untypeset, TeX commands, reST roles.
+RAW_TEX = re.compile(r"\$[^$\s][^$]*\$|\\[()\[\]]|\\(?:frac|sqrt|mathrm|mathbf|mathcal|text|top|partial|cdot|sum|left|right)\b")
+REST_ROLE = re.compile(r":(?:func|class|data|meth|attr|mod|obj|exc|ref|py:\w+):`?")
+# A list item swallowed into the paragraph above it: "N. " starts a line inside a <p>.
+SWALLOWED_ITEM = re.compile(r"\n[ \t]*\d+\.[ \t]")
+
+# Text nodes and paragraphs a reader sees as prose: code, program output and typeset math aside.
+VISIBLE_PROSE = """() => {
+    // .clipboard-copy-txt: the hidden copy of a code cell's source for the copy button
+    const skip = "mjx-container, code, pre, kbd, samp, script, style, svg, textarea, .jp-OutputArea, .highlight, .clipboard-copy-txt";
+    const texts = [];
+    const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+    while (walker.nextNode()) {
+        const node = walker.currentNode;
+        if (node.parentElement.closest(skip) || !node.textContent.trim()) continue;
+        texts.push(node.textContent);
+    }
+    const paragraphs = Array.from(document.querySelectorAll("p"))
+        .filter(p => !p.closest(skip)).map(p => p.textContent);
+    return {texts, paragraphs};
+}"""
 
 
-def test_commands_page_documents_every_option():
-    """The Commands page keeps up with the CLI: every subcommand and option is on it."""
-    pytest.importorskip("bertlab.cli")
-    text = (ROOT / "docs" / "commands.md").read_text()
-    # argparse lists subcommands indented by 4 under "positional arguments".
-    commands = re.findall(r"^ {4}([a-z][\w-]*)(?: {2,}|$)", _help(), re.M)
-    assert commands, "no subcommands found in `bertlab --help`"
-    undocumented = [f"bertlab {c}" for c in commands if f"## bertlab {c}" not in text]
-    for command in commands:
-        options = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", _help(command))) - {"--help"}
-        undocumented += [f"bertlab {command} {o}" for o in sorted(options) if o not in text]
-    assert not undocumented, f"missing from docs/commands.md: {undocumented}"
+def prose_problems(texts: list[str], paragraphs: list[str]) -> list[str]:
+    """Raw TeX, reST roles, '::' literal-block markers and swallowed list items in a page's prose."""
+    problems = [f"raw TeX {m!r}" for t in texts for m in RAW_TEX.findall(t)]
+    problems += [f"reST role {m!r}" for t in texts for m in REST_ROLE.findall(t)]
+    problems += [f"paragraph ending in '::': {p.strip()[-60:]!r}" for p in paragraphs if p.strip().endswith("::")]
+    problems += [f"list item inside a paragraph: {p.strip()[:80]!r}" for p in paragraphs if SWALLOWED_ITEM.search(p)]
+    return problems
+
+
+def test_prose_checks_catch_planted_defects():
+    assert prose_problems(["What $W^O$ does", r"see \frac{a}{b}"], []) == ["raw TeX '$W^O$'", r"raw TeX '\\frac'"]
+    assert prose_problems(["use :func:", "locate"], ["Like this::"]) == [
+        "reST role ':func:'", "paragraph ending in '::': 'Like this::'"]
+    assert prose_problems([], ["4. Grade it (or make grade).\n5. Read the feedback"]) != []
+    assert prose_problems(["costs 5 dollars", "Task 1.5"], ["One line.\nAnother, 2019.", "1. a"]) == []
+
+
+def pages(site: Path) -> list[str]:
+    """The URL path of every page of the built site."""
+    found = [p.parent.relative_to(site).as_posix() for p in site.rglob("index.html")]
+    return sorted("" if p == "." else f"{p}/" for p in found)
+
+
+def test_no_page_shows_raw_tex_rest_roles_or_swallowed_list_items(reader, site):
+    urls = pages(site)
+    assert len(urls) > 10, f"too few pages to check: {urls}"
+    problems = []
+    for url in urls:
+        prose = reader.visit(url).evaluate(VISIBLE_PROSE)
+        assert prose["texts"], f"{url or 'home'}: no text found"
+        problems += [f"{url or 'home'}: {p}" for p in prose_problems(prose["texts"], prose["paragraphs"])]
+    assert not problems, "\n".join(problems[:40])
+    assert not reader.problems, reader.problems
+
+
+def drawn_figures(lesson: Path) -> int:
+    """How many figures the lesson draws: its plt.show() calls (markdown lines start with "# ")."""
+    return sum(1 for line in lesson.read_text().splitlines() if re.match(r"\s*plt\.show\(\)", line))
+
+
+def test_each_lesson_page_shows_every_figure_it_draws(reader):
+    """Under MPLBACKEND=Agg (set for the tests) plt.show() would draw nothing: the build must not care."""
+    assert os.environ.get("MPLBACKEND") == "Agg", "the test must run where figures are most easily lost"
+    drawn = {lesson: drawn_figures(lesson) for lesson in lessons()}
+    assert sum(drawn.values()) > 0, "no lesson draws a figure: the check would prove nothing"
+    wrong = []
+    for lesson, count in drawn.items():
+        page = reader.visit(lesson_url(lesson))
+        shown = page.locator(".jp-OutputArea img").count()
+        if shown != count:
+            wrong.append(f"{lesson.name}: draws {count}, the page shows {shown}")
+        assert reader.broken_images() == [], f"{lesson.name}: images that did not load"
+    assert not wrong, wrong
+    assert not reader.problems, reader.problems
+
+
+class _Images(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.alts: list[str | None] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "img":
+            self.alts.append(dict(attrs).get("alt"))
+
+
+def test_every_image_has_a_description(site):
+    undescribed, total = [], 0
+    for page in sorted(site.rglob("*.html")):
+        parser = _Images()
+        parser.feed(page.read_text(encoding="utf-8"))
+        total += len(parser.alts)
+        undescribed += [
+            f"{page.relative_to(site)}: alt={alt!r}" for alt in parser.alts
+            if not (alt or "").strip() or alt.strip() == NBCONVERT_DEFAULT_ALT
+        ]
+    assert total, "no image on the site: the check would prove nothing"
+    assert not undescribed, "images without a description:\n" + "\n".join(undescribed)
+
+
+def _hook(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "docs" / "hooks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_fragment_link_points_at_an_id(site):
+    """Body links, navigation and tables of contents: every #fragment exists on its target page."""
+    anchors = _hook("anchors")
+    links = sum(len(anchors.read(p).links) for p in site.rglob("*.html"))
+    assert links > 100, f"only {links} fragment links found: the parser misses them"
+    assert anchors.broken_anchors(site) == []
+
+
+def test_notebook_tables_of_contents_show_their_headings(reader):
+    """Each TOC entry of a lesson or exercise page reads as the heading it links to."""
+    notebooks = [lesson_url(lesson) for lesson in lessons()]
+    notebooks += [f"exercises/{nb.parent.name}/{nb.stem}/" for nb in exercises()]
+    wrong, entries = [], 0
+    for url in notebooks:
+        page = reader.visit(url)
+        pairs = page.evaluate("""() => {
+            const text = e => { const c = e.cloneNode(true);
+                c.querySelectorAll("mjx-container, .anchor-link, .headerlink").forEach(x => x.remove());
+                return c.textContent.replace(/\\s+/g, " ").trim(); };
+            return Array.from(document.querySelectorAll(".md-sidebar--secondary a.md-nav__link[href^='#']"))
+                .map(a => { const h = document.getElementById(decodeURIComponent(a.hash.slice(1)));
+                            return [a.hash, text(a), h ? text(h) : null,
+                                    a.querySelectorAll("mjx-container").length,
+                                    h ? h.querySelectorAll("mjx-container").length : 0]; });
+        }""")
+        entries += len(pairs)
+        wrong += [f"{url}{href}: TOC {toc!r}, heading {heading!r}" for href, toc, heading, toc_math, heading_math in pairs
+                  if heading is None or toc != heading or toc_math != heading_math]
+    assert entries, "no TOC entry on any notebook page"
+    assert not wrong, "\n".join(wrong[:30])

@@ -27,7 +27,7 @@ def _parser() -> argparse.ArgumentParser:
             "earns its points or 0), in its own process with a timeout. Your files are only read. "
             "Exit status: 0 all checks passed, 1 some failed, 2 nothing could be graded."
         ),
-        epilog="Examples: bertlab grade 03 | bertlab grade --path solutions --json",
+        epilog="Examples: bertlab grade 03 | bertlab grade --watch 05 | bertlab grade --path solutions --json",
     )
     grade.add_argument("tasks", nargs="*", metavar="TASK",
                        help="task number or name prefix (3, 03, 03-self-attention); default: all")
@@ -42,6 +42,12 @@ def _parser() -> argparse.ArgumentParser:
     grade.add_argument("--jobs", type=_positive(int),
                        help="notebooks graded at once (default: bertlab.toml's grade.jobs, else 2)")
     grade.add_argument("--verbose", action="store_true", help="print every failure message, not just the first per task")
+    grade.add_argument("--progress-dir", type=Path, metavar="DIR",
+                       help="write progress.json (and failure heatmaps) here for the site's Progress page "
+                            "(default: the course's site/, when it exists and the exercises are graded)")
+    grade.add_argument("--no-progress", action="store_true", help="do not write progress.json")
+    grade.add_argument("--watch", action="store_true",
+                       help="keep running: grade the task(s) again each time a notebook is saved (Ctrl-C stops)")
     _model_option(grade)
 
     doctor = sub.add_parser("doctor", help="check the installation and the pretrained model",
@@ -56,7 +62,39 @@ def _parser() -> argparse.ArgumentParser:
     release.add_argument("assignment", nargs="?", default="*", help="one assignment, e.g. 03-self-attention (default: all)")
     release.add_argument("--check", action="store_true",
                          help="do not write; exit 1 if exercises/ differs from a fresh release")
+    _autograde_parser(sub)
     return parser
+
+
+def _autograde_parser(sub) -> None:
+    autograde = sub.add_parser(
+        "autograde",
+        help="instructors: grade every collected submission in parallel, into nbgrader's gradebook",
+        description=(
+            "Grade every submission collected in the nbgrader course (submitted/<student>/<assignment>/) "
+            "in parallel worker processes, and record the results as `nbgrader autograde` does: "
+            "autograded/ notebooks and gradebook rows that `nbgrader export`, `nbgrader generate_feedback` "
+            "and the formgrader read. Only submissions whose files changed since their last autograde are "
+            "graded again, unless --force. A submission that hangs, crashes or is not a notebook gets 0 "
+            "with the reason. Exit status: 0 graded, 2 nothing could be graded."
+        ),
+        epilog=("Examples: bertlab autograde | bertlab autograde 05-feed-forward --jobs 2 | "
+                "bertlab autograde --course path/to/course --timeout 120 --force"),
+    )
+    autograde.add_argument("assignments", nargs="*", metavar="ASSIGNMENT",
+                           help="assignment names, e.g. 05-feed-forward (default: every collected one)")
+    autograde.add_argument("--jobs", type=_positive(int),
+                           help="submissions graded at once (default: bertlab.toml's grade.jobs, else 2)")
+    autograde.add_argument("--course", type=Path, metavar="DIR",
+                           help="the nbgrader course directory, holding nbgrader_config.py (default: the one at or above here)")
+    autograde.add_argument("--timeout", type=_positive(float), metavar="SECONDS",
+                           help="time limit per notebook (default: bertlab.toml's grade.timeout, else 300)")
+    autograde.add_argument("--memory-limit", type=_positive(float), metavar="MB",
+                           help="memory a submission's process may use (default: bertlab.toml's grade.memory_limit, else 4096)")
+    autograde.add_argument("--student", action="append", metavar="ID",
+                           help="grade only this student's submissions (repeat for several; default: everyone)")
+    autograde.add_argument("--force", action="store_true", help="regrade every submission, changed or not")
+    autograde.add_argument("--json", action="store_true", help="print the outcomes as JSON instead of a table")
 
 
 def _positive(kind):
@@ -90,12 +128,59 @@ def _grade(args) -> int:
         settings = grade_settings(course_root(args.path.resolve()) or course_root(Path.cwd()))
         options = {key: getattr(args, key) if getattr(args, key) is not None else settings.get(key, default)
                    for key, default in (("timeout", 300.0), ("memory_limit", 4096.0), ("jobs", 2))}
+        if args.watch:
+            return _watch(args, options, progress)
         report = grade(args.path, args.tasks, model=args.model, progress=progress, **options)
     except (GradingError, SettingsError) as err:
         print(f"bertlab grade: {err}", file=sys.stderr)
         return 2
     print(json.dumps(report.to_dict(), indent=2) if args.json else render(report, verbose=args.verbose))
+    _write_progress(args, report, progress)
     return 0 if report.all_passed else 1
+
+
+def _watch(args, options: dict, say) -> int:
+    from bertlab.grading.runner import Limits
+    from bertlab.grading.table import render
+    from bertlab.grading.watch import watch
+
+    def show(report, seconds: float) -> None:
+        print(render(report, verbose=args.verbose), flush=True)
+        if seconds:
+            say(f"graded {seconds:.1f} s after the save")
+        _write_progress(args, report, say)
+
+    watch(args.path, args.tasks, Limits(options["timeout"], options["memory_limit"]), show, say, model=args.model)
+    return 0
+
+
+def _progress_dir(args) -> Path | None:
+    """Where ``bertlab grade`` writes progress.json: --progress-dir, else the course's built site
+    when the learner's exercises/ are graded (an instructor grading solutions/ leaves it alone)."""
+    from bertlab.grading.notebooks import course_root
+
+    if args.no_progress:
+        return None
+    if args.progress_dir is not None:
+        return args.progress_dir
+    root = course_root(args.path.resolve())
+    if root is None or args.path.resolve() != (root / "exercises").resolve() or not (root / "site").is_dir():
+        return None
+    return root / "site"
+
+
+def _write_progress(args, report, say) -> None:
+    from bertlab import progress
+
+    out = _progress_dir(args)
+    if out is None:
+        return
+    try:
+        path = progress.write(report, out)
+    except OSError as err:  # the grades are printed already: a read-only site costs only the page
+        say(f"bertlab grade: could not write the progress page's data: {err}")
+        return
+    say(f"progress page updated: {path} (refresh the site's Progress page)")
 
 
 def _release(args) -> int:
@@ -129,6 +214,10 @@ def main(argv: list[str] | None = None) -> int:
         return doctor.run(args.model, env=user_env)
     if args.command == "release":
         return _release(args)
+    if args.command == "autograde":
+        from bertlab.instructor.cli import run
+
+        return run(args)
     _parser().print_help()
     return 2
 

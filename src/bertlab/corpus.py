@@ -2,7 +2,7 @@
 
 Lengths differ on purpose: batched together they need padding, so every check also exercises
 the attention mask. The sentences cover a few topics so that semantic search has something to
-rank (lesson 9).
+rank (lesson 7).
 """
 
 from __future__ import annotations

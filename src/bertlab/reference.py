@@ -106,6 +106,9 @@ def validate(path: Path) -> None:
         )
 
 
+_LOADED: set[Path] = set()  # directories whose model this process holds
+
+
 @functools.cache
 def _load(path: Path):
     import torch
@@ -118,6 +121,7 @@ def _load(path: Path):
     # eager attention: the only implementation that returns attention probabilities and
     # applies the additive float mask the way the exercises do.
     model = BertModel.from_pretrained(path, attn_implementation="eager", dtype=torch.float32)
+    _LOADED.add(path)
     model.eval()
     model.requires_grad_(False)
     try:
@@ -145,5 +149,22 @@ def load_tokenizer(model: str | os.PathLike | None = None):
 
 
 def load_config(model: str | os.PathLike | None = None):
-    """The reference ``BertConfig`` (eager attention), which the learner's classes are built from."""
-    return load_model(model).config
+    """The reference ``BertConfig`` (eager attention), which the learner's classes are built from.
+
+    The loaded model's own config when this process has loaded the model; else read from the
+    model's directory alone (a notebook's first cell needs the config, not 90 MB of weights).
+    """
+    path = model_dir(model)
+    if path in _LOADED:
+        return load_model(path).config
+    return _load_config(path)
+
+
+@functools.cache
+def _load_config(path: Path):
+    import torch
+    from transformers import BertConfig
+
+    config = BertConfig.from_pretrained(path, attn_implementation="eager", dtype=torch.float32)
+    config._name_or_path = str(path)  # as the loaded model's config has it
+    return config

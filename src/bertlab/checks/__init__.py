@@ -1,9 +1,11 @@
 """Checks that compare a learner's code with the pretrained model, task by task.
 
-In a notebook's grade cell::
+In a notebook's grade cell:
 
-    from bertlab.checks import check
-    check("3.2", BertSelfAttention, upto="values")
+```python
+from bertlab.checks import check
+check("3.2", BertSelfAttention, upto="values")
+```
 
 ``check`` prints a one-line success or raises ``CheckFailed`` whose message says what differs,
 where, and (when recognised) which known mistake produces exactly that output.

@@ -2,12 +2,14 @@
 
 A task runs its checks in a fixed order (names -> shapes -> values -> masks -> config ->
 dropout -> gradients) and stops at the first failure, raising ``CheckFailed`` with a message in the
-course's feedback format::
+course's feedback format:
 
-    [Task 3.2] BertSelfAttention: values differ from the pretrained layer 2 (atol 1e-05)
-      max abs diff 3.1e-01 at (batch 0, token 3, dim 7): expected 0.412, got 0.103
-      Your output matches ... (known mistake `no-scaling`).
-      See lessons/03-multi-head-attention (section "Scaled scores").
+```text
+[Task 3.2] BertSelfAttention: values differ from the pretrained layer 2 (atol 1e-05)
+  max abs diff 3.1e-01 at (batch 0, token 3, dim 7): expected 0.412, got 0.103
+  Your output matches ... (known mistake `no-scaling`).
+  See lessons/03-multi-head-attention (section "Scaled scores").
+```
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from torch import nn
 
 from bertlab import capture as capture_mod
 from bertlab import diagnose, reference
-from bertlab.checks.compare import allclose, worst_position
+from bertlab.checks import heatmap
+from bertlab.checks.compare import Difference, allclose, difference, worst_position
 from bertlab.checks.harness import describe_call, given, gradients_of, invoke_learner
 from bertlab.diagnose import common as placement
 from bertlab.diagnose.common import DropoutProbe
@@ -34,11 +37,15 @@ ATOL = 1e-5
 
 
 class CheckFailed(AssertionError):
-    """A check failed; ``str(err)`` is the learner-facing message."""
+    """A check failed; ``str(err)`` is the learner-facing message.
 
-    def __init__(self, message: str, mistake: str | None = None):
+    ``values`` holds the compared tensors when values differ (for ``heatmap``), else None.
+    """
+
+    def __init__(self, message: str, mistake: str | None = None, values: Difference | None = None):
         super().__init__(message)
         self.mistake = mistake
+        self.values = values
 
 
 @dataclass
@@ -95,19 +102,24 @@ class Task:
         ctx = Context.load(seed)
         # Every stage runs every time: a cell between two grade cells may have changed the
         # learner's class, so nothing is answered from an earlier run.
-        for stage in stages:
-            getattr(self, f"check_{stage}")(obj, ctx)
+        try:
+            for stage in stages:
+                getattr(self, f"check_{stage}")(obj, ctx)
+        except CheckFailed as err:
+            heatmap.show_in_notebook(err)  # the picture beside the message, in a Jupyter kernel only
+            raise
         if len(stages) == len(self.stages):
             return f"[Task {self.id}] {self.title} passed ({len(stages)}/{len(stages)} checks)"
         return f"[Task {self.id}] {self.title}: {', '.join(stages)} passed"
 
     # -- failure messages -------------------------------------------------------------------
 
-    def fail(self, what: str, *details: str, mistake: diagnose.Mistake | None = None):
+    def fail(self, what: str, *details: str, mistake: diagnose.Mistake | None = None,
+             values: Difference | None = None):
         lines = [f"[Task {self.id}] {self.title}: {what}", *(f"  {d}" for d in details if d)]
         if mistake is not None:
             lines.append("  " + mistake.hint())
-        raise CheckFailed("\n".join(lines), mistake.id if mistake else None)
+        raise CheckFailed("\n".join(lines), mistake.id if mistake else None, values)
 
     # Module tasks must not run transformers' own BERT code; analysis tasks (Task 7) are given it.
     forbid_shortcuts: bool = True
@@ -183,6 +195,7 @@ class Task:
                 f"{what} differ from {against} (atol {self.atol:g})",
                 worst_position(want, have, dims[name]),
                 mistake=mistake,
+                values=difference(name, expected, got, dims[name]),
             )
 
 

@@ -31,7 +31,7 @@ from bertlab.masks import random_padding
 from bertlab.pooling import sentence_embeddings
 
 HIDDEN = ("batch", "token", "dim")
-LESSON = "09-putting-it-together"
+LESSON = "07-putting-it-together"
 
 
 class _Dims(dict):

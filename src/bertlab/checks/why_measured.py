@@ -1,4 +1,4 @@
-"""Task 7: the measurements behind lessons 6 and 7, written by the learner, on the pretrained model.
+"""Task 7: the measurements behind lessons 8 and 9, written by the learner, on the pretrained model.
 
 - Task 7.1 ``relative_residual(hidden_states, attention_mask)``: Dong et al.'s
   ``||X - 1 x̄ᵀ||_F / ||X||_F`` per sentence, over its real tokens only.
@@ -12,7 +12,7 @@
   embeddings when one layer loses its FFN, or its attention skip.
 
 The references are ``bertlab.experiments.rank_collapse`` and ``bertlab.experiments.lesions``,
-the code lessons 6 and 7 run. Tasks 7.3 and 7.5 also check the *conclusions* the lessons draw:
+the code lessons 8 and 9 run. Tasks 7.3 and 7.5 also check the *conclusions* the lessons draw:
 each claim is evaluated on the reference numbers and on the learner's, and the two must agree,
 so nothing about the model is typed here. Known mistakes are simulated in
 ``bertlab.diagnose.why_measured``.
@@ -33,7 +33,7 @@ from bertlab.experiments.lesions import LayerEdit
 from bertlab.masks import additive_mask, random_padding
 
 TOKENS = ("batch", "token", "dim")
-LESSON = "06-residual-connections"
+LESSON = "08-residual-connections"
 
 # The measures are ratios and cosines of order 1, computed in float32. A valid implementation
 # that sums in another order (a loop over sentences, boolean indexing, F.cosine_similarity)
@@ -356,7 +356,7 @@ class CurvesTask(MeasurementTask):
 
     def check_random_init(self, fn, ctx: Context) -> None:
         # Freshly initialised weights (seeded): the learner's code must not depend on the
-        # pretrained ones, and lesson 6's "at initialisation" curves come out the same.
+        # pretrained ones, and lesson 8's "at initialisation" curves come out the same.
         seed = _randint(ctx, 0, 2**16)
         model = rank_collapse.random_model(ctx.config, seed=seed)
         self.compare_on(fn, model, ctx.capture.batch,

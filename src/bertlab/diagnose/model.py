@@ -19,7 +19,7 @@ import torch
 from bertlab.diagnose import MATCH_ATOL, REGISTRY, Mistake, register
 from bertlab.masks import additive_mask
 
-LESSON = "09-putting-it-together"
+LESSON = "07-putting-it-together"
 
 
 def flatten(hidden_states=None, last_hidden_state=None, pooler_output=None) -> dict:

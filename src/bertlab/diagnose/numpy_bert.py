@@ -160,7 +160,7 @@ def diagnose_variants(task_id: str, inputs: dict, got: dict, expected: dict):
 
 SOFTMAX, LAYERNORM, GELU, LINEAR = "1.1", "1.2", "1.3", "1.4"
 LAYER = "1.5"
-ATTENTION, FFN, NORM, ANATOMY = "03-multi-head-attention", "05-feed-forward", "08-layernorm", "01-anatomy"
+ATTENTION, FFN, NORM, ANATOMY = "03-multi-head-attention", "05-feed-forward", "06-layernorm", "01-anatomy"
 ADD_NORM = "04-add-and-norm"
 
 for _id, _tasks, _primitive, _description, _lesson, _section in [

@@ -28,7 +28,7 @@ from bertlab.diagnose import Mistake, register
 from bertlab.masks import additive_mask
 
 RESIDUAL, VARIANT, CURVES, COSINE, LESIONS = "7.1", "7.2", "7.3", "7.4", "7.5"
-RESIDUAL_LESSON, ACTIVATION_LESSON = "06-residual-connections", "07-no-activation"
+RESIDUAL_LESSON, ACTIVATION_LESSON = "08-residual-connections", "09-no-activation"
 
 #: Dong et al.'s four variants as keyword arguments of ``layer_variant``.
 VARIANTS: Mapping[str, dict] = {
@@ -163,7 +163,7 @@ def _simulate(flaw):
     return outputs
 
 
-# Sections of lesson 6 the feedback links to.
+# Sections of lesson 8 the feedback links to.
 MEASURE = "The measure by hand"
 FOUR = "Four variants, pretrained and at initialisation"
 LESION_SECTION = "Lesions: remove one piece of the pretrained model"

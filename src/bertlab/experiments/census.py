@@ -1,8 +1,9 @@
 """Which part of BERT each named parameter belongs to, and how many parameters each part holds.
 
 Hugging Face names every tensor by its module path, e.g.
-``encoder.layer.3.intermediate.dense.weight``. :func:`locate` maps such a name onto the parts of
-the architecture; :func:`census` counts parameters per part.
+``encoder.layer.3.intermediate.dense.weight``. [`locate`][bertlab.experiments.census.locate]
+maps such a name onto the parts of the architecture;
+[`census`][bertlab.experiments.census.census] counts parameters per part.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ class Location:
 
     Attributes:
         layer: index of the encoder layer, or None for the embeddings and the pooler.
-        part: one of :data:`PARTS`.
+        part: one of `PARTS`.
         piece: the rest of the name inside the part, e.g. ``"query.weight"``.
     """
 
@@ -70,7 +71,7 @@ def census(model: nn.Module, by: str = "part", layer: int | None = None) -> dict
 
     Args:
         model: a ``BertModel`` (real or on the meta device: only shapes are read).
-        by: ``"part"`` (keys :data:`PARTS`) or ``"group"`` (keys :data:`GROUPS`).
+        by: ``"part"`` (keys `PARTS`) or ``"group"`` (keys `GROUPS`).
         layer: count only this encoder layer (the embeddings and pooler then count 0).
 
     Returns:

@@ -1,6 +1,6 @@
 """BERT's encoder composed by hand from its pretrained sub-modules, with parts removed or changed.
 
-Every experiment of lessons 6 and 7 runs the same forward pass: the embeddings, then for each
+Every experiment of lessons 8 and 9 runs the same forward pass: the embeddings, then for each
 layer the two "Add & Norm" blocks of Post-LN BERT,
 
     attention block:  h = LayerNorm_att(x + a),  a = W_O(MultiHeadSelfAttention(x))
@@ -49,7 +49,7 @@ import torch.nn.functional as F
 from bertlab.masks import additive_mask
 from bertlab.pooling import sentence_embeddings
 
-# Queries for the semantic-search measures (and lesson 9), each about one topic of the course
+# Queries for the semantic-search measures (and lesson 7), each about one topic of the course
 # corpus, mostly in other words than the sentence it should find.
 QUERIES: tuple[str, ...] = (
     "a kitten napping in the sunshine",
@@ -94,7 +94,7 @@ class LayerEdit:
 
 INTACT = LayerEdit()
 
-#: The single-layer lesions of lesson 6, by name.
+#: The single-layer lesions of lesson 8, by name.
 LESIONS: Mapping[str, LayerEdit] = MappingProxyType(
     {
         "layer": LayerEdit(attention=False, ffn=False),

@@ -3,10 +3,13 @@
 Two kinds of change are supported:
 
 - the arrangement of residual connection and LayerNorm around each sub-layer
-  (:data:`ARRANGEMENTS`, lesson 4), computed by :func:`encode` from the pretrained sub-modules;
-- the FFN activation of every layer (:func:`swap_activation`, lesson 5).
+  (`ARRANGEMENTS`, lesson 4), computed by
+  [`encode`][bertlab.experiments.variants.encode] from the pretrained sub-modules;
+- the FFN activation of every layer
+  ([`swap_activation`][bertlab.experiments.variants.swap_activation], lesson 5).
 
-:func:`drift` compares the result with the unchanged model on the token and the sentence level.
+[`drift`][bertlab.experiments.variants.drift] compares the result with the unchanged model on
+the token and the sentence level.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ def layer_forward(layer: nn.Module, x: torch.Tensor, mask: torch.Tensor, arrange
         layer: a ``BertLayer``; its sub-modules and weights are used unchanged.
         x: hidden states (B, T, H).
         mask: additive attention mask, broadcastable to (B, heads, T, T).
-        arrangement: a key of :data:`ARRANGEMENTS`. For ``"pre-LN"`` the pretrained
+        arrangement: a key of `ARRANGEMENTS`. For ``"pre-LN"`` the pretrained
             ``attention.output.LayerNorm`` and ``output.LayerNorm`` normalise each sub-layer's input.
 
     Returns:

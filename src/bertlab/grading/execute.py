@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+DEFAULT_TIMEOUT = 300.0  # seconds per notebook
+DEFAULT_MEMORY_MB = 4096.0  # for the learner's process
+
 
 @dataclass
 class CheckResult:
@@ -21,6 +24,7 @@ class CheckResult:
     max_points: float
     message: str
     mistake: str | None = None
+    heatmap: str | None = None  # base64 PNG of |got - expected| when values differ (checks.heatmap)
 
 
 @dataclass

@@ -6,7 +6,10 @@ them costs milliseconds. Each fork is a new process with a new IPython namespace
 of one notebook reaches the next. The template only imports: it never runs learner code, and
 starts no threads before it forks.
 
-Usage (by ``proxy.Learner`` only): ``python -m bertlab.grading.forkserver SOCKET_FD``.
+A judge worker forks its template itself, right after its imports and before it loads the
+reference model (``ForkServer.fork_here``): the template then costs no imports at all. Any other
+judge (nbgrader's preprocessor, a test) starts one as ``python -m bertlab.grading.forkserver
+SOCKET_FD`` on first use.
 """
 
 from __future__ import annotations
@@ -40,6 +43,29 @@ class ForkServer:
         self.replies = ours.makefile("r")
 
     @classmethod
+    def fork_here(cls) -> "ForkServer":
+        """Make a fork of this process the template. Call it with torch, IPython and the checks
+        imported, before anything a learner must not see (the reference model, its capture) is
+        loaded, and before any thread starts."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                ours.close()
+                devnull = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):  # the judge's pipes must see EOF when the judge itself dies
+                    os.dup2(devnull, fd)
+                _serve(theirs)
+            finally:
+                os._exit(0)
+        theirs.close()
+        server = cls.__new__(cls)
+        server.proc, server.sock, server.replies = _Forked(pid), ours, ours.makefile("r")
+        with cls._lock:
+            cls._instance, cls._owner_pid = server, os.getpid()
+        return server
+
+    @classmethod
     def shared(cls) -> "ForkServer":
         with cls._lock:
             if cls._instance is None or cls._owner_pid != os.getpid() or cls._instance.proc.poll() is not None:
@@ -54,6 +80,20 @@ class ForkServer:
         if not line.strip().isdigit():
             raise OSError("the learner template stopped")
         return int(line)
+
+
+class _Forked:
+    """``poll()`` of a template forked by ``fork_here``, as ``subprocess.Popen`` has it."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+
+    def poll(self):
+        try:
+            done, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            return -1
+        return None if done == 0 else status
 
 
 def _serve(sock: socket.socket) -> None:

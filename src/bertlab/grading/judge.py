@@ -15,11 +15,8 @@ import contextlib
 import io
 
 from bertlab.grading import tamper
-from bertlab.grading.execute import CheckResult, NotebookResult, grade_cell_meta
+from bertlab.grading.execute import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, CheckResult, NotebookResult, grade_cell_meta
 from bertlab.grading.proxy import Learner, LearnerGone
-
-DEFAULT_TIMEOUT = 300.0
-DEFAULT_MEMORY_MB = 4096.0
 # Names a grade cell resolves in the judge, never in the learner's namespace.
 TRUSTED_NAMES = ("check",)
 
@@ -54,6 +51,16 @@ def _message(err: BaseException, first_error: str | None) -> str:
     return text
 
 
+def _heatmap(err: BaseException) -> str | None:
+    """The failure's |got - expected| picture, drawn here from the tensors the check compared."""
+    try:
+        from bertlab.checks import heatmap
+
+        return heatmap.encoded(err)
+    except Exception:  # noqa: BLE001  (the picture is an extra: never let it cost the verdict)
+        return None
+
+
 def judge_notebook(nb, timeout: float = DEFAULT_TIMEOUT, memory_mb: float = DEFAULT_MEMORY_MB,
                    env: dict | None = None, cwd: str | None = None) -> NotebookResult:
     """Run every code cell of ``nb`` in a learner process and score its grade cells here."""
@@ -86,7 +93,8 @@ def judge_notebook(nb, timeout: float = DEFAULT_TIMEOUT, memory_mb: float = DEFA
                 result.checks.append(CheckResult(grade_id, False, 0.0, points, f"{err} (at cell {index + 1})"))
             except Exception as err:  # a failed check, or the learner's name missing
                 result.checks.append(
-                    CheckResult(grade_id, False, 0.0, points, _message(err, first_error), getattr(err, "mistake", None))
+                    CheckResult(grade_id, False, 0.0, points, _message(err, first_error), getattr(err, "mistake", None),
+                                _heatmap(err))
                 )
             else:
                 lines = [line for line in output.getvalue().splitlines() if line.strip()]

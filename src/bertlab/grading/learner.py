@@ -67,6 +67,7 @@ class Server:
         config.HistoryManager.enabled = False  # grading must not write to the learner's IPython history
         self.shell = InteractiveShell(config=config)
         self.objects: dict[int, object] = {}
+        self.tensors: dict = {}  # large inputs the judge sent once (see wire.SentTensors)
 
     def keep(self, obj) -> dict:
         from bertlab.grading.wire import TAG
@@ -136,7 +137,7 @@ class Server:
 
         while True:
             try:
-                request = load_request(read_frame(self.request_fd), self.objects, _fresh_pretrained)
+                request = load_request(read_frame(self.request_fd), self.objects, _fresh_pretrained, self.tensors)
             except ChannelClosed:
                 return
             try:
@@ -147,8 +148,14 @@ class Server:
 
 
 def main(request_fd: str, answer_fd: str) -> None:
+    from bertlab.grading import sandbox
+
     # The learner's prints go nowhere: megabytes of output must not fill a pipe nobody reads.
-    Server(int(request_fd), int(answer_fd)).serve()
+    server = Server(int(request_fd), int(answer_fd))
+    # From here on the learner's code runs: it may write in its working directory only, never
+    # in the grader's source, the course's notebooks or another notebook's results.
+    sandbox.restrict_writes(os.getcwd())
+    server.serve()
 
 
 if __name__ == "__main__":

@@ -17,11 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-import nbformat
-
 from bertlab.grading import notebooks
-from bertlab.grading.execute import CheckResult, grade_cell_meta
-from bertlab.grading.judge import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT
+from bertlab.grading.execute import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, CheckResult, grade_cell_meta
 
 
 @dataclass(frozen=True)
@@ -157,6 +154,11 @@ class WorkerPool:
     def __init__(self, env: dict):
         self.env, self.idle, self.lock = env, [], threading.Lock()
 
+    def warm_up(self) -> None:
+        """Start a worker now, so the first notebook does not wait for its imports."""
+        with self.lock:
+            self.idle.append(Worker(self.env))
+
     @contextlib.contextmanager
     def worker(self):
         with self.lock:
@@ -176,8 +178,10 @@ class WorkerPool:
 def _run_worker(nb, limits: Limits, pool: WorkerPool) -> tuple[str, list[CheckResult]]:
     """Judge ``nb`` in a warm worker process; return (status, checks)."""
     with tempfile.TemporaryDirectory(prefix="bertlab-grade-") as tmp:
-        copy, result_file = Path(tmp) / "notebook.ipynb", Path(tmp) / "result.json"
-        nbformat.write(nb, copy)
+        # The learner's process may write in the notebook's folder only: the result is kept apart.
+        (Path(tmp) / "work").mkdir()
+        copy, result_file = Path(tmp) / "work" / "notebook.ipynb", Path(tmp) / "result.json"
+        notebooks.write(nb, copy)
         with pool.worker() as worker:
             outcome = worker.judge(copy, result_file, limits)
         if outcome == "timeout":
@@ -252,6 +256,18 @@ def grade_task(name: str, paths: list[Path], limits: Limits, pool: WorkerPool) -
     )
 
 
+def worker_env(jobs: int, model: str | None = None) -> dict:
+    """The environment of judge workers of which ``jobs`` run side by side."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "MPLBACKEND": "Agg"}
+    # Workers running side by side must share the cores, not each start one thread per core:
+    # oversubscribed BLAS threads make every matmul several times slower.
+    threads = str(max(1, (os.cpu_count() or 1) // max(1, jobs)))
+    env.update({k: env.get(k, threads) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")})
+    if model:
+        env["BERTLAB_MODEL"] = str(Path(model).resolve())
+    return env
+
+
 def grade(
     path: Path,
     wanted: list[str],
@@ -269,17 +285,9 @@ def grade(
     """
     limits = Limits(timeout, memory_limit)
     tasks = notebooks.select(notebooks.discover(path), wanted)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "MPLBACKEND": "Agg"}
-    # Workers running side by side must share the cores, not each start one thread per core:
-    # oversubscribed BLAS threads make every matmul several times slower.
-    threads = str(max(1, (os.cpu_count() or 1) // max(1, jobs)))
-    env.update({k: env.get(k, threads) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")})
-    if model:
-        env["BERTLAB_MODEL"] = str(Path(model).resolve())
+    pool = WorkerPool(worker_env(jobs, model))
     progress(f"grading {len(tasks)} task(s) under {path}/ ({jobs} at a time, "
              f"limits {timeout:g} s and {memory_limit:g} MB per notebook)")
-
-    pool = WorkerPool(env)
 
     def one(item):
         result = grade_task(*item, limits, pool)

@@ -11,6 +11,7 @@ crosses as a numbered handle with a description of its type.
 from __future__ import annotations
 
 import io
+import json
 import os
 import pickle
 import struct
@@ -65,21 +66,53 @@ def _module_without_hooks(cls):
     return cls.__new__(cls)
 
 
-def dump_request(message, refs: dict[int, int], pretrained=None) -> bytes:
+class SentTensors:
+    """The judge's record of the large tensors a learner process already holds.
+
+    Checks send the same captured activations and pretrained weights dozens of times per
+    notebook; each crosses the pipe once, as raw bytes (a pickled tensor is a zip archive of
+    its own), and is named by a key afterwards. The record keeps a
+    reference to every tensor it names, so the memory a key points at stays that tensor's (a
+    state dict's fresh views of the same weights share a key), and its version counter, which
+    views share, so a tensor changed in place is sent again.
+    """
+
+    def __init__(self):
+        self.held: dict[tuple, tuple[torch.Tensor, int]] = {}
+
+    def key(self, obj, new: dict) -> tuple | None:
+        """``obj``'s persistent id, adding it to ``new`` when the learner does not hold it yet."""
+        if type(obj) not in (torch.Tensor, torch.nn.Parameter) or obj.layout != torch.strided \
+                or obj.device.type != "cpu" or obj.is_leaf is False:
+            return None
+        key = (obj.data_ptr(), tuple(obj.shape), obj.stride(), str(obj.dtype))
+        held = self.held.get(key)
+        if held is None or held[1] != held[0]._version:
+            self.held[key] = (obj, obj._version)
+            new[key] = obj.detach()
+        return ("tensor", key, type(obj) is torch.nn.Parameter, obj.requires_grad)
+
+
+def dump_request(message, refs: dict[int, int], pretrained=None, sent: SentTensors | None = None) -> bytes:
     """Pickle ``message``; proxies (their ``id()`` a key of ``refs``) cross as their handle.
 
     ``pretrained`` (the reference model) crosses as a name: the learner's process has its own
-    copy. Other modules cross without their hooks (transformers installs closures, which do
-    not pickle, to record outputs; a module sent to the learner never needs them).
+    copy. Large tensors cross once per learner process (``sent``), then by key. Other modules
+    cross without their hooks (transformers installs closures, which do not pickle, to record
+    outputs; a module sent to the learner never needs them).
     """
     from torch import nn
+
+    new: dict[tuple, torch.Tensor] = {}
 
     class _Pickler(pickle.Pickler):
         def persistent_id(self, obj):
             if pretrained is not None and obj is pretrained:
                 return ("pretrained",)
             handle = refs.get(id(obj))
-            return None if handle is None else ("ref", handle)
+            if handle is not None:
+                return ("ref", handle)
+            return sent.key(obj, new) if sent is not None and isinstance(obj, torch.Tensor) else None
 
         def reducer_override(self, obj):
             if isinstance(obj, nn.Module) and type(obj) is not type:
@@ -92,19 +125,37 @@ def dump_request(message, refs: dict[int, int], pretrained=None) -> bytes:
 
     buffer = io.BytesIO()
     _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(message)
-    return buffer.getvalue()
+    tensors = dump_answer((list(new), list(new.values())))
+    return struct.pack("<Q", len(tensors)) + tensors + buffer.getvalue()
 
 
-def load_request(payload: bytes, objects: dict[int, object], pretrained=None):
-    """Inverse of ``dump_request``; ``pretrained()`` gives a fresh copy of the reference model."""
+def load_request(payload: bytes, objects: dict[int, object], pretrained=None, held: dict | None = None):
+    """Inverse of ``dump_request``; ``pretrained()`` gives a fresh copy of the reference model.
+
+    ``held`` is the learner's side of ``SentTensors``: every request gets its own copies, so
+    nothing a learner's call does to an input reaches the next call.
+    """
+    (size,) = struct.unpack("<Q", payload[:8])
+    held = {} if held is None else held
+    keys, values = load_answer(payload[8:8 + size])
+    held.update(zip(keys, values))
+    copies: dict[tuple, torch.Tensor] = {}  # one object per key within a request, as pickle would
+
+    def tensor(key: tuple, parameter: bool, requires_grad: bool):
+        if key not in copies:
+            copy = held[key].clone()
+            copies[key] = torch.nn.Parameter(copy, requires_grad) if parameter else copy.requires_grad_(requires_grad)
+        return copies[key]
 
     class _Unpickler(pickle.Unpickler):
         def persistent_load(self, pid):
             if pid[0] == "pretrained":
                 return pretrained()
+            if pid[0] == "tensor":
+                return tensor(*pid[1:])
             return objects[pid[1]]
 
-    return _Unpickler(io.BytesIO(payload)).load()
+    return _Unpickler(io.BytesIO(payload[8 + size:])).load()
 
 
 # -- learner -> judge: plain data only ----------------------------------------------------------
@@ -133,14 +184,71 @@ def encode(value, keep) -> object:
     return keep(value)
 
 
+# Answers are JSON for their structure and raw bytes for their tensors: nothing in them can
+# build an object of the learner's choosing, and reading one costs microseconds where
+# ``torch.load(weights_only=True)`` of a zip archive costs a millisecond, hundreds of times a
+# notebook.
+_DTYPES = {str(d).removeprefix("torch."): d for d in (
+    torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128,
+    torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool)}
+
+
 def dump_answer(message) -> bytes:
-    buffer = io.BytesIO()
-    torch.save(message, buffer)
-    return buffer.getvalue()
+    """``message`` (plain data from ``encode``) as a JSON header and the tensors' bytes."""
+    buffers: list[bytes] = []
+    tensors: list[dict] = []
+
+    def tree(value):
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return value
+        if isinstance(value, torch.Tensor):
+            dtype = str(value.dtype).removeprefix("torch.")
+            if dtype not in _DTYPES:
+                raise ValueError(f"a tensor of dtype {dtype} cannot be sent")
+            data = value.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() if value.numel() else b""
+            tensors.append({"dtype": dtype, "shape": list(value.shape), "nbytes": len(data)})
+            buffers.append(data)
+            return {"x": len(tensors) - 1}
+        if isinstance(value, tuple):
+            return {"t": [tree(v) for v in value]}
+        if isinstance(value, list):
+            return [tree(v) for v in value]
+        if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+            return {"d": {k: tree(v) for k, v in value.items()}}
+        raise ValueError(f"{type(value).__name__} is not plain data")
+
+    header = json.dumps({"value": tree(message), "tensors": tensors}).encode()
+    return struct.pack("<Q", len(header)) + header + b"".join(buffers)
 
 
 def load_answer(payload: bytes):
-    return torch.load(io.BytesIO(payload), weights_only=True)
+    """Inverse of ``dump_answer``; ValueError on anything malformed."""
+    (size,) = struct.unpack("<Q", payload[:8])
+    header = json.loads(payload[8:8 + size])
+    offset, tensors = 8 + size, []
+    for spec in header["tensors"]:
+        dtype, shape, nbytes = _DTYPES[spec["dtype"]], [int(n) for n in spec["shape"]], int(spec["nbytes"])
+        count = 1
+        for n in shape:
+            count *= n
+        if min(shape, default=0) < 0 or nbytes != count * dtype.itemsize or offset + nbytes > len(payload):
+            raise ValueError("malformed tensor in the learner's answer")
+        data = bytearray(payload[offset:offset + nbytes])
+        tensors.append(torch.frombuffer(data, dtype=dtype).reshape(shape) if count else torch.empty(shape, dtype=dtype))
+        offset += nbytes
+
+    def value(node):
+        if isinstance(node, list):
+            return [value(v) for v in node]
+        if isinstance(node, dict):
+            if "x" in node:
+                return tensors[node["x"]]
+            if "t" in node:
+                return tuple(value(v) for v in node["t"])
+            return {k: value(v) for k, v in node["d"].items()}
+        return node
+
+    return value(header["value"])
 
 
 def decode(value, handle):

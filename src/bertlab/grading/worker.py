@@ -19,17 +19,39 @@ os.environ.setdefault("MPLBACKEND", "Agg")  # a learner's plt.show() must not ne
 
 
 def judge_file(notebook: str, result_file: str, timeout: float, memory_mb: float) -> None:
-    import nbformat
+    from pathlib import Path
 
     from bertlab.grading.judge import judge_notebook
+    from bertlab.grading.notebooks import read
 
-    nb = nbformat.read(notebook, as_version=4)
+    nb = read(Path(notebook))
     result = judge_notebook(nb, timeout=timeout, memory_mb=memory_mb, cwd=os.path.dirname(notebook))
     with open(result_file, "w") as f:
         json.dump(result.to_dict(), f)
 
 
+def _warm_up() -> None:
+    """Load the reference model and its capture before the first request, not during it."""
+    try:
+        from bertlab import capture
+
+        capture.capture()
+    except Exception:  # a broken model is reported by the first notebook's checks, with its reason
+        pass
+
+
 def main() -> None:
+    # Everything the learner template needs is imported here once: the template is a fork of
+    # this process, made before the reference model is loaded, so it holds none of it.
+    import IPython.core.interactiveshell  # noqa: F401
+    import torch  # noqa: F401
+
+    import bertlab.grading.judge  # noqa: F401  (the checks, and transformers' BERT)
+    import bertlab.grading.learner  # noqa: F401
+    from bertlab.grading.forkserver import ForkServer
+
+    ForkServer.fork_here()
+    _warm_up()
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # stray prints must not corrupt the answers
     for line in sys.stdin:

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # Lesson 6: Residual connections
+# # Lesson 8: Residual connections
 #
 # **Question.** Every sub-layer of BERT adds its input back to its output before normalising:
 # $\mathrm{LayerNorm}(x + \mathrm{Sublayer}(x))$. What goes wrong without that "$x\,+$"? And if
@@ -14,7 +14,9 @@
 #
 # so the input reaches the output directly, and the gradient
 # $\partial x_L / \partial x_l = I + \partial\big(\sum_{i \ge l} F_i\big)/\partial x_l$ always
-# contains the identity (He et al. 2016b). Veit et al. (2016) read the unrolled sum as an
+# contains the identity (He, Zhang, Ren & Sun 2016b, "Identity Mappings in Deep Residual
+# Networks", ECCV: their derivation assumes an identity skip and nothing after the addition, the
+# case without LayerNorms written here). Veit et al. (2016) read the unrolled sum as an
 # ensemble of paths of different lengths and found that deleting a single block of a trained
 # residual network at test time barely hurts it. BERT is Post-LN, so a LayerNorm sits on the
 # path after each add and the sum is renormalised every half layer, but the skip still carries
@@ -102,7 +104,7 @@ for weights, table in curves.items():
     for name, curve in table.items():
         print(f"  {rank_collapse.LABELS[name]:<17}" + " ".join(f"{v:9.2e}" for v in curve.tolist()))
 
-# %%
+# %% alt="Two line charts on a log scale, for the pretrained and for randomly initialised weights: the relative distance of the hidden states from rank one, from the embeddings through each layer, one line per variant of the model."
 FLOOR = 1e-9  # exact zeros cannot be drawn on a log axis
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
 for ax, (weights, table) in zip(axes, curves.items()):
@@ -156,7 +158,7 @@ print(f"attention only: r < 1e-3 from hidden state {collapsed} on; "
 # - heads: one head's output is zeroed before $W^O$.
 #
 # Two effects are measured. **Cosine**: each corpus sentence's embedding (mean over its real
-# tokens, L2-normalised, the recipe of all-MiniLM-L6-v2, lesson 9) against the intact model's
+# tokens, L2-normalised, the recipe of all-MiniLM-L6-v2, lesson 7) against the intact model's
 # embedding of the same sentence; 1 means unchanged. **Search**: a few queries
 # (`lesions.QUERIES`) search the corpus; for each query we look up where the lesioned model ranks
 # the sentence the intact model ranked first. "top kept" is the fraction of queries whose first
@@ -172,7 +174,7 @@ for r in table:
     print(f"{r.kind:<15}{r.layer:>6}{e.mean_cosine:>10.3f}{e.min_cosine:>10.3f}{e.top_kept:>10.0%}"
           f"{e.score_correlation:>9.3f}   {e.rank_of_top.tolist()}")
 
-# %%
+# %% alt="Grouped bar chart: for each lesioned layer and each kind of lesion, the mean cosine similarity between the lesioned and the intact model's outputs."
 kinds = list(LESIONS)
 by_kind = {k: torch.tensor([r.effect.mean_cosine for r in table if r.kind == k]) for k in kinds}  # (L,) each
 fig, ax = plt.subplots(figsize=(9, 3.4))
@@ -203,7 +205,7 @@ print(f"removing a skip connection hurts more than removing the whole layer, on 
 #
 # ## Masking single heads
 
-# %%
+# %% alt="Heat map, layer against masked head: the mean cosine similarity between the model's output with that one head masked and the intact output."
 heads = lesions.head_lesions(model, batch)  # (L, A): mean cosine to intact per masked head
 fig, ax = plt.subplots(figsize=(7, 3))
 im = ax.imshow(heads.numpy(), cmap="viridis", aspect="auto")
@@ -239,7 +241,7 @@ print(f"for comparison, the most harmful whole-layer lesion: mean cosine {layer_
 # \lVert h_t \rVert$ for the FFN ($h$ is the stream between the two blocks). Lesson 4 measured
 # the same ratios from the recorded modules.
 
-# %%
+# %% alt="Bar chart per layer of two mean norm ratios, the attention update over its residual input and the feed-forward update over its residual input, with a dashed line at ratio one."
 ratios = lesions.update_ratios(trace)  # {"attention": (L,), "ffn": (L,)}
 for i in range(L):
     print(f"layer {i}: ||a|| / ||x|| = {ratios['attention'][i].item():.3f}   ||f|| / ||h|| = {ratios['ffn'][i].item():.3f}")
@@ -264,6 +266,103 @@ print(f"attention updates smaller than the stream in every layer: {bool((ratios[
 # block has to rebuild the whole vector from its update, and for attention that update is a
 # weighted average over the sentence, which is exactly what drove the collapse above.
 #
+# ## Why the stream keeps one width
+#
+# Every sub-layer writes into the stream by addition, $x + F(x)$, and a sum needs equal shapes.
+# So BERT keeps one width $H$ for every hidden state and every sub-layer's output; the FFN widens
+# to $4H$ only inside its branch and comes back before the add (lesson 5). A branch that changed
+# the width could not be added at all:
+
+# %%
+from torch import nn
+
+from bertlab.experiments import stream_width
+
+H = model.config.hidden_size
+print("hidden states:", sorted({tuple(s.shape) for s in trace.hidden_states}), "(B, T, H) every time")
+x0 = trace.hidden_states[0]  # (B, T, H)
+wider = nn.Linear(H, H + 128)  # a branch that would widen the stream
+try:
+    x0 + wider(x0)
+except RuntimeError as err:
+    print(f"x + F(x) with F: {H} -> {H + 128}: RuntimeError: {err}")
+
+# %% [markdown]
+# He, Zhang, Ren & Sun (2016, "Deep Residual Learning for Image Recognition") met this where
+# their network changes width between stages. They compare (A) zero-padding the extra
+# dimensions of the skip, (B) a learned projection $W_s x$ on the skip only where the width
+# changes, identity everywhere else, and (C) projections on every skip; they find the
+# differences small and keep parameter-free identity skips wherever the width stays, to save
+# memory, time and parameters. For BERT, a projection on every skip would add one $H \times H$
+# matrix per sub-layer:
+
+# %%
+encoder_params = sum(p.numel() for p in model.encoder.parameters())
+projections = 2 * L * H * H  # two sub-layers per layer, one H x H matrix each
+print(f"{2 * L} projections of {H} x {H}: {projections:,} parameters, "
+      f"{projections / encoder_params:.0%} of the encoder's {encoder_params:,}")
+
+# %% [markdown]
+# Parameters are not the only cost: the identity passes the input on with gain exactly 1 in
+# every direction, a projection does not. Where can that be measured? On small stacks of random
+# residual blocks (`bertlab.experiments.stream_width`, width 32, 12 blocks
+# $\mathrm{Norm}(S(x) + F(x))$ with a $d \to 4d \to d$ GELU FFN, three seeds), identical except
+# for the skip $S$: the identity, a bias-free projection with PyTorch's default initialisation,
+# or the same projection initialised orthogonal (norm-preserving, the best start a square
+# projection can have). Norm is a LayerNorm (Post-LN, as in BERT) or nothing (the plain sum of He
+# et al.). On 512 random inputs we measure how much of the input is still in the output: the
+# cosine between input and output, and the $R^2$ of the best affine map from input to output (1:
+# the output is an affine function of the input); and the gradient of a regression loss that
+# reaches each block's first weight matrix.
+
+# %% alt="Left: R squared of the best affine map from the input to the stream after each block, Post-LN stacks, for identity, default projection and orthogonal projection shortcuts. Right: gradient norm of each block's first weight matrix, stacks without normalisation, log scale, same three shortcuts."
+widths = stream_width.compare(width=32, depth=12, samples=512, seeds=(0, 1, 2))  # (shortcut, norm) -> Measure
+print(f"{'norm':<9}{'shortcut':<12}{'cos(in, out)':>13}{'R^2':>7}{'grad block 0':>14}{'first / last':>14}{'skip params':>13}")
+for (shortcut, norm), m in widths.items():
+    print(f"{norm:<9}{shortcut:<12}{m.cosine[-1].item():>13.3f}{m.r2[-1].item():>7.3f}{m.grad[0].item():>14.2e}"
+          f"{m.grad_ratio:>14.3f}{m.shortcut_parameters:>13,}")
+
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.4))
+for shortcut in stream_width.SHORTCUTS:
+    post, plain = widths[shortcut, "Post-LN"], widths[shortcut, "none"]
+    ax1.plot(range(len(post.r2)), post.r2, marker="o", label=shortcut)
+    ax2.plot(range(len(plain.grad)), plain.grad, marker="o", label=shortcut)
+ax1.set_xlabel("after block (0 = input)")
+ax1.set_ylabel(r"$R^2$ from the input")
+ax1.set_title("Post-LN stacks")
+ax2.set_yscale("log")
+ax2.set_xlabel("block")
+ax2.set_ylabel("gradient norm, first weight")
+ax2.set_title("no normalisation")
+ax1.legend(frameon=False)
+fig.tight_layout()
+plt.show()
+
+# the prose below states these: keep it honest
+for norm in stream_width.NORMS:
+    ident = widths["identity", norm].cosine[-1]
+    assert ident > 0.5 and all(abs(widths[s, norm].cosine[-1]) < 0.1 for s in ("projection", "orthogonal"))
+post = {s: widths[s, "Post-LN"].r2[-1] for s in stream_width.SHORTCUTS}
+assert post["projection"] < post["identity"] and abs(post["orthogonal"] - post["identity"]) < 0.05
+assert bool((widths["projection", "Post-LN"].r2[1:] < widths["identity", "Post-LN"].r2[1:]).all())
+plain = {s: widths[s, "none"] for s in stream_width.SHORTCUTS}
+assert plain["projection"].grad[0] < plain["identity"].grad[0] / 10
+print(f"no normalisation: block 0's gradient with default projections is "
+      f"{(plain['identity'].grad[0] / plain['projection'].grad[0]).item():.0f} times smaller than with identities")
+
+# %% [markdown]
+# After twelve identity skips the output still points roughly where the input did (cosine
+# printed); after twelve projections the cosine is near 0, orthogonal or not: the stream has been
+# rotated, and the input's coordinates no longer line up with the output's. In the Post-LN
+# stacks, default projections also lose information: the $R^2$ from the input falls faster with
+# depth than with identities (left), while the orthogonal projections keep about as much as the
+# identity. Without normalisation, default projections shrink the signal at every block, and the
+# gradient reaching the first block is smaller than with identities by the factor printed
+# (right; there the $R^2$ column is not where the damage shows). An orthogonal start avoids most of this, but only at initialisation: training moves a
+# projection away from orthogonal, while the identity stays exact and costs nothing. This is
+# measured on small random stacks at initialisation, not on BERT or after training.
+#
+# %% [markdown]
 # ## What we found
 #
 # - Without a skip connection around attention, the pretrained model's token vectors become
@@ -275,9 +374,13 @@ print(f"attention updates smaller than the stream in every layer: {bool((ratios[
 #   most.
 # - Each block's update is of the order of the stream, attention's always smaller: the stream
 #   carries the token through, blocks adjust it.
+# - The stream keeps one width so that every skip can be the identity: a change of width needs a
+#   projection on the skip, which costs parameters and, in random stacks, the input's direction
+#   and (without normalisation) the gradient reaching the first blocks.
 #
-# **Exercise:** [07-why-measured](../exercises/07-why-measured/07-why-measured.ipynb): open it with
-# `make lab`, then grade it with `bertlab grade 07`.
+# **Next:** [Lesson 9: No activation after attention, none on the residual path](09-no-activation.py);
+# exercise 07 ([07-why-measured](../exercises/07-why-measured/07-why-measured.ipynb)) follows it
+# and measures the claims of both lessons.
 #
 # ## References
 #

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # Lesson 8: LayerNorm, and where it sits
+# # Lesson 6: LayerNorm, and where it sits
 #
 # **Question.** BERT normalises after every residual add: $\mathrm{LayerNorm}(x + F(x))$, "Post-LN".
 # What exactly does a LayerNorm compute, and why does its position matter? Many later
@@ -8,8 +8,10 @@
 #
 # ## The equation
 #
-# Layer normalisation (Ba, Kiros & Hinton 2016) normalises each token vector $z \in \mathbb{R}^H$
-# over its own $H$ features, then applies a learned gain $\gamma$ and bias $\beta$:
+# Layer normalisation (Ba, Kiros & Hinton 2016, "Layer Normalization", arXiv:1607.06450)
+# normalises each token vector $z \in \mathbb{R}^H$ over its own $H$ features, then applies a
+# learned gain $\gamma$ and bias $\beta$ (the letters are those of the
+# [notation page](../docs/notation.md); $z$ is $x + a$ or $h + f$):
 #
 # $$\mu = \frac{1}{H}\sum_{k=1}^{H} z_k, \qquad \sigma^2 = \frac{1}{H}\sum_{k=1}^{H} (z_k - \mu)^2,
 # \qquad \mathrm{LN}(z) = \gamma \odot \frac{z - \mu}{\sqrt{\sigma^2 + \varepsilon}} + \beta.$$
@@ -90,9 +92,37 @@ print(f"||(z - mu) / sigma|| over real tokens: min {unit.min().item():.4f}, max 
 print(f"after gamma and beta: token norms from {token_norms.min().item():.2f} to {token_norms.max().item():.2f}")
 
 # %% [markdown]
-# Before $\gamma$ and $\beta$, every token has norm $\sqrt H$ (printed): LayerNorm puts each
-# token on a sphere. This is what keeps Post-LN BERT's stream at a constant size through the
-# layers (lesson 4 printed the token norms per layer). It is also what changes the gradients.
+# Before $\gamma$ and $\beta$, every token has mean 0 and variance 1 over its features, so norm
+# $\sqrt H$ (printed): LayerNorm puts each token on a sphere. That is all it fixes. The output,
+# $\gamma \odot (z - \mu)/\sigma + \beta$, has a norm set by $\gamma$ and $\beta$, and those are
+# learned separately for each of the model's LayerNorms. Lesson 4 printed token norms of the
+# stream that go up and down from layer to layer; per LayerNorm of the pretrained model, what is
+# fixed and what is not:
+
+# %%
+print(f"{'LayerNorm':<36}{'max |mean|':>11}{'std range':>17}{'||gamma||':>11}{'||beta||':>10}{'output norm':>13}")
+with torch.no_grad():
+    for i, layer in enumerate(model.encoder.layer):
+        blocks = (("attention.output.LayerNorm", layer.attention.output.LayerNorm,
+                   trace.hidden_states[i] + trace.attention_updates[i]),
+                  ("output.LayerNorm", layer.output.LayerNorm, trace.ffn_inputs[i] + trace.ffn_updates[i]))
+        for name, norm, z_in in blocks:  # z_in (B, T, H): what the LayerNorm receives
+            n = (z_in - z_in.mean(-1, keepdim=True)) / torch.sqrt(z_in.var(-1, keepdim=True, unbiased=False) + norm.eps)
+            out = norm(z_in)[real]  # (N, H)
+            std = n[real].std(-1, unbiased=False)  # (N,): 1 up to eps and rounding
+            print(f"{f'layer {i} {name}':<36}{n[real].mean(-1).abs().max().item():>11.1e}"
+                  f"{f'{std.min().item():.4f} .. {std.max().item():.4f}':>17}"
+                  f"{norm.weight.norm().item():>11.2f}{norm.bias.norm().item():>10.2f}"
+                  f"{out.norm(dim=-1).mean().item():>13.2f}")
+print(f"sqrt(H) = {H ** 0.5:.2f}: the norm of every token before gamma and beta")
+
+# %% [markdown]
+# Before $\gamma$ and $\beta$ every token has mean 0 and standard deviation 1 (first two columns).
+# After them, a token $n$ of norm $\sqrt H$ becomes $\gamma \odot n + \beta$, whose norm depends
+# on $\gamma$, on $\beta$ and on which features of $n$ are large; $\gamma$ and $\beta$ differ from
+# one LayerNorm to the next, and so does the mean output norm (last column). So a Post-LN stream
+# does not grow as a sum over the layers would, but its size is not constant either. Dividing by $\sigma$ is also what changes the
+# gradients, the subject of the rest of this lesson.
 #
 # ## Post-LN and Pre-LN
 #
@@ -104,13 +134,15 @@ print(f"after gamma and beta: token norms from {token_norms.min().item():.2f} to
 # with one more LayerNorm after the last Pre-LN layer. In Pre-LN the path from the input to the
 # output is a pure sum, $x_L = x_0 + \sum_l F_l(\cdot)$; in Post-LN every half layer divides the
 # stream, and with it the gradient flowing back, by a data-dependent standard deviation. Xiong et
-# al. prove with mean-field arguments that at initialisation the Post-LN gradients of the
-# parameters near the output are large: their Theorem 1 bounds the gradient of the last layer's
-# second FFN matrix $W^{2,L}$ by $O(d\sqrt{\ln d})$ for Post-LN, with no dependence on depth, and
-# by $O(d\sqrt{\ln d / L})$ for Pre-LN, smaller by a factor $\sqrt L$. With a large learning rate
-# those big gradients make the first updates unstable; warming the learning rate up keeps the
-# early steps small. They then train Pre-LN transformers without warm-up and reach comparable
-# results faster.
+# al. (2020, "On Layer Normalization in the Transformer Architecture", ICML) study the gradients
+# at initialisation with mean-field theory and show that for Post-LN the expected gradients of
+# the parameters near the output layer are large. Their Theorem 1, under their assumptions
+# (Xavier initialisation among them), bounds the gradient of the last layer's $W_2$ (their
+# $W^{2,L}$) by $O(H\sqrt{\ln H})$ for Post-LN, with no dependence on depth, and by
+# $O(H\sqrt{\ln H / L})$ for Pre-LN, smaller by a factor $\sqrt L$ (their $d$ is the width, our
+# $H$). They argue that applying a large learning rate to those large gradients makes training
+# unstable, which is why Post-LN needs a learning-rate warm-up, and in their experiments Pre-LN
+# transformers trained without warm-up reach comparable results with less training time.
 #
 # ## Gradients at initialisation, measured
 #
@@ -202,7 +234,7 @@ I = config.intermediate_size
 print(f"weight std: library init {config.initializer_range}, Xavier {(2 / (H + H)) ** 0.5:.3f} for (H, H) "
       f"and {(2 / (H + I)) ** 0.5:.3f} for (H, 4H) matrices")
 
-# %%
+# %% alt="Two line charts, for the library's and for Xavier initialisation: the Frobenius norm of the gradient of the loss with respect to each layer's W_2, per layer, one line for Post-LN and one for Pre-LN."
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
 for ax, init in zip(axes, ("library", "Xavier")):
     for a in ARRANGEMENTS:
@@ -224,9 +256,11 @@ for init in ("library", "Xavier"):
 # %% [markdown]
 # With Xavier initialisation, the setting of the theory, the last layer's gradient is larger in
 # Post-LN than in Pre-LN by the factor printed, and Pre-LN's gradients shrink towards the output
-# much faster than Post-LN's (last-to-first ratios printed). With the library's initialisation (standard deviation
-# `initializer_range`, smaller than Xavier's for these widths, both printed) every branch starts out small
-# next to the stream, both arrangements are close to the identity, and the gap is small.
+# faster than Post-LN's (last-to-first ratios printed). With the library's initialisation, the
+# one BERT was trained from (standard deviation `initializer_range`, smaller than Xavier's for
+# these widths, both printed), the two arrangements' gradients are close: the last layer's ratio
+# printed for it is near 1. So at BERT's own initialisation this measurement finds only a small
+# Post-LN excess; it does not show, by itself, that BERT needed its warm-up.
 #
 # Theorem 1 says the Post-LN to Pre-LN ratio at the last layer should grow like $\sqrt L$. One
 # more measurement, with twice as many layers (Xavier init, same seeds):
@@ -241,6 +275,11 @@ for layers, post, pre in ((L, grads["Xavier", "Post-LN"][-1], grads["Xavier", "P
                           (2 * L, torch.stack(deep["Post-LN"]).mean(), torch.stack(deep["Pre-LN"]).mean())):
     print(f"{layers:>2} layers: last-layer gradient Post-LN {post.item():.3f}, Pre-LN {pre.item():.3f}, "
           f"ratio {(post / pre).item():.2f}, sqrt(L) = {layers ** 0.5:.2f}")
+# the prose says the ratio grows with depth and Pre-LN's gradients shrink faster towards the output
+shallow = grads["Xavier", "Post-LN"][-1] / grads["Xavier", "Pre-LN"][-1]
+assert torch.stack(deep["Post-LN"]).mean() / torch.stack(deep["Pre-LN"]).mean() > shallow > 1
+pre_x, post_x = grads["Xavier", "Pre-LN"], grads["Xavier", "Post-LN"]
+assert pre_x[-1] / pre_x[0] < post_x[-1] / post_x[0]
 
 # %% [markdown]
 # Doubling the depth leaves the Post-LN gradient at the last layer about where it was and makes
@@ -265,11 +304,12 @@ with torch.no_grad():
 #
 # BERT is Post-LN, and Devlin et al. (2019) trained it with Adam at a peak learning rate of
 # $10^{-4}$, warmed up linearly over the first 10,000 steps and then decayed linearly over the
-# 1,000,000 training steps. This is the warm-up Xiong et al. explain: while the gradients near
-# the output are large, a small learning rate keeps the first updates from throwing the model
-# off. The schedule, drawn by the library's own implementation:
+# 1,000,000 training steps. Xiong et al. argue that Post-LN needs such a warm-up because of its
+# large gradients near the output at initialisation; this lesson measured that gap with Xavier
+# weights, and found it small with BERT's own initialisation. The schedule, drawn by the
+# library's own implementation:
 
-# %%
+# %% alt="BERT's learning-rate schedule against the training step: left the whole run, a linear rise then a linear decay; right the first steps, with a dashed line where the warm-up ends."
 WARMUP, TOTAL, PEAK = 10_000, 1_000_000, 1e-4  # Devlin et al. (2019), Section A.2
 opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=PEAK)
 schedule = get_linear_schedule_with_warmup(opt, num_warmup_steps=WARMUP, num_training_steps=TOTAL)
@@ -290,19 +330,112 @@ plt.show()
 print(f"learning rate at step 1: {PEAK * schedule.lr_lambdas[0](1):.1e}, at step {WARMUP}: {PEAK * schedule.lr_lambdas[0](WARMUP):.1e}")
 
 # %% [markdown]
+# ## The trained model without its LayerNorms
+#
+# What does LayerNorm do for the *trained* model? We replace some of the Add & Norm LayerNorms
+# (`attention.output.LayerNorm` after the attention add, `output.LayerNorm` after the FFN add) by
+# the identity at inference, with forward hooks that `bertlab.experiments.layernorm_skip` removes
+# afterwards: one LayerNorm at a time, all of one kind, all twelve. One more row keeps every
+# LayerNorm's normalisation but drops its learned $\gamma$ and $\beta$. For each run: the stream's
+# size (mean L2 norm of the real tokens of every hidden state) and the cosine of each sentence
+# embedding to the intact model's.
+
+# %% alt="Left: mean token norm of the stream after the embeddings and after each layer, log scale, for the intact model and with all attention-side, all FFN-side or all Add and Norm LayerNorms skipped, or with gamma and beta dropped. Right: mean sentence cosine to the intact model when a single LayerNorm is skipped, per layer, one bar per kind."
+from bertlab.experiments import layernorm_skip
+
+runs = layernorm_skip.scenarios(model, batch)  # name -> Run(norms (L + 1,), cosine (B,))
+print(f"{'LayerNorms skipped':<30}{'mean cos':>9}{'min cos':>9}   stream norm: embeddings, then after each layer")
+for name, r in runs.items():
+    print(f"{name:<30}{r.mean_cosine:>9.3f}{r.cosine.min().item():>9.3f}   " + " ".join(f"{v:7.1f}" for v in r.norms.tolist()))
+
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
+for name in ("intact", "all attention", "all output", "all", "all, without gamma and beta"):
+    ax1.plot(range(L + 1), runs[name].norms, marker="o", label=name)
+ax1.set_yscale("log")
+ax1.set_xlabel("hidden state (0 = embeddings)")
+ax1.set_ylabel("mean token norm")
+ax1.legend(frameon=False, fontsize=8)
+single = {kind: torch.tensor([runs[f"layer {i} {kind}"].mean_cosine for i in range(L)]) for kind in layernorm_skip.KINDS}
+for n_kind, (kind, values) in enumerate(single.items()):
+    ax2.bar(torch.arange(L) + (n_kind - 0.5) * 0.4, values, width=0.4, label=f"{kind} LayerNorm skipped")
+ax2.set_xlabel("layer")
+ax2.set_ylabel("mean sentence cosine to intact")
+ax2.set_ylim(0, 1.2)  # room for the legend above the bars
+ax2.legend(frameon=False, fontsize=8, ncol=2, loc="upper center")
+fig.tight_layout()
+plt.show()
+
+skip_all = runs["all"]
+worst_single = min((n for n in runs if n.startswith("layer ")), key=lambda n: runs[n].mean_cosine)
+print(f"all skipped: stream norm after the last layer {skip_all.norms[-1].item():.0f}, "
+      f"{(skip_all.norms[-1] / runs['intact'].norms[-1]).item():.0f} times the intact model's")
+print(f"most harmful single LayerNorm: {worst_single} (mean cosine {runs[worst_single].mean_cosine:.3f})")
+# the prose below states these: keep it honest
+assert bool((skip_all.norms[1:] > skip_all.norms[:-1]).all())
+assert skip_all.mean_cosine == min(r.mean_cosine for r in runs.values()) and skip_all.mean_cosine < 0.1
+assert bool((single["output"] < single["attention"]).all())
+assert runs["all, without gamma and beta"].mean_cosine < runs["all attention"].mean_cosine
+
+# %% [markdown]
+# With all of them skipped, the stream grows after every layer (left, log scale) and the sentence
+# embeddings end up with the lowest cosine of the table, almost unrelated to the intact ones. In
+# every layer, skipping the FFN-side `output.LayerNorm` hurts more than skipping the
+# attention-side one (right). Normalising is not enough either: with $\gamma$ and $\beta$ dropped
+# the stream has a constant size, yet the mean cosine is lower than with every attention-side
+# LayerNorm skipped.
+#
+# Why the network cannot do without them: every weight matrix after a LayerNorm was trained on
+# inputs of the form $\gamma \odot \hat z + \beta$, with $\hat z$ centred and of unit variance per
+# token. The learned gains are not 1, and what arrives at a LayerNorm does not have unit variance:
+
+# %%
+affine = layernorm_skip.affine_stats(model)  # (layer, kind) -> gamma / beta statistics
+arriving = layernorm_skip.pre_norm_stats(model, batch)  # (layer, kind) -> what the LayerNorm receives
+print(f"{'LayerNorm':<20}{'gamma min':>10}{'median':>8}{'max':>7}{'beta min':>10}{'max':>7}"
+      f"{'mean |beta|':>12}   input: std per token, |mean| per token")
+for (i, kind), st in sorted(affine.items()):
+    a = arriving[i, kind]
+    print(f"layer {i} {kind:<12}{st['gamma_min']:>10.2f}{st['gamma_median']:>8.2f}{st['gamma_max']:>7.2f}"
+          f"{st['beta_min']:>10.2f}{st['beta_max']:>7.2f}{st['beta_abs_mean']:>12.3f}   "
+          f"{a['std_mean']:.2f}, {a['mean_abs_mean']:.3f}")
+stds = [a["std_mean"] for a in arriving.values()]
+print(f"standard deviation per token of what arrives, mean over tokens: from {min(stds):.2f} to {max(stds):.2f} "
+      f"over the {len(stds)} LayerNorms")
+assert all(st["gamma_median"] < 1 for st in affine.values())  # "the median gain is below 1" below
+
+# %% [markdown]
+# Every LayerNorm's median gain $\gamma_k$ is below 1, and single features are scaled by factors
+# between the minimum and the maximum printed. Most shifts $\beta_k$ are small (mean $|\beta|$
+# printed), but a few features are moved by up to the amounts printed, on a scale where a
+# normalised feature has standard deviation 1. What arrives at a LayerNorm has a per-token mean
+# near 0 but a standard deviation of its own (last columns, range below). Skipping a LayerNorm
+# hands the next layer the raw sum $x + F(x)$: another scale per token, no per-feature gain, no
+# shift. The next layer's `query`, `key`, `value` and `intermediate.dense` then read inputs unlike
+# any they were trained on, and nothing brings the next sum back to scale, so the errors
+# compound. This shows that *this* network needs its LayerNorms; it says nothing about networks
+# trained without them, which would have learned other weights.
+
+# %% [markdown]
 # ## What we found
 #
 # - LayerNorm normalises each token over its own features with the biased variance and the
 #   config's $\varepsilon$; by hand it matches `nn.LayerNorm` to rounding, and the unbiased
 #   variance or PyTorch's default $\varepsilon$ do not match exactly.
-# - It forgets each token's mean and scale and keeps the direction of the centred vector; before
-#   $\gamma$ and $\beta$ every token has norm $\sqrt H$.
-# - At initialisation, with Xavier weights, Post-LN's gradients near the output are larger than
-#   Pre-LN's by a factor that grows with depth, as Xiong et al. predict; with BERT's small
-#   initialisation the two are closer. Post-LN BERT was trained with a learning-rate warm-up.
+# - It forgets each token's mean and scale and keeps the direction of the centred vector
+#   $z - \mu$; before $\gamma$ and $\beta$ every token has mean 0, variance 1 and norm
+#   $\sqrt H$. The norm of its output is set by $\gamma$ and $\beta$ and differs from one
+#   LayerNorm to the next, so the stream's size is not constant through the layers.
+# - At initialisation, with Xavier weights, Post-LN's gradients near the output were larger than
+#   Pre-LN's, by a larger factor at twice the depth, in line with Xiong et al.'s analysis; with
+#   BERT's own initialisation the two were close (ratio printed). Post-LN BERT was trained with
+#   a learning-rate warm-up; Xiong et al. argue that Post-LN needs one.
+# - The trained model needs its LayerNorms: with all of them skipped the stream grows layer
+#   after layer and the sentence embeddings become almost unrelated to the intact ones; the
+#   weights after each one expect centred, unit-variance tokens scaled by the learned $\gamma$
+#   and shifted by $\beta$.
 #
-# **Exercise:** [06-bert-model](../exercises/06-bert-model/06-bert-model.ipynb): open it with
-# `make lab`, then grade it with `bertlab grade 06`.
+# **Next:** [Lesson 7: Putting it together](07-putting-it-together.py) composes the whole
+# encoder from the pieces of lessons 2 to 6; exercise 06 (the whole model) follows it.
 #
 # ## References
 #

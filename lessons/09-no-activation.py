@@ -1,5 +1,5 @@
 # %% [markdown]
-# # Lesson 7: No activation after attention, none on the residual path
+# # Lesson 9: No activation after attention, none on the residual path
 #
 # **Question.** The feed-forward network has its GELU. But the attention sub-layer ends with
 # $W^O$ and goes straight into the add, and the skip connection carries $x$ with no function
@@ -97,10 +97,11 @@ print(f"mean attention entropy over real query tokens: X {ent(probs)[keys].mean(
 #    (the averaging by $P_i$ commutes with them), so per head they are one low-rank linear map
 #    (lesson 3 measured the ranks). An activation *between* them would make each head a small
 #    MLP; an activation *after* $W^O$ would act on the sum of all heads.
-# 2. **Heads add independently.** Without an activation, the update is the sum of the heads'
-#    terms, so each head writes its own vector into the stream, independently of the others
-#    (Elhage et al. 2021). A ReLU after $W^O$ would couple them: whether head 3's contribution to
-#    a feature survives would depend on what the other heads wrote there.
+# 2. **$W^O$ adds the heads' outputs.** $W^O$ is where the heads' outputs are combined, and the
+#    combination is a sum: each head's output goes through its own rows $W^O_i$ and the terms are
+#    added (lesson 3), so no head's term depends on what another head computed (Elhage et al.
+#    2021). A ReLU after $W^O$ would couple them: whether head 3's contribution to a feature
+#    survives would depend on what the other heads wrote there.
 # 3. **A nonlinearity follows anyway.** The update is added to the stream and normalised, and the
 #    next thing to read it is the FFN, with its GELU (lesson 5). A per-token nonlinearity right
 #    after $W^O$ would duplicate the FFN's job, only without its width.
@@ -126,11 +127,16 @@ print(f"residual stream:   {neg_stream:.1%} of the coordinates are negative")
 # addition, so information written by one layer reaches every later layer unless something
 # overwrites it, and a layer's update is a sum of independent terms (heads, FFN units). The skip
 # connection is what makes the channel: it is the identity, so nothing written earlier is lost in
-# transit, and the gradient reaches early layers through it undiminished (He et al. 2016b). He et
-# al. (2016b) moved the ReLU that the original ResNet applied *after* each addition, i.e. on the
-# path, off it ("pre-activation"), and the clean identity path trained better, above all in very
-# deep networks. In BERT the only thing on the path is the LayerNorm (lesson 8), which rescales
-# each token but keeps its direction information.
+# transit. He, Zhang, Ren & Sun (2016b, "Identity Mappings in Deep Residual Networks", ECCV)
+# argue that when the skip is the identity and no activation follows the addition, the signal
+# propagates directly from any unit to any other, forward and backward: the gradient at an
+# early layer contains a term that passes through no weight layer. They compare variants of the
+# residual unit, among them the original ResNet's ReLU *after* the addition (on the path) and
+# "pre-activation", which moves the activations into the branch; in their experiments the full
+# pre-activation unit, whose path is a clean identity, gave the lowest errors, most clearly in
+# their deepest (1001-layer) network. In BERT the only thing on the path is the LayerNorm
+# (lesson 6), which keeps the direction of each token's centred vector and applies $\gamma$ and
+# $\beta$.
 #
 # A ReLU on the path would zero the negative coordinates of the stream (the share printed above)
 # at every layer, for all later layers, and their gradient with them.
@@ -140,8 +146,8 @@ print(f"residual stream:   {neg_stream:.1%} of the coordinates are negative")
 # We run the pretrained model with (a) a ReLU after $W^O$, i.e. on the attention update before the
 # add, and (b) a ReLU on what the skip connections carry, $\mathrm{LN}(\mathrm{ReLU}(x) + a)$ and
 # $\mathrm{LN}(\mathrm{ReLU}(h) + f)$, first in every layer, then in one layer at a time. For
-# scale, the lesion of lesson 6 that removes the whole attention block of a layer. Effects as in
-# lesson 6: cosine of each sentence's embedding to the intact one, and the search results.
+# scale, the lesion of lesson 8 that removes the whole attention block of a layer. Effects as in
+# lesson 8: cosine of each sentence's embedding to the intact one, and the search results.
 
 # %%
 base = lesions.baseline(model, batch, queries)
@@ -165,7 +171,7 @@ for name, effects in per_layer.items():
     print(f"{'   top kept':<26}" + "".join(f"{e.top_kept:>10.0%}" for e in effects))
     print(f"{'   score r':<26}" + "".join(f"{e.score_correlation:>10.3f}" for e in effects))
 
-# %%
+# %% alt="Line chart: the mean cosine similarity between the edited and the intact model's outputs against the layer edited, one line per edit."
 fig, ax = plt.subplots(figsize=(7, 3.2))
 for name, effects in per_layer.items():
     ax.plot(range(L), [e.mean_cosine for e in effects], marker="o", label=name)
@@ -193,7 +199,7 @@ print(f"ReLU after W_O in one layer costs less than removing that layer's attent
 # embeddings (mean cosine printed): it cuts the channel itself. Everything the embeddings and
 # earlier layers stored in negative coordinates is gone after the first edited block, and no
 # later layer can recover it. The first search result of each query survives even that on this
-# small corpus (each query has one clearly best sentence, lesson 9), but the scores below it are
+# small corpus (each query has one clearly best sentence, lesson 7), but the scores below it are
 # shuffled much more (the lower "score r").
 #
 # These weights were trained without either ReLU, so some damage is expected from any change.

@@ -1,26 +1,30 @@
 # %% [markdown]
-# # Lesson 9: Putting it together
+# # Lesson 7: Putting it together
 #
-# **Question.** We have taken `BertLayer` apart: attention (lesson 3), Add & Norm (lesson 4), the
-# feed-forward network (lesson 5), the skips (lesson 6), the missing activations (lesson 7) and
-# LayerNorm (lesson 8). Put back together, does our composition give *exactly* what the
+# **Question.** We have taken BERT apart: the embeddings (lesson 2), attention (lesson 3), Add &
+# Norm (lesson 4), the feed-forward network (lesson 5) and LayerNorm (lesson 6). Put back
+# together, does our composition give *exactly* what the
 # `sentence-transformers` library gives for all-MiniLM-L6-v2, and what can the resulting
 # sentence vectors do?
 #
 # ## The equations
 #
 # For a sentence of $T$ tokens, BERT's encoder (Devlin et al. 2019) computes $x_0 = \mathrm{Embed}(\text{tokens})$ and,
-# for each layer $l = 0, \dots, L-1$,
+# for each layer $l = 0, \dots, L-1$ (letters of the [notation page](../docs/notation.md), the
+# layer's index added to each),
 #
-# $$h_l = \mathrm{LN}^{\text{att}}_l\big(x_l + \mathrm{MHA}_l(x_l)\,W^O_l + b^O_l\big), \qquad
-# x_{l+1} = \mathrm{LN}^{\text{out}}_l\big(h_l + \mathrm{GELU}(h_l W_{1,l} + b_{1,l})\,W_{2,l} + b_{2,l}\big).$$
+# $$a_l = \mathrm{Concat}(\mathrm{head}_{0,l}, \dots, \mathrm{head}_{A-1,l})\,W^O_l + b^O_l, \qquad
+# h_l = \mathrm{LN}_{1,l}\big(x_l + a_l\big),$$
+#
+# $$x_{l+1} = \mathrm{LN}_{2,l}\big(h_l + \mathrm{GELU}(h_l W_{1,l} + b_{1,l})\,W_{2,l} + b_{2,l}\big).$$
 #
 # A sentence-transformers model then *pools* the $T$ token vectors of the last layer into one
 # vector and normalises it. Reimers & Gurevych (2019) train BERT-style encoders so that the
 # cosine of two such vectors measures how similar two sentences are; the pooling of our model is
-# written in its own files, which we print. With $m_t = 1$ for real tokens and $0$ for padding:
+# written in its own files, which we print. With $\delta_t = 1$ for real tokens and $0$ for
+# padding (the `attention_mask`):
 #
-# $$e = \frac{u}{\lVert u \rVert_2}, \qquad u = \frac{\sum_t m_t\, x_{L,t}}{\sum_t m_t}.$$
+# $$e = \frac{u}{\lVert u \rVert_2}, \qquad u = \frac{\sum_t \delta_t\, x_{L,t}}{\sum_t \delta_t}.$$
 
 # %%
 import json
@@ -44,14 +48,16 @@ print("1_Pooling/config.json:", json.loads((path / "1_Pooling" / "config.json").
 # %% [markdown]
 # Three modules: the transformer (our `BertModel`), a pooling layer set to the mean over tokens,
 # and a normalisation to unit length. Before comparing with the library, the four pieces that
-# `BertModel` adds around the layers of lessons 3 to 5, each checked against the model.
+# `BertModel` adds around the layers of lessons 3 to 6, each checked against the model.
 #
 # ## The attention mask
 #
 # The tokenizer returns a 0/1 `attention_mask` of shape (B, T). `BertModel` turns it into an
 # *additive* mask, 0 for real tokens and the most negative float for padding, that every layer
 # adds to its attention scores. A 0/1 or bool mask added as it is runs without an error and is
-# wrong: real tokens get +1, padding +0, and padding keeps most of its attention.
+# wrong: real tokens get +1, padding +0, so each padding key's weight is only divided by $e$
+# relative to a real key's, and padding keeps a share of the attention (lesson 3, section "The
+# additive mask", prints that share on the corpus).
 
 # %%
 from bertlab.masks import additive_mask
@@ -120,8 +126,8 @@ print(f"no mask: real tokens of padded sentences move by up to "
 # %% [markdown]
 # ## The pooler
 #
-# `pooler_output` is $\tanh(W x_{L,0} + b)$: a dense layer and a tanh on the first token
-# (`[CLS]`) only. Our model's sentence vectors do not use it (they average all tokens, below),
+# `pooler_output` is $\tanh(x_{L,0} W^P + b^P)$, with $W^P$ = `pooler.dense.weight.T`: a dense
+# layer and a tanh on the first token (`[CLS]`) only. Our model's sentence vectors do not use it (they average all tokens, below),
 # but `BertModel` still computes it, and its weights load with the others.
 
 # %%
@@ -152,7 +158,7 @@ theirs = st.encode(list(corpus.SENTENCES), convert_to_tensor=True)  # (B, H)
 layers_diff = max((a - b).abs().max().item() for a, b in zip(trace.hidden_states, library.hidden_states))
 print(f"hand-composed layers vs BertModel hidden states: max abs diff {layers_diff:.1e}")
 print(f"mean pooling + L2 norm vs SentenceTransformer.encode: max abs diff {(ours - theirs).abs().max().item():.1e}")
-print(f"lesions.sentence_embeddings (the helper lessons 6 and 7 used): max abs diff "
+print(f"lesions.sentence_embeddings (the helper lessons 8 and 9 use): max abs diff "
       f"{(lesions.sentence_embeddings(hidden, mask) - theirs).abs().max().item():.1e}")
 print(f"embedding shape {tuple(ours.shape)}, norms {ours.norm(dim=-1).min().item():.6f} .. {ours.norm(dim=-1).max().item():.6f}")
 
@@ -200,12 +206,12 @@ print(f"margin between the first and second result: min {margin.min().item():.3f
 # Every query finds a sentence on its topic first, although few words are shared; where two
 # sentences of the corpus are about the same thing (the cat and the kitten, the markets and the
 # investors, the bread and the recipe), they come first and second. The smallest gap between a
-# first and a second result is printed above; lessons 6 and 7 used these queries to see whether
+# first and a second result is printed above; lessons 8 and 9 use these queries to see whether
 # a damaged model still ranks the same sentence first.
 #
 # The same cosines between the corpus sentences themselves:
 
-# %%
+# %% alt="Heat map of the cosine similarity between the sentence embeddings of every pair of corpus sentences, the sentences listed on the vertical axis."
 sim = ours @ ours.T  # (N, N)
 fig, ax = plt.subplots(figsize=(6.5, 5))
 im = ax.imshow(sim.numpy(), cmap="viridis", vmin=min(0.0, sim.min().item()), vmax=1)

@@ -1,0 +1,216 @@
+"""Benchmark: how fast the course answers "is my code right?", against the import floor.
+
+Every figure is a median of ``--rounds`` runs (default 5), and every ratio divides two figures
+of this same run, so a busy machine slows both sides alike. Merged into ``bench/results.json``:
+
+- ``floor_s``: ``python -c "import torch, transformers"``, the least any grading command costs;
+- ``grade_one_s``, ``grade_one_vs_floor``: ``bertlab grade 05 --path solutions``, a cold command;
+- ``grade_all_s``, ``grade_all_vs_floor``: ``bertlab grade --path solutions``, default jobs;
+- ``watch_latency_s``: ``bertlab grade --watch 05``, from a save to the printed result;
+- ``check_latency_s``: one in-notebook check (Task 5.1, warm), as a learner's grade cell runs it;
+- ``docs_build_cold_s`` / ``docs_build_warm_s``: ``mkdocs build --strict`` of a copy of the
+  course with an empty lesson cache, then again with the cache it filled;
+- ``start_to_serving_s``: a fresh clone's ``make start`` until the site answers (``--start``
+  only: it builds a new virtual environment).
+
+Usage::
+
+    python -m bench.feedback [--rounds 5] [--start] [--only KEY ...] [--out bench/results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from bench.results import machine, merge, met
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+BIN = Path(PYTHON).parent
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "NO_MKDOCS_2_WARNING": "1"}
+TASK = "05-feed-forward"
+
+
+def seconds_of(args: list[str], cwd: Path = ROOT, ok=(0,)) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(args, cwd=cwd, env=ENV, capture_output=True, text=True)
+    took = time.perf_counter() - start
+    if proc.returncode not in ok:
+        raise RuntimeError(f"{' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+    return took
+
+
+def median_of(rounds: int, measure) -> float:
+    return statistics.median(measure() for _ in range(rounds))
+
+
+def floor(rounds: int) -> float:
+    return median_of(rounds, lambda: seconds_of([PYTHON, "-c", "import torch, transformers"]))
+
+
+def grade(rounds: int, *tasks: str) -> float:
+    command = [str(BIN / "bertlab"), "grade", *tasks, "--path", "solutions", "--no-progress"]
+    return median_of(rounds, lambda: seconds_of(command))
+
+
+def watch_latency(rounds: int) -> float:
+    """Seconds from rewriting a notebook to ``bertlab grade --watch`` printing its result."""
+    with tempfile.TemporaryDirectory(prefix="bertlab-watch-bench-") as tmp:
+        folder = Path(tmp) / "exercises" / TASK
+        folder.mkdir(parents=True)
+        notebook = folder / f"{TASK}.ipynb"
+        shutil.copy(ROOT / "solutions" / TASK / f"{TASK}.ipynb", notebook)
+        proc = subprocess.Popen([str(BIN / "bertlab"), "grade", "--watch", TASK, "--path", str(Path(tmp) / "exercises"),
+                                 "--no-progress"], cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        results: list[float] = []  # time.time() of each printed total line
+        threading.Thread(target=lambda: [results.append(time.time()) for line in proc.stdout
+                                         if line.startswith("total")], daemon=True).start()
+        try:
+            _wait(lambda: len(results) >= 1, 600, "the first grade")
+            latencies = []
+            for round_ in range(rounds):
+                time.sleep(0.5)
+                saved = time.time()
+                text = notebook.read_text()
+                notebook.write_text(text)  # a save: same content, new time stamp
+                _wait(lambda: len(results) >= round_ + 2, 600, "a grade after a save")
+                latencies.append(results[round_ + 1] - saved)
+            return statistics.median(latencies)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+
+
+def _wait(done, limit: float, what: str) -> None:
+    deadline = time.monotonic() + limit
+    while not done():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no result for {what} within {limit:g} s")
+        time.sleep(0.01)
+
+
+def check_latency(rounds: int) -> float:
+    """One grade cell's check in a warm kernel: the learner's own class, checked in-process."""
+    code = f"""
+import json, statistics, time
+from tests.conftest import solution_namespace
+from bertlab.checks import check
+ns = solution_namespace("{TASK}")
+check("5.1", ns["BertIntermediate"], upto="values")  # warm: the model and its capture are loaded once per kernel
+times = []
+for _ in range({rounds}):
+    start = time.perf_counter(); check("5.1", ns["BertIntermediate"], upto="values"); times.append(time.perf_counter() - start)
+print(json.dumps(statistics.median(times)))
+"""
+    proc = subprocess.run([PYTHON, "-c", code], cwd=ROOT, env=ENV, capture_output=True, text=True, check=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _course_copy(into: Path) -> Path:
+    """The tracked files of the course, as a fresh clone has them (no site, no lesson cache)."""
+    subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(ROOT), str(into)], check=True, env=ENV)
+    return into
+
+
+def docs_build(rounds: int) -> tuple[float, float]:
+    cold, warm = [], []
+    with tempfile.TemporaryDirectory(prefix="bertlab-docs-bench-") as tmp:
+        copy = _course_copy(Path(tmp) / "course")
+        build = [PYTHON, "-m", "mkdocs", "build", "--strict", "--site-dir", str(Path(tmp) / "site")]
+        for _ in range(rounds):
+            shutil.rmtree(copy / ".cache", ignore_errors=True)
+            cold.append(seconds_of(build, cwd=copy))
+            warm.append(seconds_of(build, cwd=copy))
+    return statistics.median(cold), statistics.median(warm)
+
+
+def start_to_serving(rounds: int) -> float:
+    """A fresh clone's ``make start``, venv included, until the site answers on its port."""
+    times = []
+    for _ in range(rounds):
+        with tempfile.TemporaryDirectory(prefix="bertlab-start-bench-") as tmp:
+            copy = _course_copy(Path(tmp) / "course")
+            port = _free_port()
+            start = time.perf_counter()
+            proc = subprocess.Popen(["make", "start", f"PORT={port}"], cwd=copy, env=ENV, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, start_new_session=True)
+            try:
+                _wait(lambda: _answers(port) or proc.poll() is not None, 1800, "make start")
+                if proc.poll() is not None:
+                    raise RuntimeError(f"make start exited {proc.returncode} before serving")
+                times.append(time.perf_counter() - start)
+            finally:
+                os.killpg(proc.pid, 15)
+                proc.wait(30)
+    return statistics.median(times)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _answers(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def run(rounds: int, only: set[str], start: bool) -> dict:
+    wanted = lambda key: not only or key in only  # noqa: E731
+    report: dict = {}
+    if wanted("grade_one_vs_floor") or wanted("grade_all_vs_floor") or wanted("floor_s"):
+        report["floor_s"] = floor(rounds)
+    if wanted("grade_one_vs_floor"):
+        report["grade_one_s"] = grade(rounds, TASK)
+        report["grade_one_vs_floor"] = report["grade_one_s"] / report["floor_s"]
+    if wanted("grade_all_vs_floor"):
+        report["grade_all_s"] = grade(rounds)
+        report["grade_all_vs_floor"] = report["grade_all_s"] / report["floor_s"]
+    if wanted("watch_latency_s"):
+        report["watch_latency_s"] = watch_latency(rounds)
+    if wanted("check_latency_s"):
+        report["check_latency_s"] = check_latency(rounds)
+    if wanted("docs_build_cold_s") or wanted("docs_build_warm_s"):
+        report["docs_build_cold_s"], report["docs_build_warm_s"] = docs_build(rounds)
+    if start:
+        report["start_to_serving_s"] = start_to_serving(rounds)
+    report["feedback_machine"] = {**machine(), "rounds": rounds}
+    return report
+
+
+def main(argv=None) -> Path:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5, help="runs per figure, the median kept (default 5)")
+    parser.add_argument("--only", nargs="+", default=[], metavar="KEY", help="measure only these keys")
+    parser.add_argument("--start", action="store_true", help="also time a fresh clone's `make start` (minutes)")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results.json", help="results file, merged into")
+    args = parser.parse_args(argv)
+    report = run(args.rounds, set(args.only), args.start)
+    merge(args.out, report)
+    for key, value in report.items():
+        if isinstance(value, float):
+            verdict = {True: "goal met", False: "GOAL MISSED", None: ""}[met(key, value)]
+            print(f"{key:22} {value:8.3f}  {verdict}")
+    print(f"written to {args.out}")
+    return args.out
+
+
+if __name__ == "__main__":
+    main()

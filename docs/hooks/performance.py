@@ -1,0 +1,68 @@
+"""The Performance page's tables, generated from ``bench/results.json`` when the site is built.
+
+The figures are whatever ``make bench`` last measured and committed: the page never types a
+number, and says so when the file or a key is missing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+PAGE = "performance.md"
+MARKER = "<!-- bench results -->"
+# Each key's meaning, in the order the page lists them.
+KEYS = {
+    "floor_s": ("s", "`python -c \"import torch, transformers\"`: the import floor"),
+    "grade_one_s": ("s", "`bertlab grade 05 --path solutions`, a cold command"),
+    "grade_one_vs_floor": ("x", "one notebook, over the floor"),
+    "grade_all_s": ("s", "`bertlab grade --path solutions`, every notebook, default jobs"),
+    "grade_all_vs_floor": ("x", "the whole course, over the floor"),
+    "watch_latency_s": ("s", "`bertlab grade --watch 05`: from a save to the printed result"),
+    "check_latency_s": ("s", "one grade cell's check in a warm kernel (Task 5.1, up to values)"),
+    "docs_build_cold_s": ("s", "`mkdocs build --strict` of a fresh clone (every lesson executed)"),
+    "docs_build_warm_s": ("s", "the same build again, lessons from the cache"),
+    "start_to_serving_s": ("s", "a fresh clone's `make start` (virtual environment included) until the site answers"),
+    "class_speedup": ("x", "`bertlab autograde --jobs 2` over `--jobs 1`, on the benchmark's class"),
+    "speedup_vs_nbgrader": ("x", "`bertlab autograde --jobs 2` over `nbgrader autograde`, same class"),
+}
+
+
+def _goal(goal: dict | None, unit: str) -> str:
+    if not goal:
+        return ""
+    sign = "at most" if goal["kind"] == "max" else "at least"
+    return f"{sign} {goal['bound']:g}{' s' if unit == 's' else 'x'}"
+
+
+def _verdict(value: float, goal: dict | None) -> str:
+    if not goal:
+        return ""
+    ok = value <= goal["bound"] if goal["kind"] == "max" else value >= goal["bound"]
+    return "met" if ok else "**missed**"
+
+
+def table(results: dict) -> str:
+    goals = results.get("goals", {})
+    rows = ["| Figure | What is timed | Measured | Goal | |", "|---|---|---|---|---|"]
+    for key, (unit, what) in KEYS.items():
+        value = results.get(key)
+        shown = "not measured yet" if value is None else (f"{value:.3g} s" if unit == "s" else f"{value:.2f}x")
+        verdict = "" if value is None else _verdict(value, goals.get(key))
+        rows.append(f"| `{key}` | {what} | {shown} | {_goal(goals.get(key), unit)} | {verdict} |")
+    machine = results.get("feedback_machine") or (results.get("class_grading") or {}).get("machine") or {}
+    if machine:
+        rows += ["", f"Measured on {machine.get('cpus')} CPUs ({machine.get('processor')}, "
+                     f"{machine.get('platform')}, Python {machine.get('python')}), 1-minute load average "
+                     f"{machine.get('load_average_1min', 0):.1f} when the run ended; medians of "
+                     f"{machine.get('rounds', 'several')} runs."]
+    return "\n".join(rows)
+
+
+def on_page_markdown(markdown, page, config, files):
+    if page.file.src_uri != PAGE:
+        return markdown
+    path = Path(config.config_file_path).parent / "bench" / "results.json"
+    if not path.is_file():
+        return markdown.replace(MARKER, "No results yet: run `make bench`.")
+    return markdown.replace(MARKER, table(json.loads(path.read_text())))

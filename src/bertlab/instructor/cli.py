@@ -1,0 +1,28 @@
+"""``bertlab autograde``'s command line: options from the command, else bertlab.toml, else defaults."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def run(args) -> int:
+    from bertlab.grading.notebooks import course_root
+    from bertlab.instructor.autograde import autograde, summary, to_json
+    from bertlab.instructor.course import CourseError
+    from bertlab.settings import SettingsError, grade_settings
+
+    root = args.course.resolve() if args.course else course_root(Path.cwd())
+    if root is None:
+        print("bertlab autograde: no nbgrader_config.py here or above (use --course DIR)", file=sys.stderr)
+        return 2
+    try:
+        settings = grade_settings(root)
+        options = {key: getattr(args, key) if getattr(args, key) is not None else settings.get(key, default)
+                   for key, default in (("timeout", 300.0), ("memory_limit", 4096.0), ("jobs", 2))}
+        outcomes = autograde(root, args.assignments, students=args.student, force=args.force, **options)
+    except (CourseError, SettingsError) as err:
+        print(f"bertlab autograde: {err}", file=sys.stderr)
+        return 2
+    print(to_json(outcomes) if args.json else summary(outcomes))
+    return 0

@@ -1,0 +1,26 @@
+"""A one-line progress bar on stderr (one line per step where stderr is not a terminal)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+
+class Progress:
+    def __init__(self, total: int, stream=sys.stderr, width: int = 30):
+        self.total, self.done, self.stream, self.width = total, 0, stream, width
+        self.start = time.perf_counter()
+        self.live = getattr(stream, "isatty", lambda: False)()
+
+    def step(self, label: str) -> None:
+        self.done += 1
+        filled = self.width * self.done // max(1, self.total)
+        bar = "#" * filled + "-" * (self.width - filled)
+        line = f"[{bar}] {self.done}/{self.total} {time.perf_counter() - self.start:5.0f} s  {label}"
+        if self.live:
+            self.stream.write("\r" + line[:120].ljust(120))
+            if self.done == self.total:
+                self.stream.write("\n")
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()

@@ -1,0 +1,44 @@
+"""Smoke run of the class benchmark on 2 submissions: it runs, times the three ways in the same run,
+and writes ratios that are those timings divided by ``--jobs 2``'s, merged into the results file."""
+
+import json
+import math
+
+import pytest
+
+from bench import class_grading
+
+pytestmark = pytest.mark.slow
+
+
+def test_class_benchmark_writes_ratios_from_its_own_timings(tmp_path, monkeypatch):
+    measured = []  # every command timed in this run, in order
+
+    def spy(args, cwd):
+        seconds = real_timed(args, cwd)
+        measured.append((args[2], args[3], seconds))
+        return seconds
+
+    real_timed = class_grading.timed
+    monkeypatch.setattr(class_grading, "timed", spy)
+    out = tmp_path / "results.json"
+    out.write_text(json.dumps({"grade_one_vs_floor": 1.5}))  # another benchmark's figure
+
+    assert class_grading.main(["--submissions", "2", "--out", str(out)]) == out
+    report = json.loads(out.read_text())
+
+    assert report["grade_one_vs_floor"] == 1.5  # merged, not clobbered
+    grading = report["class_grading"]
+    assert grading["submissions"] == 2 and grading["same_scores"] is True and grading["grade_cells"] > 0
+    seconds = grading["seconds"]
+    assert set(seconds) == set(class_grading.WAYS)
+    # The file's seconds are the timed commands of this run (nbgrader: its runs, one per assignment, summed).
+    bertlab_runs = [s for tool, step, s in measured if tool == "bertlab.cli"]
+    assert bertlab_runs == [seconds["bertlab autograde --jobs 2"], seconds["bertlab autograde --jobs 1"]]
+    nbgrader_runs = [s for tool, step, s in measured if tool == "nbgrader" and step == "autograde"]
+    assert len(nbgrader_runs) == len(grading["assignments"]) and math.isclose(sum(nbgrader_runs), seconds["nbgrader autograde"])
+    base = seconds["bertlab autograde --jobs 2"]
+    assert report["class_speedup"] == seconds["bertlab autograde --jobs 1"] / base
+    assert report["speedup_vs_nbgrader"] == seconds["nbgrader autograde"] / base
+    assert all(math.isfinite(s) and s > 0 for s in seconds.values())
+    assert {"platform", "cpus", "load_average_1min"} <= set(grading["machine"])

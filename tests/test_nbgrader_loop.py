@@ -1,0 +1,151 @@
+"""The instructor's loop, as the instructor guide gives it, for every assignment of the course.
+
+In a fresh course (the repository's nbgrader_config.py and solutions/, PATH without the venv):
+generate_assignment, release_assignment, a learner's fetch_assignment and submit, collect, a
+second learner's untouched notebooks placed in submitted/ by hand, ``bertlab autograde``,
+generate_feedback and export. All state stays inside the course's ``instructor/``. Hidden tests
+reach no learner: not in the release, the exchange, the fetched copy or the feedback.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tests import submissions as sub
+from tests.conftest import ROOT
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("nbgrader-loop")]
+
+ASSIGNMENTS = sorted(p.name for p in (ROOT / "solutions").iterdir() if (p / f"{p.name}.ipynb").is_file())
+HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
+
+
+def _env() -> dict:
+    # No manual PATH change: the venv's bin/ is not on PATH, as in a shell that never activated it.
+    bindir = os.path.dirname(sys.executable)
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if p and os.path.abspath(p) != bindir)
+    return {**os.environ, "PATH": path, "HF_HUB_OFFLINE": "1"}
+
+
+def _run(args: list[str], cwd: Path, ok=(0,)) -> subprocess.CompletedProcess:
+    proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, env=_env())
+    assert proc.returncode in ok, f"{' '.join(args[1:])} exited {proc.returncode}:\n{proc.stderr[-4000:]}"
+    return proc
+
+
+def nbgrader(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return _run([sys.executable, "-m", "nbgrader", *args], cwd)
+
+
+def hidden_lines(assignment: str) -> list[str]:
+    """Every non-empty line of the assignment's hidden tests, from its nbgrader source."""
+    text = (ROOT / "solutions" / assignment / f"{assignment}.ipynb").read_text()
+    source = "\n".join(c.source for c in nbformat.reads(text, as_version=4).cells)
+    return [line.strip() for block in HIDDEN.findall(source) for line in block.splitlines() if line.strip()]
+
+
+def visible_text(path: Path) -> str:
+    """What a reader of the file sees: notebooks as their cells' text, HTML without its tags."""
+    if path.suffix == ".ipynb":
+        return "\n".join(c.source for c in nbformat.read(path, as_version=4).cells)
+    return html.unescape(re.sub(r"<[^>]+>", "", path.read_text()))
+
+
+def leaks(files: list[Path], assignment: str) -> list[str]:
+    lines = hidden_lines(assignment)
+    return [f"{f.name}: {line}" for f in files for line in lines if line in visible_text(f)]
+
+
+@pytest.fixture(scope="module")
+def loop(tmp_path_factory):
+    course = tmp_path_factory.mktemp("course")
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    shutil.copytree(ROOT / "solutions", course / "solutions")
+    home = tmp_path_factory.mktemp("learner-home")  # where the learner fetches and works
+
+    nbgrader(course, "generate_assignment", "--assignment=*", "--force")
+    for name in ASSIGNMENTS:
+        nbgrader(course, "release_assignment", name, "--force")
+        # The learner's side has no course config: their own nbgrader config names the exchange.
+        learner = (f"--Exchange.root={course / 'instructor' / 'exchange'}", f"--Exchange.assignment_dir={home}",
+                   f"--Exchange.cache={home / '.nbgrader-cache'}", "--course=bertlab")
+        nbgrader(home, "fetch_assignment", name, *learner)
+        fetched = home / name / f"{name}.ipynb"
+        shutil.copy(fetched, tmp_path_factory.getbasetemp() / f"fetched-{name}.ipynb")  # kept for the leak test
+        nbformat.write(sub.right(name), fetched)  # the learner completes it
+        nbgrader(home, "submit", name, *learner, "--student=learner")
+        nbgrader(course, "collect", name)
+        untouched = course / "instructor" / "submitted" / "idle" / name
+        untouched.mkdir(parents=True)
+        shutil.copy(course / "exercises" / name / f"{name}.ipynb", untouched)
+
+    graded = _run([sys.executable, "-m", "bertlab.cli", "autograde", "--course", str(course), "--json"], ROOT)
+    nbgrader(course, "generate_feedback", "--assignment=*", "--force")
+    nbgrader(course, "export", "--to", "instructor/grades.csv")
+    return {"course": course, "home": home, "fetched": tmp_path_factory.getbasetemp(), "autograde": graded.stdout}
+
+
+def test_every_step_writes_inside_the_workspace(loop):
+    course = loop["course"]
+    for step in ("exchange", "submitted", "autograded", "feedback", "gradebook.db", "grades.csv"):
+        assert (course / "instructor" / step).exists(), step
+    # Nothing of a class run lands beside the course's own files.
+    assert sorted(p.name for p in course.iterdir()) == ["exercises", "instructor", "nbgrader_config.py", "solutions"]
+
+
+def test_exported_grades(loop):
+    with open(loop["course"] / "instructor" / "grades.csv") as f:
+        rows = {(r["student_id"], r["assignment"]): r for r in csv.DictReader(f)}
+    assert {a for _, a in rows} == set(ASSIGNMENTS) and {s for s, _ in rows} == {"learner", "idle"}
+    for name in ASSIGNMENTS:
+        maximum = sub.max_points(name)
+        assert float(rows["learner", name]["max_score"]) == maximum > 0
+        assert float(rows["learner", name]["score"]) == maximum, name  # the reference solution, submitted
+        assert float(rows["idle", name]["score"]) == 0.0, name  # the release as fetched
+
+
+def test_formgrader_sees_the_submissions_autograded(loop):
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(loop["course"])).load_config()
+    api = NbGraderAPI(CourseDirectory(config=config), config=config)
+    for name in ASSIGNMENTS:
+        listed = {s["student"]: s for s in api.get_submissions(name)}
+        assert set(listed) == {"learner", "idle"}, name
+        assert all(s["autograded"] and not s["needs_manual_grade"] for s in listed.values()), listed
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_hidden_tests_never_reach_a_learner(loop, assignment):
+    course = loop["course"]
+    assert hidden_lines(assignment), f"{assignment} has no hidden tests to keep hidden"
+    # The check can fail: the instructor's autograded copy holds them, and so does its HTML.
+    autograded = course / "instructor" / "autograded" / "learner" / assignment / f"{assignment}.ipynb"
+    assert len(leaks([autograded], assignment)) == len(hidden_lines(assignment))
+    from nbconvert import HTMLExporter
+
+    rendered = course / f"rendered-{assignment}.html"
+    rendered.write_text(HTMLExporter().from_filename(str(autograded))[0])
+    assert leaks([rendered], assignment), "the HTML check cannot see hidden tests"
+    rendered.unlink()
+
+    learner_files = [
+        course / "exercises" / assignment / f"{assignment}.ipynb",
+        *(course / "instructor" / "exchange").rglob(f"{assignment}.ipynb"),
+        loop["fetched"] / f"fetched-{assignment}.ipynb",
+        *(course / "instructor" / "feedback").glob(f"*/{assignment}/*.html"),
+    ]
+    assert len(learner_files) >= 5, learner_files  # release, outbound, inbound and two feedback pages
+    assert leaks(learner_files, assignment) == []

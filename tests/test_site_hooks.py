@@ -1,0 +1,169 @@
+"""The site's hooks on a small mkdocs project: what they fix, and the defects that fail the build.
+
+Each test builds a two-page project (a home page and one executed lesson) in a temporary
+directory with the course's own hooks and mkdocs-jupyter options, so a planted defect never
+touches the course; a build takes seconds.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HOOKS = ROOT / "docs" / "hooks"
+ALL_HOOKS = ["lesson_run.py", "course.py", "toc.py", "figure_alt.py", "anchors.py"]
+
+pytestmark = pytest.mark.slow
+
+HOME = """\
+# Home
+
+Read [the lesson](lessons/01-demo.py), its [second section](lessons/01-demo.py#wo-adds-the-heads-up).
+
+## Why $4H$
+"""
+
+LESSON = '''\
+# %% [markdown]
+# # Demo lesson
+#
+# Back to [the home page](../index.md).
+#
+# ## What `intermediate.dense` is
+#
+# A heading with code.
+#
+# ## $W^O$ adds the heads up
+#
+# A heading with TeX.
+
+# %% alt="A straight line from (0, 0) to (1, 1)."
+import matplotlib.pyplot as plt
+
+plt.plot([0, 1], [0, 1])
+plt.show()
+'''
+
+
+def project(tmp_path: Path, home: str = HOME, lesson: str = LESSON, hooks=ALL_HOOKS) -> Path:
+    (tmp_path / "docs" / "lessons").mkdir(parents=True)
+    (tmp_path / "docs" / "index.md").write_text(home)
+    (tmp_path / "docs" / "lessons" / "01-demo.py").write_text(lesson)
+    hook_lines = "\n".join(f"  - {HOOKS / name}" for name in hooks)
+    (tmp_path / "mkdocs.yml").write_text(textwrap.dedent("""\
+        site_name: demo
+        theme:
+          name: material
+          font: false
+        nav:
+          - Home: index.md
+          - lessons/01-demo.py
+        plugins:
+          - mkdocs-jupyter:
+              include: ["lessons/*.py"]
+              execute: true
+              allow_errors: false
+              kernel_name: python3
+              remove_tag_config:
+                remove_cell_tags: [remove-cell]
+        markdown_extensions:
+          - toc:
+              permalink: true
+          - pymdownx.arithmatex:
+              generic: true
+        hooks:
+        """) + hook_lines + "\n")
+    return tmp_path
+
+
+def build(root: Path) -> tuple[bool, str, Path]:
+    """Build ``root`` strictly, as the course's tests run it: with ``MPLBACKEND=Agg`` set."""
+    env = {**os.environ, "MPLBACKEND": "Agg", "HF_HUB_OFFLINE": "1", "NO_MKDOCS_2_WARNING": "1"}
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=600)
+    return proc.returncode == 0, proc.stderr, root / "site"
+
+
+def toc_links(page: str) -> list[tuple[str, str]]:
+    """(href, inner html) of the on-page table of contents' links."""
+    toc = page[page.index('data-md-component="toc"'):]
+    return re.findall(r'<a href="(#[^"]*)" class="md-nav__link">\s*<span class="md-ellipsis">\s*(.*?)\s*</span>\s*</a>',
+                      toc, re.S)
+
+
+def test_a_correct_project_builds_with_figures_toc_and_links(tmp_path):
+    ok, log, site = build(project(tmp_path))
+    assert ok, log
+    page = (site / "lessons" / "01-demo" / "index.html").read_text()
+    # the figure is drawn although MPLBACKEND=Agg, and carries the cell's description
+    images = re.findall(r'<img [^>]*src="data:image/png[^>]*>', page)
+    assert len(images) == 1, "the lesson's plt.show() drew no figure on the page"
+    assert 'alt="A straight line from (0, 0) to (1, 1)."' in images[0]
+    # the TOC shows each heading's text and links to an id the page has
+    links = dict(toc_links(page))
+    ids = set(re.findall(r'\bid="([^"]+)"', page))
+    assert links, "no table of contents on the lesson page"
+    assert all(href[1:] in ids for href in links), f"TOC links to missing ids: {sorted(set(links) - ids)}"
+    titles = list(links.values())
+    assert "What intermediate.dense is" in titles, titles
+    assert any(r'<span class="arithmatex">\(W^O\)</span> adds the heads up' == t for t in titles), titles
+    # a markdown page's TOC keeps its math typesettable (MathJax reads .arithmatex elements only)
+    home = (site / "index.html").read_text()
+    assert r'Why <span class="arithmatex">\(4H\)</span>' in dict(toc_links(home)).values(), toc_links(home)
+    # the notebook's markdown link is rewritten to the page's URL
+    assert 'href="../../">the home page</a>' in page, "the notebook's link to ../index.md is not rewritten"
+
+
+def test_planted_missing_pages_anchors_and_descriptions_fail_the_build(tmp_path):
+    home = HOME + "\nSee [a page not written](missing.md) and [a lost section](lessons/01-demo.py#no-such-id).\n"
+    lesson = LESSON.replace("Back to [the home page](../index.md).",
+                            "Back to [the home page](../index.md), or [nowhere](../nowhere.md).")
+    lesson += "\n# %%\nplt.plot([1, 0])\nplt.show()\n"
+    ok, log, _ = build(project(tmp_path, home=home, lesson=lesson))
+    assert not ok, "the strict build passed with a missing page, a broken anchor and an undescribed figure"
+    assert "missing.md" in log, log
+    assert "nowhere.md" in log, log
+    assert "#no-such-id" in log, log
+    assert "without a description" in log, log
+
+
+def test_without_the_kernel_setup_agg_draws_nothing(tmp_path):
+    """The planted defect for figures: the lesson hook left out, the kernel inherits Agg."""
+    hooks = [h for h in ALL_HOOKS if h != "lesson_run.py"]
+    ok, log, _ = build(project(tmp_path, hooks=hooks))
+    assert not ok and "draws no figure" in log, log
+
+
+def _lesson_run():
+    spec = importlib.util.spec_from_file_location("lesson_run", HOOKS / "lesson_run.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cache_key_covers_source_environment_and_versions(tmp_path, monkeypatch):
+    hook = _lesson_run()
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "a.py").write_text("x = 1\n")
+    monkeypatch.delenv("BERTLAB_MODEL", raising=False)
+    key = hook.cache_key(package, "python3")
+    assert hook.cache_key(package, "python3") == key, "the key is not stable"
+    conditions = hook.conditions(package, "python3")
+    assert any(d.startswith("matplotlib==") for d in conditions["distributions"]), conditions["distributions"][:5]
+    monkeypatch.setenv("BERTLAB_MODEL", "/elsewhere")
+    assert hook.cache_key(package, "python3") != key, "BERTLAB_MODEL does not change the key"
+    monkeypatch.delenv("BERTLAB_MODEL")
+    monkeypatch.setenv("TRANSFORMERS_VERBOSITY", "debug")
+    assert hook.cache_key(package, "python3") != key, "TRANSFORMERS_VERBOSITY does not change the key"
+    monkeypatch.delenv("TRANSFORMERS_VERBOSITY")
+    (package / "a.py").write_text("x = 2\n")
+    assert hook.cache_key(package, "python3") != key, "the package source does not change the key"
