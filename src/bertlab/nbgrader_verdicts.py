@@ -25,14 +25,13 @@ class JudgeVerdicts(NbGraderPreprocessor):
     memory_limit = Float(0, help="MB for the learner's process (0: the course's bertlab.toml, else 4096)").tag(config=True)
 
     def preprocess(self, nb, resources):
-        from bertlab.grading.execute import grade_cell_meta
-        from bertlab.grading.judge import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, judge_notebook
+        from bertlab.grading.execute import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, grade_cell_meta, run_notebook
         from bertlab.grading.notebooks import course_root
         from bertlab.settings import grade_settings
 
         folder = resources.get("metadata", {}).get("path") or "."
         settings = grade_settings(course_root(Path(folder).resolve()) or course_root(Path.cwd()))
-        result = judge_notebook(
+        result = run_notebook(
             _without_outputs(nb),
             timeout=self.timeout or settings.get("timeout", DEFAULT_TIMEOUT),
             memory_mb=self.memory_limit or settings.get("memory_limit", DEFAULT_MEMORY_MB),

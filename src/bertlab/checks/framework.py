@@ -19,6 +19,7 @@ import copy
 import functools
 import os
 import re
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -672,6 +673,10 @@ def _parts_may_run_hf_code(task):
         del task.forbid_shortcuts  # back to the class's value
 
 
+# reference module -> the one copy of it whose tensors every part_reference shares
+_PART_COPIES: "weakref.WeakKeyDictionary[nn.Module, nn.Module]" = weakref.WeakKeyDictionary()
+
+
 class BuiltOnParts:
     """Mixin for a task whose module holds earlier tasks' modules (BertAttention, BertLayer, ...).
 
@@ -691,8 +696,19 @@ class BuiltOnParts:
         return {attr: TASKS[task_id] for attr, task_id in self.parts.items()}
 
     def part_reference(self, ctx: Context, attr: str) -> nn.Module:
-        """A copy of HF's module for ``attr`` (of the first layer; ``load`` loads each layer's weights)."""
-        return given(copy.deepcopy(self.reference(ctx, self.layers(ctx)[0]).get_submodule(attr)))
+        """A copy of HF's module for ``attr`` (of the first layer; ``load`` loads each layer's weights).
+
+        Each call gives new module objects (callers mark and retype them), all holding the tensors
+        of one copy kept per reference module: the same tensors cross to the learner once per
+        notebook, where fresh copies of every tensor sent (BertModel's encoder: 90 MB) crossed
+        once per check, a gigabyte and more per notebook.
+        """
+        source = self.reference(ctx, self.layers(ctx)[0]).get_submodule(attr)
+        kept = _PART_COPIES.get(source)
+        if kept is None:
+            kept = _PART_COPIES[source] = copy.deepcopy(source)
+        shared = {id(t): t for t in [*kept.parameters(), *kept.buffers()]}
+        return given(copy.deepcopy(kept, memo=shared))
 
     def own_module(self, cls, ctx: Context) -> nn.Module:
         """The learner's module as built, its parts checked to exist where HF keeps them."""

@@ -337,7 +337,8 @@ class BertModelTask(BuiltOnParts, _HiddenStates, ModuleTask):
     def check_names(self, cls, ctx):
         """The complete pretrained state_dict loads strictly into the learner's own model (no HF part)."""
         module = self.own_module(cls, ctx)
-        saved = [f"embeddings.{b}" for b in NON_PERSISTENT if f"embeddings.{b}" in module.state_dict()]
+        mine = {k: tuple(v.shape) for k, v in module.state_dict().items()}  # once: 90 MB cross the pipe
+        saved = [f"embeddings.{b}" for b in NON_PERSISTENT if f"embeddings.{b}" in mine]
         blame = "fails because your BertEmbeddings (task 2.1) differs; fix 2.1 first."
         if saved:
             self.fail(
@@ -345,7 +346,6 @@ class BertModelTask(BuiltOnParts, _HiddenStates, ModuleTask):
                 "Register BertEmbeddings' buffers with persistent=False, like HF.",
                 blame,
             )
-        mine = {k: tuple(v.shape) for k, v in module.state_dict().items()}
         theirs = {k: tuple(v.shape) for k, v in ctx.model.state_dict().items()}
         missing, unexpected = sorted(set(theirs) - set(mine)), sorted(set(mine) - set(theirs))
         wrong = [k for k in theirs if k in mine and mine[k] != theirs[k]]

@@ -47,6 +47,10 @@ def run_notebook(nb, **options) -> NotebookResult:
 
     Options are ``judge.judge_notebook``'s (timeout, memory_mb, env, cwd).
     """
+    from bertlab.grading import memory
     from bertlab.grading.judge import judge_notebook
 
-    return judge_notebook(nb, **options)
+    try:
+        return judge_notebook(nb, **options)
+    finally:
+        memory.release()  # after the judge's frame is gone: its copies of the model are free

@@ -21,11 +21,11 @@ os.environ.setdefault("MPLBACKEND", "Agg")  # a learner's plt.show() must not ne
 def judge_file(notebook: str, result_file: str, timeout: float, memory_mb: float) -> None:
     from pathlib import Path
 
-    from bertlab.grading.judge import judge_notebook
+    from bertlab.grading.execute import run_notebook
     from bertlab.grading.notebooks import read
 
     nb = read(Path(notebook))
-    result = judge_notebook(nb, timeout=timeout, memory_mb=memory_mb, cwd=os.path.dirname(notebook))
+    result = run_notebook(nb, timeout=timeout, memory_mb=memory_mb, cwd=os.path.dirname(notebook))
     with open(result_file, "w") as f:
         json.dump(result.to_dict(), f)
 
