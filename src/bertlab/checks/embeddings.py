@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from bertlab.checks.framework import CheckFailed, Context, ModuleTask
+from bertlab.checks.harness import state_shapes
 from bertlab.diagnose import embeddings as flawed  # noqa: F401  (registers the mistakes)
 
 EMBEDDING_DIMS = ("batch", "token", "dim")
@@ -75,7 +76,8 @@ class BertEmbeddingsTask(ModuleTask):
 
     def check_names(self, cls, ctx):
         module = self.build(cls, ctx)
-        saved = [name for name in NON_PERSISTENT if name in module.state_dict()]
+        names = state_shapes(module)
+        saved = [name for name in NON_PERSISTENT if name in names]
         if saved:
             self.fail(
                 f"the buffer {' and '.join(saved)} is saved in the state_dict, so the pretrained weights cannot load",

@@ -30,7 +30,7 @@ from bertlab import capture as capture_mod
 from bertlab import diagnose, reference
 from bertlab.checks import heatmap
 from bertlab.checks.compare import Difference, allclose, difference, worst_position
-from bertlab.checks.harness import describe_call, given, gradients_of, invoke_learner
+from bertlab.checks.harness import describe_call, given, gradients_of, invoke_learner, state_shapes
 from bertlab.diagnose import common as placement
 from bertlab.diagnose.common import DropoutProbe
 
@@ -276,8 +276,8 @@ class ModuleTask(Task):
 
     def check_names(self, cls, ctx: Context) -> None:
         module = self.build(cls, ctx)
-        mine = {k: tuple(v.shape) for k, v in module.state_dict().items()}
-        theirs = {k: tuple(v.shape) for k, v in self.reference(ctx, self.layers(ctx)[0]).state_dict().items()}
+        mine = state_shapes(module)
+        theirs = state_shapes(self.reference(ctx, self.layers(ctx)[0]))
         missing = sorted(set(theirs) - set(mine))
         unexpected = sorted(set(mine) - set(theirs))
         if missing or unexpected:
@@ -552,8 +552,8 @@ def explain_sizes(task, module: nn.Module, hf: nn.Module, pretrained, config, ag
     shape, the attributes HF keeps sizes in (``num_attention_heads``, ``attention_head_size``,
     ``all_head_size``), each LayerNorm's eps and each Dropout's p.
     """
-    mine = {k: tuple(v.shape) for k, v in module.state_dict().items()}
-    theirs = {k: tuple(v.shape) for k, v in hf.state_dict().items()}
+    mine = state_shapes(module)
+    theirs = state_shapes(hf)
     have, want = _layer_count(mine), _layer_count(theirs)
     if have != want:
         _wired(task, "num_hidden_layers", have, pretrained, config)

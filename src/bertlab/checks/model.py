@@ -26,6 +26,7 @@ from bertlab.checks.attention import random_attention_batch
 from bertlab.checks.compare import allclose
 from bertlab.checks.embeddings import NON_PERSISTENT
 from bertlab.checks.framework import BuiltOnParts, CheckFailed, ModuleTask, _describe
+from bertlab.checks.harness import state_shapes
 from bertlab.diagnose import model as flawed
 from bertlab.masks import random_padding
 from bertlab.pooling import sentence_embeddings
@@ -337,7 +338,7 @@ class BertModelTask(BuiltOnParts, _HiddenStates, ModuleTask):
     def check_names(self, cls, ctx):
         """The complete pretrained state_dict loads strictly into the learner's own model (no HF part)."""
         module = self.own_module(cls, ctx)
-        mine = {k: tuple(v.shape) for k, v in module.state_dict().items()}  # once: 90 MB cross the pipe
+        mine = state_shapes(module)
         saved = [f"embeddings.{b}" for b in NON_PERSISTENT if f"embeddings.{b}" in mine]
         blame = "fails because your BertEmbeddings (task 2.1) differs; fix 2.1 first."
         if saved:
@@ -346,7 +347,7 @@ class BertModelTask(BuiltOnParts, _HiddenStates, ModuleTask):
                 "Register BertEmbeddings' buffers with persistent=False, like HF.",
                 blame,
             )
-        theirs = {k: tuple(v.shape) for k, v in ctx.model.state_dict().items()}
+        theirs = state_shapes(ctx.model)
         missing, unexpected = sorted(set(theirs) - set(mine)), sorted(set(mine) - set(theirs))
         wrong = [k for k in theirs if k in mine and mine[k] != theirs[k]]
         if missing or unexpected or wrong:

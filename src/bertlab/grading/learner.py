@@ -124,6 +124,8 @@ class Server:
                 return self.answer(None)
             if op == "list":
                 return self.answer(list(args[0]))
+            if op == "state_shapes":
+                return self.answer(harness.state_shapes(args[0]))
             if op == "len":
                 return self.answer(len(args[0]))
             if op == "getitem":

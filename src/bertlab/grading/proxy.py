@@ -279,6 +279,10 @@ class Remote:
         answer = self._learner.request("invoke", self, args, kwargs, options)
         return Outcome(**answer)
 
+    def _remote_state_shapes(self) -> dict:
+        """``harness.state_shapes(self)`` in the learner's process: names and shapes, no weights."""
+        return self._learner.request("state_shapes", self)
+
     def _remote_gradients(self, *args, **options) -> Outcome:
         """``harness.gradients(self, ...)`` in the learner's process."""
         answer = self._learner.request("gradients", self, args, options)
