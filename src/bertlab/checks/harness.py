@@ -215,14 +215,16 @@ def _argument_name(name: str) -> str:
     return name
 
 
-def invoke_learner(fn, args: tuple, kwargs: dict, **options) -> Outcome:
-    """``invoke`` where ``fn`` lives: here, or in the learner's process when ``fn`` is a proxy.
+def in_learner_process(fn) -> bool:
+    """Whether ``fn`` is a proxy of the learner's process (``type(fn)`` is the real class even
+    for a proxy, whose ``__class__`` may pose as another)."""
+    return getattr(type(fn), "_remote_invoke", None) is not None
 
-    ``type(fn)`` is the real class even for a proxy (its ``__class__`` may pose as another).
-    """
-    remote = getattr(type(fn), "_remote_invoke", None)
-    if remote is not None:
-        return remote(fn, args, kwargs, **options)
+
+def invoke_learner(fn, args: tuple, kwargs: dict, **options) -> Outcome:
+    """``invoke`` where ``fn`` lives: here, or in the learner's process when ``fn`` is a proxy."""
+    if in_learner_process(fn):
+        return type(fn)._remote_invoke(fn, args, kwargs, **options)
     return invoke(fn, args, kwargs, **options)
 
 

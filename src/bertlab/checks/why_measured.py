@@ -25,8 +25,10 @@ import itertools
 from collections.abc import Callable, Mapping
 
 import torch
+from torch import nn
 
 from bertlab.checks.framework import Context, Task, _describe
+from bertlab.checks.harness import in_learner_process
 from bertlab.diagnose import why_measured as flawed
 from bertlab.experiments import lesions, rank_collapse
 from bertlab.experiments.lesions import LayerEdit
@@ -95,10 +97,27 @@ class FunctionTask(Task):
         return value.detach().float()
 
     def call(self, fn, *args) -> object:
-        """Call the learner's function outside autograd, on copies of tensor arguments."""
-        args = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+        """Call the learner's function outside autograd, never on the reference's own objects.
+
+        In this process (the in-notebook check) it gets copies of tensors and modules. A function
+        in the learner's process gets fresh copies with every request anyway; there the reference's
+        own tensors are sent, so that each crosses the pipe once per notebook (copies made here
+        crossed anew every call: a gigabyte per notebook).
+        """
+        if not in_learner_process(fn):
+            args = tuple(_copied(a) for a in args)
         with torch.no_grad():
             return self.call_learner(f"{self.title}({', '.join(self.arguments)})", fn, *args)
+
+
+def _copied(value):
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, nn.Module):
+        return copy.deepcopy(value)
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    return value
 
 
 # -- Task 7.1 -------------------------------------------------------------------------------
@@ -165,8 +184,7 @@ class LayerVariantTask(FunctionTask):
         edit = LayerEdit(attention_skip=attention_skip, ffn=ffn, ffn_skip=ffn_skip)
         with torch.no_grad():
             expected = lesions.layer_forward(layer, hidden, mask, edit)[0]  # (B, T, H)
-        # A copy: the learner's function must not be able to change the reference weights.
-        got = self.call(fn, copy.deepcopy(layer), hidden, mask, *flags)
+        got = self.call(fn, layer, hidden, mask, *flags)
         got = self.tensor(got, "the output", tuple(expected.shape), TOKENS)
         inputs = {"hidden_states": hidden, "attention_mask": mask,
                   "attention_skip": attention_skip, "ffn": ffn, "ffn_skip": ffn_skip}
@@ -176,7 +194,7 @@ class LayerVariantTask(FunctionTask):
     def check_shapes(self, fn, ctx: Context) -> None:
         call = ctx.capture.layer(0)
         hidden, mask = call.args[0], call.args[1]
-        got = self.call(self.function(fn), copy.deepcopy(ctx.model.encoder.layer[0]), hidden, mask, True, True, True)
+        got = self.call(self.function(fn), ctx.model.encoder.layer[0], hidden, mask, True, True, True)
         self.tensor(got, "the output", tuple(hidden.shape), TOKENS)
 
     def check_values(self, fn, ctx: Context) -> None:
@@ -270,9 +288,7 @@ class MeasurementTask(FunctionTask):
         key = (fn, id(model))
         if cache and key in self._results and self._results[key][0] is model:
             return self._results[key][1]
-        # The learner's function gets a copy of the model and of the batch: nothing it does can
-        # change the reference the other checks use.
-        out = self.call(self.function(fn), copy.deepcopy(model), {k: v.clone() for k, v in batch.items()})
+        out = self.call(self.function(fn), model, batch)
         if not isinstance(out, Mapping):
             self.fail(f"must return a dict {{name: tensor}} with keys {', '.join(map(repr, self.names))}; "
                       f"got {_describe(out)}")
