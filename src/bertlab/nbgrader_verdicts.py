@@ -25,7 +25,7 @@ class JudgeVerdicts(NbGraderPreprocessor):
     memory_limit = Float(0, help="MB for the learner's process (0: the course's bertlab.toml, else 4096)").tag(config=True)
 
     def preprocess(self, nb, resources):
-        from bertlab.grading.execute import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, grade_cell_meta, run_notebook
+        from bertlab.grading.execute import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, run_notebook
         from bertlab.grading.notebooks import course_root
         from bertlab.settings import grade_settings
 
@@ -37,19 +37,26 @@ class JudgeVerdicts(NbGraderPreprocessor):
             memory_mb=self.memory_limit or settings.get("memory_limit", DEFAULT_MEMORY_MB),
             cwd=str(folder),
         )
-        verdicts = {check.name: check for check in result.checks}
-        for cell in nb.cells:
-            meta = grade_cell_meta(cell)
-            if meta is None:
-                continue
-            verdict = verdicts.get(meta.get("grade_id"))
-            if verdict is None:
-                cell.outputs = [_error("the grader did not reach this cell")]
-            elif verdict.passed:
-                cell.outputs = [new_output("stream", name="stdout", text=verdict.message + "\n")]
-            else:
-                cell.outputs = [_error(verdict.message)]
+        write_verdicts(nb, {check.name: (check.passed, check.message) for check in result.checks})
         return nb, resources
+
+
+def write_verdicts(nb, verdicts: dict[str, tuple[bool, str]]) -> None:
+    """Each grade cell's output becomes its verdict (grade id -> (passed, message)): the message
+    printed when it passed, an error when it failed or was never reached."""
+    from bertlab.grading.execute import grade_cell_meta
+
+    for cell in nb.cells:
+        meta = grade_cell_meta(cell)
+        if meta is None:
+            continue
+        verdict = verdicts.get(meta.get("grade_id"))
+        if verdict is None:
+            cell.outputs = [_error("the grader did not reach this cell")]
+        elif verdict[0]:
+            cell.outputs = [new_output("stream", name="stdout", text=verdict[1] + "\n")]
+        else:
+            cell.outputs = [_error(verdict[1])]
 
 
 def _without_outputs(nb):

@@ -9,12 +9,10 @@ leaves.
 
 from __future__ import annotations
 
-from nbformat.v4 import new_output
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Dict
 
-from bertlab.grading.execute import grade_cell_meta
-from bertlab.nbgrader_verdicts import _error
+from bertlab.nbgrader_verdicts import write_verdicts
 
 
 class RecordedVerdicts(NbGraderPreprocessor):
@@ -23,16 +21,6 @@ class RecordedVerdicts(NbGraderPreprocessor):
     verdicts = Dict(help="notebook id -> grade id -> [passed, message]")
 
     def preprocess(self, nb, resources):
-        verdicts = self.verdicts.get(resources["nbgrader"]["notebook"], {})
-        for cell in nb.cells:
-            meta = grade_cell_meta(cell)
-            if meta is None:
-                continue
-            verdict = verdicts.get(meta.get("grade_id"))
-            if verdict is None:
-                cell.outputs = [_error("the grader did not reach this cell")]
-            elif verdict[0]:
-                cell.outputs = [new_output("stream", name="stdout", text=verdict[1] + "\n")]
-            else:
-                cell.outputs = [_error(verdict[1])]
+        recorded = self.verdicts.get(resources["nbgrader"]["notebook"], {})
+        write_verdicts(nb, {grade_id: (passed, message) for grade_id, (passed, message) in recorded.items()})
         return nb, resources
