@@ -29,6 +29,7 @@ import yaml
 from markdown.extensions.toc import slugify
 
 from tests.conftest import ROOT
+from tests.course_text import markdown_cells
 
 LINK = re.compile(r"(!?)\[((?:[^\[\]]|\[[^\[\]]*\])+)\]\(([^)\s]+)\)")
 HREF = re.compile(r'\bhref="([^"]+)"')
@@ -63,21 +64,6 @@ def course_path(root: Path) -> list[Path]:
 
 def _real(root: Path, path: Path) -> Path:
     return Path(os.path.realpath(path)).relative_to(os.path.realpath(root))
-
-
-def markdown_cells(path: Path) -> list[str]:
-    """The markdown a learner reads in ``path``: notebook cells, lesson comment cells, a page."""
-    if path.suffix == ".ipynb":
-        return [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown"]
-    if path.suffix == ".py":  # jupytext percent format: "# %% [markdown]" then "# " lines
-        cells = []
-        for block in re.split(r"^# %%", path.read_text(), flags=re.M)[1:]:
-            header, _, body = block.partition("\n")
-            if "[markdown]" in header:
-                cells.append("\n".join(re.sub(r"^# ?", "", line) for line in body.splitlines()
-                                       if line.startswith("#")))
-        return cells
-    return [path.read_text()]
 
 
 def _prose(markdown: str) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.course_text import markdown_cells
 
 NOTATION = ROOT / "docs" / "notation.md"
 FAQ = ROOT / "docs" / "faq.md"
@@ -127,17 +128,6 @@ def symbols(math: str) -> set[str]:
 
 def math_symbols(text: str) -> set[str]:
     return set().union(*(symbols(a or b) for a, b in MATH.findall(text)))
-
-
-def markdown_cells(path: Path) -> list[str]:
-    """A jupytext percent lesson's markdown cells, without the leading "# "."""
-    cells = []
-    for block in re.split(r"^# %%", path.read_text(), flags=re.M)[1:]:
-        header, _, body = block.partition("\n")
-        if "[markdown]" in header:
-            cells.append("\n".join(re.sub(r"^# ?", "", line) for line in body.splitlines()
-                                   if line.startswith("#")))
-    return cells
 
 
 def equation_sections(path: Path) -> list[str]:
