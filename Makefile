@@ -35,7 +35,7 @@ start: $(STAMP) site ## set up, build the site, print your grade table, serve th
 test: $(STAMP) browser ## run the whole test suite (builds the site, grades notebooks)
 	@# loadgroup: one worker runs all the site tests, so the site is built once
 	@# a worker that crashes ends the run at once, named, instead of leaving its group unscheduled
-	$(BIN)/pytest -n 2 --dist loadgroup --max-worker-restart 0
+	$(BIN)/pytest -n 2 --dist loadgroup --max-worker-restart 0 --durations 20
 
 lab: $(STAMP) ## open JupyterLab on the exercises
 	$(BIN)/jupyter lab --notebook-dir=exercises --ip=$(HOST) --no-browser $(if $(filter 0,$(shell id -u)),--allow-root)

@@ -78,3 +78,27 @@ def pytest_terminal_summary(terminalreporter):
     )
     from tests.submissions import CASES
     terminalreporter.write_line(f"bad submissions: {len(CASES)} cases, each with its expected verdict")
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+]
+
+
+# Here, not in a test module: one Playwright per worker. A second one (a module importing the
+# fixture defines its own) fails to start inside the first one's event loop.
+@pytest.fixture(scope="session")
+def browser():
+    if not CHROMIUM.exists():
+        message = f"Debian's chromium is not installed ({CHROMIUM}); `make browser` installs it"
+        if os.environ.get("CI"):
+            pytest.fail(message + " (CI must run the browser tests)")
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()

@@ -26,7 +26,7 @@ import pytest
 from bertlab import progress
 from tests import submissions
 from tests.conftest import ROOT, solution_namespace
-from tests.test_site import ARTIFACTS, Reader, _Quiet, browser, site  # noqa: F401  (fixtures)
+from tests.test_site import ARTIFACTS, Reader, _Quiet, site  # noqa: F401  (a fixture)
 
 ATTENTION, ADD_NORM, FFN = submissions.ATTENTION, submissions.ADD_NORM, submissions.FFN
 PNG = b"\x89PNG\r\n\x1a\n"

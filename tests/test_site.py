@@ -25,11 +25,6 @@ from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
-]
 
 # One xdist worker runs them all (with `--dist loadgroup`), so the site is built once.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("site")]
@@ -96,21 +91,6 @@ def base_url(site):
     yield f"http://127.0.0.1:{server.server_address[1]}/"
     server.shutdown()
     server.server_close()
-
-
-@pytest.fixture(scope="session")
-def browser():
-    if not CHROMIUM.exists():
-        message = f"Debian's chromium is not installed ({CHROMIUM}); `make browser` installs it"
-        if os.environ.get("CI"):
-            pytest.fail(message + " (CI must run the browser tests)")
-        pytest.skip(message)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 class Reader:
