@@ -89,7 +89,9 @@ def _grade_ids(assignment: str) -> list[str]:
     return list(_cell_points(assignment))
 
 
-@pytest.fixture(scope="module")
+# Session-wide: xdist may run other modules' tests between this module's, which would tear a
+# module fixture down and build it again (grading the class twice costs minutes).
+@pytest.fixture(scope="session")
 def graded(tmp_path_factory):
     """The class graded four ways: {way: {student: {grade id: points}}}, and the courses."""
     students = roster()

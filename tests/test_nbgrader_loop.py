@@ -70,7 +70,9 @@ def leaks(files: list[Path], assignment: str) -> list[str]:
     return [f"{f.name}: {line}" for f in files for line in lines if line in visible_text(f)]
 
 
-@pytest.fixture(scope="module")
+# Session-wide: xdist may run other modules' tests between this module's, which would tear a
+# module fixture down and go round the loop again (a minute each time).
+@pytest.fixture(scope="session")
 def loop(tmp_path_factory):
     course = tmp_path_factory.mktemp("course")
     shutil.copy(ROOT / "nbgrader_config.py", course)

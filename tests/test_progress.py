@@ -47,7 +47,9 @@ def _bertlab(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=900)
 
 
-@pytest.fixture(scope="module")
+# Session-wide: xdist may run other modules' tests between this module's, which would tear a
+# module fixture down and build it again (grading again costs seconds).
+@pytest.fixture(scope="session")
 def graded(tmp_path_factory):
     """(report as JSON, progress directory, the learner's exercises copy) after one grading run."""
     import nbformat
