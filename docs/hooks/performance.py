@@ -54,8 +54,8 @@ def table(results: dict) -> str:
     if machine:
         rows += ["", f"Measured on {machine.get('cpus')} CPUs ({machine.get('processor')}, "
                      f"{machine.get('platform')}, Python {machine.get('python')}), 1-minute load average "
-                     f"{machine.get('load_average_1min', 0):.1f} when the run ended; medians of "
-                     f"{machine.get('rounds', 'several')} runs."]
+                     f"{machine.get('load_average_1min', 0):.1f} when the run ended; "
+                     + (f"medians of {machine['rounds']} runs." if machine.get("rounds") else "one run of each command.")]
     return "\n".join(rows)
 
 
