@@ -102,3 +102,20 @@ def browser():
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield browser
         browser.close()
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(items):
+    """A module whose tests share a fixture of its own (module- or session-wide) runs on one worker.
+
+    Spread over two workers, each would build the fixture (a graded class, a grading run: minutes);
+    spread between other modules' tests, a module fixture would even be built again each time.
+    Modules without such a fixture stay spread test by test. Explicit ``xdist_group`` marks win.
+    """
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        if item.get_closest_marker("xdist_group") is None and any(
+            d.scope in ("module", "session") and d.baseid == module
+            for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs
+        ):
+            item.add_marker(pytest.mark.xdist_group(module))

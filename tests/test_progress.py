@@ -30,6 +30,9 @@ from tests.test_site import ARTIFACTS, Reader, _Quiet, site  # noqa: F401  (a fi
 
 ATTENTION, ADD_NORM, FFN = submissions.ATTENTION, submissions.ADD_NORM, submissions.FFN
 PNG = b"\x89PNG\r\n\x1a\n"
+# Beside the site's tests: the page test needs both the built site and the graded exercises, so
+# each is built once, on one worker.
+pytestmark = pytest.mark.xdist_group("site")
 NO_SCALING = ("(query @ key.transpose(-1, -2)) * scaling", "(query @ key.transpose(-1, -2))")
 
 
@@ -274,7 +277,6 @@ def served(site, tmp_path):  # noqa: F811  (test_site's fixture)
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("site")
 def test_every_hint_links_a_heading_of_the_built_lesson(site):  # noqa: F811
     """progress.heading_id gives the id the built lesson page really has, for every known mistake."""
     from bertlab import diagnose
@@ -292,7 +294,6 @@ def test_every_hint_links_a_heading_of_the_built_lesson(site):  # noqa: F811
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("site")
 def test_progress_page_shows_the_grades(browser, served, graded):  # noqa: F811
     report, out, _ = graded
     root, url = served

@@ -71,7 +71,21 @@ def autograde(root: Path, assignments: list[str], students: list[str] | None = N
     Returns:
         One outcome per submission, in the order they were found (skipped ones included).
     """
-    from bertlab.grading.runner import Limits, WorkerPool, grade_task
+    from bertlab.grading.runner import Limits, WorkerPool, worker_env
+
+    # The judge workers start first: their imports and model load (seconds each) then overlap
+    # nbgrader's import and the reading of the gradebook and the submissions below.
+    pool = WorkerPool(worker_env(jobs))
+    for _ in range(max(1, jobs)):
+        pool.warm_up()
+    try:
+        return _grade_all(root, assignments, students, jobs, Limits(timeout, memory_limit), force, progress, pool)
+    finally:
+        pool.close()
+
+
+def _grade_all(root, assignments, students, jobs, limits, force, progress, pool) -> list[Outcome]:
+    from bertlab.grading.runner import grade_task
 
     config, coursedir = course.load(root)
     found = course.submissions(coursedir, assignments, students)
@@ -87,32 +101,23 @@ def autograde(root: Path, assignments: list[str], students: list[str] | None = N
     todo = [s for s in found if force or _changed(state.get(s.key), prints[s.key], _graded(coursedir, s))]
     outcomes = {s.key: Outcome(s.student, s.assignment, 0.0, 0.0, "skipped", "unchanged since its last autograde")
                 for s in found if s not in todo}
-
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "MPLBACKEND": "Agg"}
-    # Workers side by side share the cores: one BLAS thread pool per worker, not one per core each.
-    threads = str(max(1, (os.cpu_count() or 1) // max(1, jobs)))
-    env.update({k: env.get(k, threads) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")})
-    limits, pool = Limits(timeout, memory_limit), WorkerPool(env)
     bar = Progress(len(todo)) if progress and todo else None
 
     def judge(sub: course.Submission):
         return grade_task(sub.assignment, sub.notebooks(), limits, pool)
 
-    try:
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as threads_pool:
-            futures = {threads_pool.submit(judge, s): s for s in todo}
-            for future in as_completed(futures):  # record each as it comes, while the others are judged
-                sub = futures[future]
-                outcome = _record(config, coursedir, sub, future.result())
-                outcomes[sub.key] = outcome
-                # A file nbgrader cannot read leaves no autograded copy: that is not a reason to regrade it.
-                state[sub.key] = {"fingerprint": prints[sub.key], "autograded": _graded(coursedir, sub)}
-                state_path.parent.mkdir(parents=True, exist_ok=True)
-                state_path.write_text(json.dumps(state, indent=1, sort_keys=True))
-                if bar:
-                    bar.step(f"{sub.key}: {outcome.score:g}/{outcome.max_score:g} {outcome.status}")
-    finally:
-        pool.close()
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as threads_pool:
+        futures = {threads_pool.submit(judge, s): s for s in todo}
+        for future in as_completed(futures):  # record each as it comes, while the others are judged
+            sub = futures[future]
+            outcome = _record(config, coursedir, sub, future.result())
+            outcomes[sub.key] = outcome
+            # A file nbgrader cannot read leaves no autograded copy: that is not a reason to regrade it.
+            state[sub.key] = {"fingerprint": prints[sub.key], "autograded": _graded(coursedir, sub)}
+            state_path.parent.mkdir(parents=True, exist_ok=True)
+            state_path.write_text(json.dumps(state, indent=1, sort_keys=True))
+            if bar:
+                bar.step(f"{sub.key}: {outcome.score:g}/{outcome.max_score:g} {outcome.status}")
     return [outcomes[s.key] for s in found]
 
 
