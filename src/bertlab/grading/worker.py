@@ -11,6 +11,7 @@ nothing of a learner reaches them (they cross to the learner's process as copies
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -52,6 +53,10 @@ def main() -> None:
 
     ForkServer.fork_here()
     _warm_up()
+    # What is loaded now (modules, the model, its capture) lives as long as the worker: set apart
+    # from the collector, the collection after each notebook scans only what that notebook left
+    # (0.2 s less per notebook, on the way to every result).
+    gc.freeze()
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # stray prints must not corrupt the answers
     for line in sys.stdin:
