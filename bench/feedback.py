@@ -4,6 +4,8 @@ Every figure is a median of ``--rounds`` runs (default 5), and every ratio divid
 of this same run, so a busy machine slows both sides alike. Merged into ``bench/results.json``:
 
 - ``floor_s``: ``python -c "import torch, transformers"``, the least any grading command costs;
+- ``reference_import_s``: importing transformers' BERT modules as well, which a judge must hold
+  to compare with (transformers' top-level import is lazy: the floor does not load them);
 - ``grade_one_s``, ``grade_one_vs_floor``: ``bertlab grade 05 --path solutions``, a cold command;
 - ``grade_all_s``, ``grade_all_vs_floor``: ``bertlab grade --path solutions``, default jobs;
 - ``watch_latency_s``: ``bertlab grade --watch 05``, from a save to the printed result;
@@ -58,6 +60,11 @@ def median_of(rounds: int, measure) -> float:
 
 def floor(rounds: int) -> float:
     return median_of(rounds, lambda: seconds_of([PYTHON, "-c", "import torch, transformers"]))
+
+
+def reference_import(rounds: int) -> float:
+    code = "import torch, transformers.models.bert.modeling_bert"
+    return median_of(rounds, lambda: seconds_of([PYTHON, "-c", code]))
 
 
 def grade(rounds: int, *tasks: str) -> float:
@@ -177,6 +184,8 @@ def run(rounds: int, only: set[str], start: bool) -> dict:
     report: dict = {}
     if wanted("grade_one_vs_floor") or wanted("grade_all_vs_floor") or wanted("floor_s"):
         report["floor_s"] = floor(rounds)
+    if wanted("grade_one_vs_floor") or wanted("reference_import_s"):
+        report["reference_import_s"] = reference_import(rounds)
     if wanted("grade_one_vs_floor"):
         report["grade_one_s"] = grade(rounds, TASK)
         report["grade_one_vs_floor"] = report["grade_one_s"] / report["floor_s"]
