@@ -19,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 HOOKS = ROOT / "docs" / "hooks"
-ALL_HOOKS = ["lesson_run.py", "course.py", "toc.py", "figure_alt.py", "anchors.py"]
+ALL_HOOKS = ["lessons_parallel.py", "lesson_run.py", "course.py", "toc.py", "figure_alt.py", "anchors.py"]
 
 pytestmark = pytest.mark.slow
 
@@ -102,6 +102,8 @@ def toc_links(page: str) -> list[tuple[str, str]]:
 def test_a_correct_project_builds_with_figures_toc_and_links(tmp_path):
     ok, log, site = build(project(tmp_path))
     assert ok, log
+    # the lesson ran ahead of the pages, in a process of its own, and its page was read from the cache
+    assert "executing 1 lesson(s)" in log and re.search(r"Cache hit: .*01-demo\.py", log), log
     page = (site / "lessons" / "01-demo" / "index.html").read_text()
     # the figure is drawn although MPLBACKEND=Agg, and carries the cell's description
     images = re.findall(r'<img [^>]*src="data:image/png[^>]*>', page)
@@ -133,6 +135,18 @@ def test_planted_missing_pages_anchors_and_descriptions_fail_the_build(tmp_path)
     assert "nowhere.md" in log, log
     assert "#no-such-id" in log, log
     assert "without a description" in log, log
+
+
+def test_a_lesson_that_fails_fails_the_build_with_its_own_error(tmp_path):
+    """Run ahead of the pages, the failing lesson leaves no cache entry; its page runs it again and
+    the build stops with the lesson's error, as without the parallel run."""
+    lesson = LESSON + "\n# %%\nraise ZeroDivisionError(\"the lesson's own error\")\n"
+    ok, log, _ = build(project(tmp_path, lesson=lesson))
+    assert not ok, log
+    log = re.sub(r"\x1b\[[0-9;]*m", "", log)  # the traceback's colours
+    assert "01-demo.py did not run through here: ZeroDivisionError" in log, log
+    assert "ZeroDivisionError: the lesson's own error" in log.split("did not run through here", 1)[1], log
+    assert not list((tmp_path / ".cache").rglob("*.json")), "a failed lesson left a cache entry"
 
 
 def test_without_the_kernel_setup_agg_draws_nothing(tmp_path):

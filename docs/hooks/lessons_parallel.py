@@ -1,0 +1,80 @@
+"""Lessons not in the cache execute side by side, one process each, before the pages render.
+
+mkdocs-jupyter executes a lesson when it renders its page, one page after another: a cold build
+runs nine lessons in a row, each starting a kernel that imports torch and loads the model. This
+hook finds the lessons whose cache entry is missing (the entry ``lesson_run.py`` keys on the build's
+conditions) and runs ``lesson_render.py`` for them, as many at once as the machine has cores, each
+writing the entry the page's own render then reads. A lesson that fails leaves no entry: its page
+renders it again, and the build fails with its error as it always did.
+
+Each lesson process gets its share of the cores for torch's threads (``OMP_NUM_THREADS``), set in
+this process before ``lesson_run.py`` computes the cache key, so the entry's key says so too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+log = logging.getLogger("mkdocs.hooks.lessons_parallel")
+RENDERER = Path(__file__).with_name("lesson_render.py")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the colours of IPython's tracebacks
+OPTIONS = ("kernel_name", "theme", "allow_errors", "show_input", "no_input", "no_prompt", "remove_tag_config",
+           "highlight_extra_classes", "include_requirejs", "custom_mathjax_url", "toc_depth")
+
+
+def _parallel() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+def on_config(config):
+    # Before lesson_run.on_config (listed after this hook) keys the cache on the environment.
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _parallel())))
+    return config
+
+
+def _executed(plugin, path: str) -> bool:
+    return not any(pathlib.PurePath(path).match(p) for p in plugin.config["execute_ignore"] or [])
+
+
+def on_files(files, config):
+    from mkdocs_jupyter.plugin import _compute_cache_key, _get_cache_path
+
+    plugin = config.plugins["mkdocs-jupyter"]
+    if not (plugin.config["execute"] and plugin.config["cache"]):
+        return files
+    options = json.dumps({k: plugin.config[k] for k in OPTIONS})
+    missing = []
+    for file in files:
+        if plugin.should_include(file) and _executed(plugin, file.abs_src_path):
+            entry = _get_cache_path(plugin.config["cache_dir"], _compute_cache_key(file.abs_src_path, plugin.config, True))
+            if not entry.exists():
+                missing.append((file.abs_src_path, entry))
+    if missing:
+        _run(missing, options)
+    return files
+
+
+def _run(missing: list[tuple[str, Path]], options: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def execute(item: tuple[str, Path]) -> None:
+        lesson, entry = item
+        proc = subprocess.run([sys.executable, str(RENDERER), lesson, str(entry), options],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if proc.returncode != 0:  # its page's own render runs it again and reports the error
+            last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+            log.info("%s did not run through here: %s", Path(lesson).name, ANSI.sub("", last))
+
+    start = time.perf_counter()
+    log.info("executing %d lesson(s), %d at a time", len(missing), _parallel())
+    with ThreadPoolExecutor(max_workers=_parallel()) as pool:
+        list(pool.map(execute, missing))
+    log.info("lessons executed in %.0f s", time.perf_counter() - start)
