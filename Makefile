@@ -26,11 +26,16 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet -c constraints.txt -e ".[dev]"
 	touch $@
 
-start: $(STAMP) site ## set up, build the site, print your grade table, serve the site
-	@# exit status 1 just means unfinished exercises: keep going and serve the site
-	@$(BIN)/bertlab grade || true
+start: $(STAMP) site ## set up, build the site, serve it, print your grade table
+	@# The site answers while the notebooks are graded; the Progress page shows the grades on refresh.
+	@$(BIN)/python -c "import socket; socket.socket().bind(('$(HOST)', $(PORT)))" 2>/dev/null || \
+	  { echo "port $(PORT) is in use: try make start PORT=8001"; exit 1; }
 	@echo "==> serving the course on http://$(HOST):$(PORT)  (Ctrl-C to stop)"
-	$(BIN)/python -m http.server $(PORT) --bind $(HOST) --directory $(SITE_DIR)
+	@$(BIN)/python -m http.server $(PORT) --bind $(HOST) --directory $(SITE_DIR) >/dev/null 2>&1 & server=$$!; \
+	  trap 'kill $$server 2>/dev/null' EXIT; \
+	  $(BIN)/bertlab grade || true; \
+	  echo "==> the course is served on http://$(HOST):$(PORT)  (Ctrl-C to stop)"; \
+	  wait $$server
 
 test: $(STAMP) browser ## run the whole test suite (builds the site, grades notebooks)
 	@# loadgroup: one worker runs all the site tests, so the site is built once
