@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600), pytest.mark.xdist_gro
 # notebook graded beside them still fits in it).
 OPTIONS = {
     "main": {"timeout": 300.0, "memory_mb": None},
-    "limits": {"timeout": 90.0, "memory_mb": 3000},
+    "limits": {"timeout": 45.0, "memory_mb": 3000},
 }
 # Cases after which the learner's process cannot go on; the other cases of their run show that the
 # rest of the run is still graded.

@@ -124,7 +124,7 @@ def rss():
 
 capture.capture()  # what a warm worker holds before its first notebook
 seen = {"before": rss(), "after": [], "passed": []}
-for _ in range(3):
+for _ in range(2):
     seen["passed"].append(all(c.passed for c in run_notebook(nbformat.read(sys.argv[1], as_version=4)).checks))
     seen["after"].append(rss())
 print(json.dumps(seen))
@@ -133,8 +133,8 @@ print(json.dumps(seen))
 
 def test_a_warm_judge_does_not_grow_notebook_after_notebook(tmp_path):
     """A judge grades notebook after notebook (the warm workers of bertlab grade and autograde).
-    BertModel's notebook, graded three times: what stays resident after the first is bounded
-    (the parts' kept copies: about the model's size) and does not grow with the next ones. Before,
+    BertModel's notebook, graded twice: what stays resident after the first is bounded
+    (the parts' kept copies: about the model's size) and does not grow with the second. Before,
     each notebook moved 3 GB across the pipe and the allocator kept it: 1.3 GB more after one
     notebook, 8-10 GB after a few dozen."""
     import json
@@ -148,6 +148,6 @@ def test_a_warm_judge_does_not_grow_notebook_after_notebook(tmp_path):
                           capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert seen["passed"] == [True, True, True]
+    assert seen["passed"] == [True, True]
     assert seen["after"][0] - seen["before"] <= 400, seen
     assert seen["after"][-1] - seen["after"][0] <= 32, seen
