@@ -101,6 +101,8 @@ def _grade_all(root, assignments, students, jobs, limits, force, progress, pool)
     todo = [s for s in found if force or _changed(state.get(s.key), prints[s.key], _graded(coursedir, s))]
     outcomes = {s.key: Outcome(s.student, s.assignment, 0.0, 0.0, "skipped", "unchanged since its last autograde")
                 for s in found if s not in todo}
+    # Longest first: a long submission left for the end keeps one worker busy while the others idle.
+    todo.sort(key=_checks_to_run, reverse=True)
     bar = Progress(len(todo)) if progress and todo else None
 
     def judge(sub: course.Submission):
@@ -119,6 +121,18 @@ def _grade_all(root, assignments, students, jobs, limits, force, progress, pool)
             if bar:
                 bar.step(f"{sub.key}: {outcome.score:g}/{outcome.max_score:g} {outcome.status}")
     return [outcomes[s.key] for s in found]
+
+
+def _checks_to_run(sub: course.Submission) -> int:
+    """How many grade cells ``sub``'s notebooks hold: what its grading costs, roughly (0 if unreadable)."""
+    cells = 0
+    for path in sub.notebooks():
+        try:
+            cells += sum(1 for c in json.loads(path.read_text()).get("cells", [])
+                         if c.get("metadata", {}).get("nbgrader", {}).get("grade"))
+        except (OSError, ValueError, AttributeError):
+            pass
+    return cells
 
 
 def _require_assignments(coursedir, names: set[str]) -> None:
