@@ -7,7 +7,7 @@ conditions) and runs ``lesson_render.py`` for them, as many at once as the machi
 writing the entry the page's own render then reads. A lesson that fails leaves no entry: its page
 renders it again, and the build fails with its error as it always did.
 
-Each lesson process gets its share of the cores for torch's threads (``OMP_NUM_THREADS``), set in
+Each lesson process runs torch on one thread (``OMP_NUM_THREADS``: as many processes as cores), set in
 this process before ``lesson_run.py`` computes the cache key, so the entry's key says so too.
 """
 
@@ -26,17 +26,26 @@ from pathlib import Path
 log = logging.getLogger("mkdocs.hooks.lessons_parallel")
 RENDERER = Path(__file__).with_name("lesson_render.py")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the colours of IPython's tracebacks
-OPTIONS = ("kernel_name", "theme", "allow_errors", "show_input", "no_input", "no_prompt", "remove_tag_config",
-           "highlight_extra_classes", "include_requirejs", "custom_mathjax_url", "toc_depth")
 
 
 def _parallel() -> int:
     return max(1, os.cpu_count() or 1)
 
 
+def _options() -> tuple[str, ...]:
+    """The plugin options the renderer reads: its own list, so the two files cannot disagree."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("lesson_render", RENDERER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return (*module.RENDER_OPTIONS, "toc_depth")
+
+
 def on_config(config):
-    # Before lesson_run.on_config (listed after this hook) keys the cache on the environment.
-    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _parallel())))
+    # One lesson process per core, one torch thread each. Set before lesson_run.on_config (listed
+    # after this hook) keys the cache on the environment.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
     return config
 
 
@@ -50,7 +59,7 @@ def on_files(files, config):
     plugin = config.plugins["mkdocs-jupyter"]
     if not (plugin.config["execute"] and plugin.config["cache"]):
         return files
-    options = json.dumps({k: plugin.config[k] for k in OPTIONS})
+    options = json.dumps({k: plugin.config[k] for k in _options()})
     missing = []
     for file in files:
         if plugin.should_include(file) and _executed(plugin, file.abs_src_path):
