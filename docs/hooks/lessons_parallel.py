@@ -76,11 +76,14 @@ def _run(missing: list[tuple[str, Path]], options: str) -> None:
 
     def execute(item: tuple[str, Path]) -> None:
         lesson, entry = item
+        began = time.perf_counter()
         proc = subprocess.run([sys.executable, str(RENDERER), lesson, str(entry), options],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         if proc.returncode != 0:  # its page's own render runs it again and reports the error
             last = (proc.stderr.strip().splitlines() or ["?"])[-1]
             log.info("%s did not run through here: %s", Path(lesson).name, ANSI.sub("", last))
+        else:
+            log.info("executed %s (%.0f s)", Path(lesson).name, time.perf_counter() - began)
 
     start = time.perf_counter()
     log.info("executing %d lesson(s), %d at a time", len(missing), _parallel())
