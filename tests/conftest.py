@@ -105,17 +105,17 @@ def browser():
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
-def pytest_collection_modifyitems(items):
-    """A module whose tests share a fixture of its own (module- or session-wide) runs on one worker.
+def pytest_collection_modifyitems(session, items):
+    """A module that defines a fixture of its own (module- or session-wide) runs on one worker.
 
     Spread over two workers, each would build the fixture (a graded class, a grading run: minutes);
     spread between other modules' tests, a module fixture would even be built again each time.
-    Modules without such a fixture stay spread test by test. Explicit ``xdist_group`` marks win.
+    Every test of such a module goes with it, including tests that fetch the fixture by name.
+    Modules without one stay spread test by test. Explicit ``xdist_group`` marks win.
     """
+    shared = {d.baseid for defs in session._fixturemanager._arg2fixturedefs.values() for d in defs
+              if d.scope in ("module", "session")}
     for item in items:
         module = item.nodeid.split("::")[0]
-        if item.get_closest_marker("xdist_group") is None and any(
-            d.scope in ("module", "session") and d.baseid == module
-            for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs
-        ):
+        if item.get_closest_marker("xdist_group") is None and module in shared:
             item.add_marker(pytest.mark.xdist_group(module))

@@ -24,9 +24,7 @@ from bertlab.grading import grade
 from tests.submissions import CASES, RUNS, Case, build_course, check_cases
 
 # A whole run is graded in the setup of its first test: allow it far more than one test's time.
-# One worker takes every case (the runs are fetched by name, which the conftest's grouping of
-# modules with fixtures of their own cannot see).
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600), pytest.mark.xdist_group("bad-submissions")]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
 # Per-run grading options. "main": long enough that no honest notebook times out on a busy
 # machine. "limits": what the endless loops and the runaway allocation run into (the right
