@@ -1,0 +1,30 @@
+"""The environment judge workers run in: cores shared between jobs, OpenMP threads that do not
+spin on the core the learner's process needs."""
+
+from __future__ import annotations
+
+import os
+
+from bertlab.grading.runner import worker_env
+
+
+def test_jobs_share_the_cores(monkeypatch):
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    assert worker_env(2)["OMP_NUM_THREADS"] == "4"
+    assert worker_env(1)["MKL_NUM_THREADS"] == "8"
+    assert worker_env(16)["OPENBLAS_NUM_THREADS"] == "1"
+
+
+def test_idle_openmp_threads_spin_briefly_unless_the_user_chose(monkeypatch):
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    brief = int(worker_env(1)["GOMP_SPINCOUNT"])
+    assert 0 < brief < 300_000  # the GNU OpenMP runtime's own default spins 300000 times
+    monkeypatch.setenv("GOMP_SPINCOUNT", "123")
+    assert worker_env(1)["GOMP_SPINCOUNT"] == "123"
+
+
+def test_a_user_thread_setting_is_kept(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert worker_env(2)["OMP_NUM_THREADS"] == "3"
