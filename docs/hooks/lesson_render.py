@@ -1,17 +1,22 @@
-"""Execute one lesson and write its page into mkdocs-jupyter's cache, as its own render would.
+"""Execute lessons and write each page into mkdocs-jupyter's cache, as its own render would.
 
-Usage (by ``lessons_parallel.py`` only): ``python lesson_render.py LESSON CACHE_FILE OPTIONS_JSON``.
+Usage (by ``lessons_parallel.py`` only): ``python lesson_render.py OPTIONS_JSON``, then one line
+``LESSON<TAB>CACHE_FILE`` per lesson on stdin; for each, one line on stdout: ``ok SECONDS`` or
+``failed ERROR``.
 
-A process of its own per lesson, so that several lessons execute at once; the cache file holds
-what mkdocs-jupyter (0.26) writes after executing a page: the HTML, its TOC tokens and its title.
-It is written only when the lesson ran through: a lesson that fails is left to the build's own
-render, which reports the failure the usual way.
+A few of these processes run side by side, each taking the next lesson when it is done with one,
+so that several lessons execute at once and each process pays for its imports (nbconvert,
+jupytext, mkdocs: two seconds) once, not once per lesson. Every lesson still runs in a kernel of
+its own. The cache file holds what mkdocs-jupyter (0.26) writes after executing a page: the HTML,
+its TOC tokens and its title. It is written only when the lesson ran through: a lesson that fails
+is left to the build's own render, which reports the failure the usual way.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 # The options mkdocs-jupyter passes to nb2html; the rest of its configuration does not reach it.
@@ -32,5 +37,22 @@ def render(lesson: str, cache_file: str, options: dict) -> None:
     partial.replace(target)  # whole or absent: a build never reads half a page
 
 
+def serve(options: dict) -> None:
+    import os
+
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # whatever a library prints must not be read as an answer
+    for line in sys.stdin:
+        lesson, cache_file = line.rstrip("\n").split("\t")
+        began = time.perf_counter()
+        try:
+            render(lesson, cache_file, options)
+        except Exception as err:  # noqa: BLE001  (the page's own render reports it in full)
+            last = (str(err).strip().splitlines() or [type(err).__name__])[-1]
+            print(f"failed {last}", file=answers, flush=True)
+        else:
+            print(f"ok {time.perf_counter() - began:.1f}", file=answers, flush=True)
+
+
 if __name__ == "__main__":
-    render(sys.argv[1], sys.argv[2], json.loads(sys.argv[3]))
+    serve(json.loads(sys.argv[1]))

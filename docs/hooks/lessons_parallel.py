@@ -3,8 +3,9 @@
 mkdocs-jupyter executes a lesson when it renders its page, one page after another: a cold build
 runs nine lessons in a row, each starting a kernel that imports torch and loads the model. This
 hook finds the lessons whose cache entry is missing (the entry ``lesson_run.py`` keys on the build's
-conditions) and runs ``lesson_render.py`` for them, as many at once as the machine has cores, each
-writing the entry the page's own render then reads. A lesson that fails leaves no entry: its page
+conditions) and has them executed by ``lesson_render.py`` processes, as many as the machine has
+cores, each taking the next lesson when it is done, each writing the entry the page's own render
+then reads. A lesson that fails leaves no entry: its page
 renders it again, and the build fails with its error as it always did.
 
 Each lesson process runs torch on one thread (``OMP_NUM_THREADS``: as many processes as cores), set in
@@ -72,21 +73,47 @@ def on_files(files, config):
 
 
 def _run(missing: list[tuple[str, Path]], options: str) -> None:
-    from concurrent.futures import ThreadPoolExecutor
+    import queue
+    import threading
 
-    def execute(item: tuple[str, Path]) -> None:
-        lesson, entry = item
-        began = time.perf_counter()
-        proc = subprocess.run([sys.executable, str(RENDERER), lesson, str(entry), options],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        if proc.returncode != 0:  # its page's own render runs it again and reports the error
-            last = (proc.stderr.strip().splitlines() or ["?"])[-1]
-            log.info("%s did not run through here: %s", Path(lesson).name, ANSI.sub("", last))
-        else:
-            log.info("executed %s (%.0f s)", Path(lesson).name, time.perf_counter() - began)
+    todo: "queue.Queue[tuple[str, Path]]" = queue.Queue()
+    for item in missing:
+        todo.put(item)
+
+    def renderer() -> None:
+        """One renderer process, fed the next lesson whenever it has finished one."""
+        proc = subprocess.Popen([sys.executable, str(RENDERER), options], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            while True:
+                try:
+                    lesson, entry = todo.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    proc.stdin.write(f"{lesson}\t{entry}\n")
+                    proc.stdin.flush()
+                    status, _, detail = proc.stdout.readline().strip().partition(" ")
+                except OSError:
+                    status = detail = ""
+                if status == "ok":
+                    log.info("executed %s (%.0f s)", Path(lesson).name, float(detail))
+                    continue
+                # Its page's own render runs it again and reports the error in full.
+                log.info("%s did not run through here: %s", Path(lesson).name,
+                         ANSI.sub("", detail) if status == "failed" else "the renderer stopped")
+                if status != "failed":
+                    return
+        finally:
+            proc.kill()  # done with its lessons, or stopped: nothing of it is needed any more
+            proc.wait()
 
     start = time.perf_counter()
-    log.info("executing %d lesson(s), %d at a time", len(missing), _parallel())
-    with ThreadPoolExecutor(max_workers=_parallel()) as pool:
-        list(pool.map(execute, missing))
+    count = min(_parallel(), len(missing))
+    log.info("executing %d lesson(s), %d at a time", len(missing), count)
+    threads = [threading.Thread(target=renderer) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     log.info("lessons executed in %.0f s", time.perf_counter() - start)
