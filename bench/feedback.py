@@ -6,6 +6,7 @@ of this same run, so a busy machine slows both sides alike. Merged into ``bench/
 - ``floor_s``: ``python -c "import torch, transformers"``, the least any grading command costs;
 - ``reference_import_s``: importing transformers' BERT modules as well, which a judge must hold
   to compare with (transformers' top-level import is lazy: the floor does not load them);
+- ``reference_import_vs_floor``: the two above divided, the least ``grade_one_vs_floor`` can be;
 - ``grade_one_s``, ``grade_one_vs_floor``: ``bertlab grade 05 --path solutions``, a cold command;
 - ``grade_all_s``, ``grade_all_vs_floor``: ``bertlab grade --path solutions``, default jobs;
 - ``watch_latency_s``: ``bertlab grade --watch 05``, from a save to the printed result;
@@ -186,6 +187,8 @@ def run(rounds: int, only: set[str], start: bool) -> dict:
         report["floor_s"] = floor(rounds)
     if wanted("grade_one_vs_floor") or wanted("reference_import_s"):
         report["reference_import_s"] = reference_import(rounds)
+        # The least grade_one_vs_floor can be while a judge compares with transformers' modules.
+        report["reference_import_vs_floor"] = report["reference_import_s"] / report["floor_s"]
     if wanted("grade_one_vs_floor"):
         report["grade_one_s"] = grade(rounds, TASK)
         report["grade_one_vs_floor"] = report["grade_one_s"] / report["floor_s"]

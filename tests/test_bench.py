@@ -76,6 +76,7 @@ def test_feedback_benchmark_smoke(tmp_path, monkeypatch):
     for key in ("floor_s", "reference_import_s", "grade_one_s", "watch_latency_s", "check_latency_s"):
         assert math.isfinite(report[key]) and report[key] > 0, key
     assert report["reference_import_s"] > report["floor_s"]  # the floor leaves transformers' BERT unloaded
+    assert report["reference_import_vs_floor"] == report["reference_import_s"] / report["floor_s"]
     assert [a[-4:-2] for a, _ in built] == [["build", "--strict"]] * 2  # one cold and one warm build
     assert report["goals"]["watch_latency_s"] == {"kind": "max", "bound": results.GOALS["watch_latency_s"][1]}
     assert report["feedback_machine"]["rounds"] == 1

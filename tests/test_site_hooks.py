@@ -124,6 +124,32 @@ def test_a_correct_project_builds_with_figures_toc_and_links(tmp_path):
     assert 'href="../../">the home page</a>' in page, "the notebook's link to ../index.md is not rewritten"
 
 
+def _processes_with(marker: str) -> list[str]:
+    """Command lines of the processes whose environment holds ``marker``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and proc.name != str(os.getpid()) and marker.encode() in (proc / "environ").read_bytes():
+                found.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except OSError:
+            continue
+    return found
+
+
+def test_lessons_run_in_kernels_forked_from_a_template_that_ends_with_the_build(tmp_path, monkeypatch):
+    """The kernel starts with torch imported (an ordinary kernel would not have it: the lesson
+    never imports it), draws its figure, and no process of the build outlives it."""
+    lesson = LESSON + '\n# %%\nimport sys\nprint("torch already imported:", "torch" in sys.modules)\n'
+    marker = f"BERTLAB_TEST_BUILD={tmp_path}"
+    monkeypatch.setenv("BERTLAB_TEST_BUILD", str(tmp_path))
+    ok, log, site = build(project(tmp_path, lesson=lesson))
+    assert ok, log
+    page = (site / "lessons" / "01-demo" / "index.html").read_text()
+    assert "torch already imported: True" in page
+    assert len(re.findall(r'<img [^>]*src="data:image/png[^>]*>', page)) == 1
+    assert not _processes_with(marker), _processes_with(marker)
+
+
 def test_planted_missing_pages_anchors_and_descriptions_fail_the_build(tmp_path):
     home = HOME + "\nSee [a page not written](missing.md) and [a lost section](lessons/01-demo.py#no-such-id).\n"
     lesson = LESSON.replace("Back to [the home page](../index.md).",

@@ -8,7 +8,8 @@ A few of these processes run side by side, each taking the next lesson when it i
 so that several lessons execute at once and each process pays for its imports (nbconvert,
 jupytext, mkdocs: two seconds) once, not once per lesson. Every lesson still runs in a kernel of
 its own. The cache file holds what mkdocs-jupyter (0.26) writes after executing a page: the HTML,
-its TOC tokens and its title. It is written only when the lesson ran through: a lesson that fails
+its TOC tokens and its title. Kernels are forks of a template that imported torch, transformers
+and the course once (``lesson_kernel.py``). It is written only when the lesson ran through: a lesson that fails
 is left to the build's own render, which reports the failure the usual way.
 """
 
@@ -39,9 +40,22 @@ def render(lesson: str, cache_file: str, options: dict) -> None:
 
 def serve(options: dict) -> None:
     import os
+    import tempfile
+
+    import lesson_kernel
 
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # whatever a library prints must not be read as an answer
+    with tempfile.TemporaryDirectory(prefix="bertlab-lessons-") as tmp:
+        template = lesson_kernel.start(Path(tmp), options["kernel_name"] or "python3")
+        try:
+            _render_each(options, answers)
+        finally:
+            template.kill()
+            template.wait()
+
+
+def _render_each(options: dict, answers) -> None:
     for line in sys.stdin:
         lesson, cache_file = line.rstrip("\n").split("\t")
         began = time.perf_counter()

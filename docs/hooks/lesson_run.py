@@ -53,7 +53,7 @@ def conditions(package: Path, kernel_name: str) -> dict[str, object]:
     """Everything a lesson's page depends on besides the lesson file and mkdocs-jupyter's options."""
     source = hashlib.sha256()
     _tree_hash(source, package)
-    for hook in ("lesson_run.py", "lessons_parallel.py", "lesson_render.py"):  # how the lessons are executed
+    for hook in ("lesson_run.py", "lessons_parallel.py", "lesson_render.py", "lesson_kernel.py"):  # how the lessons are executed
         source.update(Path(__file__).with_name(hook).read_bytes())
     return {
         "source": source.hexdigest(),

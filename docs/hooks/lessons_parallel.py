@@ -105,8 +105,12 @@ def _run(missing: list[tuple[str, Path]], options: str) -> None:
                 if status != "failed":
                     return
         finally:
-            proc.kill()  # done with its lessons, or stopped: nothing of it is needed any more
-            proc.wait()
+            try:
+                proc.stdin.close()  # no more lessons: it stops its kernel template and exits
+                proc.wait(30)
+            except (OSError, subprocess.TimeoutExpired):
+                proc.kill()
+                proc.wait()
 
     start = time.perf_counter()
     count = min(_parallel(), len(missing))

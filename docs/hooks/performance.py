@@ -15,6 +15,7 @@ MARKER = "<!-- bench results -->"
 KEYS = {
     "floor_s": ("s", "`python -c \"import torch, transformers\"`: the import floor"),
     "reference_import_s": ("s", "`import torch, transformers.models.bert.modeling_bert`: what a judge must load"),
+    "reference_import_vs_floor": ("x", "that import over the floor: the least a grading command can take"),
     "grade_one_s": ("s", "`bertlab grade 05 --path solutions`, a cold command"),
     "grade_one_vs_floor": ("x", "one notebook, over the floor"),
     "grade_all_s": ("s", "`bertlab grade --path solutions`, every notebook, default jobs"),
