@@ -53,7 +53,10 @@ def serve(socket_path: str) -> None:
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(socket_path)
     server.listen(16)
-    # What every lesson's first cell imports. Not pyplot: the kernel chooses matplotlib's backend.
+    # What every lesson's first cell imports. The course's reference module first: it keeps
+    # Hugging Face offline before transformers is imported. Not pyplot: the kernel chooses
+    # matplotlib's backend.
+    import bertlab.reference  # noqa: F401
     import ipykernel.kernelapp  # noqa: F401
     import matplotlib  # noqa: F401
     import torch  # noqa: F401
@@ -62,7 +65,6 @@ def serve(socket_path: str) -> None:
     import bertlab.corpus  # noqa: F401
     import bertlab.experiments  # noqa: F401
     import bertlab.masks  # noqa: F401
-    import bertlab.reference  # noqa: F401
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # kernels are reaped by the system
     renderer = os.getppid()

@@ -7,10 +7,10 @@ Usage (by ``lessons_parallel.py`` only): ``python lesson_render.py OPTIONS_JSON`
 A few of these processes run side by side, each taking the next lesson when it is done with one,
 so that several lessons execute at once and each process pays for its imports (nbconvert,
 jupytext, mkdocs: two seconds) once, not once per lesson. Every lesson still runs in a kernel of
-its own. The cache file holds what mkdocs-jupyter (0.26) writes after executing a page: the HTML,
-its TOC tokens and its title. Kernels are forks of a template that imported torch, transformers
-and the course once (``lesson_kernel.py``). It is written only when the lesson ran through: a lesson that fails
-is left to the build's own render, which reports the failure the usual way.
+its own, a fork of a template that imported torch, transformers and the course once
+(``lesson_kernel.py``). The cache file holds what mkdocs-jupyter (0.26) writes after executing a
+page: the HTML, its TOC tokens and its title. It is written only when the lesson ran through: a
+lesson that fails is left to the build's own render, which reports the failure the usual way.
 """
 
 from __future__ import annotations

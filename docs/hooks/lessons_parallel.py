@@ -4,9 +4,9 @@ mkdocs-jupyter executes a lesson when it renders its page, one page after anothe
 runs nine lessons in a row, each starting a kernel that imports torch and loads the model. This
 hook finds the lessons whose cache entry is missing (the entry ``lesson_run.py`` keys on the build's
 conditions) and has them executed by ``lesson_render.py`` processes, as many as the machine has
-cores, each taking the next lesson when it is done, each writing the entry the page's own render
-then reads. A lesson that fails leaves no entry: its page
-renders it again, and the build fails with its error as it always did.
+cores, each taking the next lesson when it is done and writing the entry the page's own render
+then reads. A lesson that fails leaves no entry: its page renders it again, and the build fails
+with its error as it always did.
 
 Each lesson process runs torch on one thread (``OMP_NUM_THREADS``: as many processes as cores), set in
 this process before ``lesson_run.py`` computes the cache key, so the entry's key says so too.
