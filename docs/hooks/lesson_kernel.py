@@ -82,6 +82,7 @@ def serve(socket_path: str) -> None:
         pid = os.fork()
         if pid == 0:
             server.close()
+            conn.close()
             _kernel(json.loads(message), *fds)
         for fd in fds:
             os.close(fd)
