@@ -17,16 +17,16 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 
 def start(directory: Path, name: str):
     """Start a template in ``directory`` and point kernelspec ``name`` at it, for this process and
     the kernels it starts (``JUPYTER_PATH``). Returns the template's process, to be killed."""
-    import subprocess
-    import time
-
     socket_path = directory / "template.sock"
     template = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "serve", str(socket_path)],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -92,8 +92,6 @@ def serve(socket_path: str) -> None:
 
 def _kernel(request: dict, stand_in_alive: int, kernel_alive: int, stdin: int, stdout: int, stderr: int) -> None:
     """The forked kernel: the stand-in's environment, directory and standard streams, then ipykernel."""
-    import threading
-
     try:
         os.setsid()
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
