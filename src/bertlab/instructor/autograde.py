@@ -125,12 +125,14 @@ def _grade_all(root, assignments, students, jobs, limits, force, progress, pool)
 
 def _checks_to_run(sub: course.Submission) -> int:
     """How many grade cells ``sub``'s notebooks hold: what its grading costs, roughly (0 if unreadable)."""
+    from bertlab.grading.execute import grade_cell_meta
+    from bertlab.grading.notebooks import GradingError, read
+
     cells = 0
     for path in sub.notebooks():
         try:
-            cells += sum(1 for c in json.loads(path.read_text()).get("cells", [])
-                         if c.get("metadata", {}).get("nbgrader", {}).get("grade"))
-        except (OSError, ValueError, AttributeError):
+            cells += sum(1 for c in read(path).cells if grade_cell_meta(c))
+        except GradingError:
             pass
     return cells
 
