@@ -8,6 +8,8 @@ path, nothing to clean out of the repository.
 import os
 import sys
 
+from bertlab.grading.runner import spin_briefly
+
 c = get_config()  # noqa: F821  (injected by nbgrader)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -16,6 +18,10 @@ os.makedirs(os.path.join(WORKSPACE, "exchange"), exist_ok=True)
 # nbgrader creates a new gradebook by running `alembic`, found on PATH: the one installed beside
 # the Python running nbgrader, so a fresh course works without activating the venv.
 os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+
+# The judge runs in nbgrader's own process: its OpenMP threads must not spin on the core the
+# learner's process needs (set before anything imports torch).
+spin_briefly(os.environ)
 
 c.CourseDirectory.root = HERE
 c.CourseDirectory.source_directory = "solutions"

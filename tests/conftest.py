@@ -7,8 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from bertlab.grading.runner import spin_briefly
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# Tests judge in their own process, as a judge worker does: with the worker's OpenMP setting.
+spin_briefly(os.environ)
 
 ROOT = Path(__file__).resolve().parents[1]
 

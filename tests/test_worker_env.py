@@ -28,3 +28,15 @@ def test_idle_openmp_threads_spin_briefly_unless_the_user_chose(monkeypatch):
 def test_a_user_thread_setting_is_kept(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     assert worker_env(2)["OMP_NUM_THREADS"] == "3"
+
+
+def test_nbgrader_autograde_judges_with_the_same_spin(monkeypatch):
+    """nbgrader's own process judges (its preprocessor): the course's config sets it before torch loads."""
+    from traitlets.config import Config
+
+    from tests.conftest import ROOT
+
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    source = (ROOT / "nbgrader_config.py").read_text()
+    exec(compile(source, "nbgrader_config.py", "exec"), {"get_config": Config, "__file__": str(ROOT / "nbgrader_config.py")})
+    assert os.environ["GOMP_SPINCOUNT"] == worker_env(1)["GOMP_SPINCOUNT"]

@@ -256,6 +256,17 @@ def grade_task(name: str, paths: list[Path], limits: Limits, pool: WorkerPool) -
     )
 
 
+def spin_briefly(env) -> None:
+    """Idle OpenMP threads of torch wait briefly, not long, in ``env`` (unless it says otherwise).
+
+    Set before torch is imported in every process that judges: the judge and the learner's process
+    take turns, each waiting for the other's answer, and by default an idle OpenMP thread spins
+    for a while on the core the other one needs (with two threads, notebook 05 graded 20% slower
+    than with one). Spinning briefly costs nothing where two threads help (06 and 07, about 10%).
+    """
+    env.setdefault("GOMP_SPINCOUNT", "2000")
+
+
 def worker_env(jobs: int, model: str | None = None) -> dict:
     """The environment of judge workers of which ``jobs`` run side by side."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "MPLBACKEND": "Agg"}
@@ -263,11 +274,7 @@ def worker_env(jobs: int, model: str | None = None) -> dict:
     # oversubscribed BLAS threads make every matmul several times slower.
     threads = str(max(1, (os.cpu_count() or 1) // max(1, jobs)))
     env.update({k: env.get(k, threads) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")})
-    # The judge and the learner's process take turns, each waiting for the other's answer. By
-    # default an idle OpenMP thread of torch spins for a while on the core the other process needs:
-    # with two threads, notebook 05 graded 20% slower than with one. Spinning briefly costs
-    # nothing where two threads do help (notebooks 06 and 07, about 10%).
-    env.setdefault("GOMP_SPINCOUNT", "2000")
+    spin_briefly(env)
     if model:
         env["BERTLAB_MODEL"] = str(Path(model).resolve())
     return env
