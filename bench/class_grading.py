@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -63,13 +64,13 @@ def run(submissions: int, timeout: float, rounds: int) -> dict:
     assignments = sorted({s.assignment for s in students})
     runs: dict[str, list[float]] = {way: [] for way in WAYS}
     with tempfile.TemporaryDirectory(prefix="bertlab-class-bench-") as tmp:
+        source = write_course(Path(tmp) / "source", set(assignments))
+        for name in assignments:  # records the grade cells in the gradebook; not timed
+            timed([sys.executable, "-m", "nbgrader", "generate_assignment", name, "--force"], source)
         courses = {}
-        for way in WAYS:
-            course = write_course(Path(tmp) / way.replace(" ", "-"), set(assignments))
-            for name in assignments:  # records the grade cells in the gradebook; not timed
-                timed([sys.executable, "-m", "nbgrader", "generate_assignment", name, "--force"], course)
-            write_class(course, students)
-            courses[way] = course
+        for way in WAYS:  # each way a copy of that course (its release and gradebook), then the class
+            courses[way] = Path(shutil.copytree(source, Path(tmp) / way.replace(" ", "-")))
+            write_class(courses[way], students)
         subprocess.run([sys.executable, "-c", WARM_UP], cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"}, check=True)
         load_before = os.getloadavg()[0]
 
