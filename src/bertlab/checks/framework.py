@@ -30,7 +30,7 @@ from bertlab import capture as capture_mod
 from bertlab import diagnose, reference
 from bertlab.checks import heatmap
 from bertlab.checks.compare import Difference, allclose, difference, worst_position
-from bertlab.checks.harness import describe_call, given, gradients_of, invoke_learner, state_shapes
+from bertlab.checks.harness import describe_call, given, gradients_of, invoke_learner, load_weights, state_shapes
 from bertlab.diagnose import common as placement
 from bertlab.diagnose.common import DropoutProbe
 
@@ -244,10 +244,10 @@ class ModuleTask(Task):
 
     def load(self, module: nn.Module, ctx: Context, layer: int | None) -> nn.Module:
         try:
-            module.load_state_dict(self.reference(ctx, layer).state_dict(), strict=True)
+            load_weights(module, self.reference(ctx, layer).state_dict())
         except RuntimeError as err:
             self.fail(f"the pretrained weights do not load: {str(err).splitlines()[0]}")
-        return module.eval()
+        return module
 
     def call(self, module: nn.Module, inputs: dict, what: str = "forward", seed: int | None = None) -> dict:
         """``module(**inputs)`` by output name; the learner's module goes through the harness."""
@@ -342,11 +342,10 @@ class ModuleTask(Task):
         if isinstance(module, nn.Module):
             explain_sizes(self, module, hf, ctx.model.config, other.model.config, against)
             try:
-                module.load_state_dict(hf.state_dict(), strict=True)
+                load_weights(module, hf.state_dict())
             except RuntimeError as err:
                 self.fail(f"the weights of {against} do not load: {str(err).splitlines()[0]}",
                           "Read every size from `config`, never from the pretrained model.")
-            module.eval()
         for _ in range(2):
             inputs, description = self.random_inputs(other)
             with torch.no_grad():

@@ -210,8 +210,10 @@ def invoke(fn, args: tuple = (), kwargs: dict | None = None, *, seed: int | None
         if found:
             return Outcome("shortcut", shortcut=found)
     given = (args, kwargs)
+    # Without grad the call gets copies and ``given`` stays as it came: it is the record to
+    # compare with. With grad the call gets ``given`` itself (gradients flow to its leaves).
     call_args, call_kwargs = (args, kwargs) if grad else _copy(given)
-    pristine = _copy(given)
+    pristine = _copy(given) if grad else given
     watch = _ShortcutWatch() if forbid_shortcuts else None
     previous = sys.getprofile()
     _reset_torch_state(seed, threads)
@@ -268,6 +270,25 @@ def state_shapes(module) -> dict[str, tuple]:
     if remote is not None:
         return {k: tuple(v) for k, v in remote(module).items()}
     return {k: tuple(v.shape) for k, v in module.state_dict().items()}
+
+
+def load_weights(module, state: dict) -> None:
+    """``module.load_state_dict(state, strict=True)``, then eval mode, where the module lives.
+
+    Raises RuntimeError on any failure, with the error's type in its text when it is not
+    torch's RuntimeError (a learner's ``load_state_dict`` may raise anything).
+    """
+    remote = getattr(type(module), "_remote_load_weights", None)
+    if remote is not None:  # the learner's process runs the lines below
+        remote(module, state)
+        return
+    try:
+        module.load_state_dict(state, strict=True)
+        module.eval()
+    except (Exception, SystemExit) as err:
+        if type(err) is RuntimeError:
+            raise
+        raise RuntimeError(f"{type(err).__name__}: {err}") from None
 
 
 def describe_call(args: tuple, kwargs: dict) -> str:

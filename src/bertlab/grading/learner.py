@@ -88,6 +88,11 @@ class Server:
         from bertlab.grading.wire import dump_answer
 
         op, *args = request
+        if op == "release":  # handles the judge no longer holds, sent with its next request
+            handles, inner = args
+            for handle in handles:
+                self.objects.pop(handle, None)
+            return self.handle(inner)
         if op == "run_cell":
             (source,) = args
             run = self.shell.run_cell(source, store_history=True)
@@ -111,10 +116,6 @@ class Server:
                 "kind": outcome.kind, "value": outcome.value, "error": outcome.error,
                 "where": outcome.where, "changed": outcome.changed, "shortcut": outcome.shortcut,
             })
-        if op == "release":
-            for handle in args[0]:
-                self.objects.pop(handle, None)
-            return dump_answer(("ok", None))
         # getattr / setattr / list / len / getitem run the learner's code too (properties, __iter__)
         try:
             if op == "getattr":
@@ -126,6 +127,9 @@ class Server:
                 return self.answer(list(args[0]))
             if op == "state_shapes":
                 return self.answer(harness.state_shapes(args[0]))
+            if op == "load_weights":
+                harness.load_weights(args[0], args[1])
+                return self.answer(None)
             if op == "len":
                 return self.answer(len(args[0]))
             if op == "getitem":

@@ -86,14 +86,17 @@ class Learner:
 
     # -- the channel ------------------------------------------------------------------------
 
-    def request(self, *message):
-        """Send one request and wait for its answer (``("ok", data)`` decoded, or raise)."""
+    def request(self, *message, lend: bool = False):
+        """Send one request and wait for its answer (``("ok", data)`` decoded, or raise).
+
+        ``lend``: the request only reads the large tensors it sends (``wire.dump_request``).
+        """
         if self.gone is not None:
             raise self.gone
-        if self.dead:
+        if self.dead:  # handles the judge dropped go with the request: no round trip of their own
             released, self.dead = self.dead, []
-            self._exchange(("release", released))
-        status, *rest = self._exchange(message)
+            message = ("release", released, message)
+        status, *rest = self._exchange(message, lend)
         if status == "ok":
             return wire.decode(rest[0], self._proxy)
         if status == "missing":
@@ -105,12 +108,12 @@ class Learner:
             text = f"{name}: {text}"
         raise error(text)
 
-    def _exchange(self, message):
+    def _exchange(self, message, lend: bool = False):
         from bertlab import reference
 
         pretrained = reference.load_model() if reference.is_loaded() else None
         try:
-            wire.write_frame(self.to_learner, wire.dump_request(message, self.proxies, pretrained, self.sent))
+            wire.write_frame(self.to_learner, wire.dump_request(message, self.proxies, pretrained, self.sent, lend))
             self._wait()
             return wire.load_answer(wire.read_frame(self.from_learner))
         except (wire.ChannelClosed, BrokenPipeError, OSError, EOFError, RuntimeError, ValueError) as err:
@@ -282,6 +285,11 @@ class Remote:
     def _remote_state_shapes(self) -> dict:
         """``harness.state_shapes(self)`` in the learner's process: names and shapes, no weights."""
         return self._learner.request("state_shapes", self)
+
+    def _remote_load_weights(self, state: dict) -> None:
+        """``harness.load_weights(self, state)`` in the learner's process, on the held tensors
+        themselves: loading copies them into the module's own parameters and only reads them."""
+        self._learner.request("load_weights", self, state, lend=True)
 
     def _remote_gradients(self, *args, **options) -> Outcome:
         """``harness.gradients(self, ...)`` in the learner's process."""

@@ -80,8 +80,11 @@ class SentTensors:
     def __init__(self):
         self.held: dict[tuple, tuple[torch.Tensor, int]] = {}
 
-    def key(self, obj, new: dict) -> tuple | None:
-        """``obj``'s persistent id, adding it to ``new`` when the learner does not hold it yet."""
+    def key(self, obj, new: dict, lend: bool = False) -> tuple | None:
+        """``obj``'s persistent id, adding it to ``new`` when the learner does not hold it yet.
+
+        ``lend``: the learner's process may use its held tensor itself, not a copy (see
+        ``dump_request``)."""
         if type(obj) not in (torch.Tensor, torch.nn.Parameter) or obj.layout != torch.strided \
                 or obj.device.type != "cpu" or obj.is_leaf is False:
             return None
@@ -90,16 +93,20 @@ class SentTensors:
         if held is None or held[1] != held[0]._version:
             self.held[key] = (obj, obj._version)
             new[key] = obj.detach()
-        return ("tensor", key, type(obj) is torch.nn.Parameter, obj.requires_grad)
+        return ("lent" if lend else "tensor", key, type(obj) is torch.nn.Parameter, obj.requires_grad)
 
 
-def dump_request(message, refs: dict[int, int], pretrained=None, sent: SentTensors | None = None) -> bytes:
+def dump_request(message, refs: dict[int, int], pretrained=None, sent: SentTensors | None = None,
+                 lend: bool = False) -> bytes:
     """Pickle ``message``; proxies (their ``id()`` a key of ``refs``) cross as their handle.
 
     ``pretrained`` (the reference model) crosses as a name: the learner's process has its own
     copy. Large tensors cross once per learner process (``sent``), then by key. Other modules
     cross without their hooks (transformers installs closures, which do not pickle, to record
     outputs; a module sent to the learner never needs them).
+
+    ``lend``: the held tensors are used as they are, not copied, for a request that only reads
+    them (loading weights): a copy of a whole model's weights per load is most of what it costs.
     """
     from torch import nn
 
@@ -112,7 +119,7 @@ def dump_request(message, refs: dict[int, int], pretrained=None, sent: SentTenso
             handle = refs.get(id(obj))
             if handle is not None:
                 return ("ref", handle)
-            return sent.key(obj, new) if sent is not None and isinstance(obj, torch.Tensor) else None
+            return sent.key(obj, new, lend) if sent is not None and isinstance(obj, torch.Tensor) else None
 
         def reducer_override(self, obj):
             if isinstance(obj, nn.Module) and type(obj) is not type:
@@ -133,7 +140,8 @@ def load_request(payload: bytes, objects: dict[int, object], pretrained=None, he
     """Inverse of ``dump_request``; ``pretrained()`` gives a fresh copy of the reference model.
 
     ``held`` is the learner's side of ``SentTensors``: every request gets its own copies, so
-    nothing a learner's call does to an input reaches the next call.
+    nothing a learner's call does to an input reaches the next call; a lent tensor (``lend``) is
+    the held one itself, for requests that only read their inputs.
     """
     (size,) = struct.unpack("<Q", payload[:8])
     held = {} if held is None else held
@@ -141,9 +149,9 @@ def load_request(payload: bytes, objects: dict[int, object], pretrained=None, he
     held.update(zip(keys, values))
     copies: dict[tuple, torch.Tensor] = {}  # one object per key within a request, as pickle would
 
-    def tensor(key: tuple, parameter: bool, requires_grad: bool):
+    def tensor(key: tuple, parameter: bool, requires_grad: bool, lent: bool = False):
         if key not in copies:
-            copy = held[key].clone()
+            copy = held[key].detach() if lent else held[key].clone()
             copies[key] = torch.nn.Parameter(copy, requires_grad) if parameter else copy.requires_grad_(requires_grad)
         return copies[key]
 
@@ -151,8 +159,8 @@ def load_request(payload: bytes, objects: dict[int, object], pretrained=None, he
         def persistent_load(self, pid):
             if pid[0] == "pretrained":
                 return pretrained()
-            if pid[0] == "tensor":
-                return tensor(*pid[1:])
+            if pid[0] in ("tensor", "lent"):
+                return tensor(*pid[1:], lent=pid[0] == "lent")
             return objects[pid[1]]
 
     return _Unpickler(io.BytesIO(payload[8 + size:])).load()
