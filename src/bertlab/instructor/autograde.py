@@ -85,7 +85,7 @@ def autograde(root: Path, assignments: list[str], students: list[str] | None = N
 
 
 def _grade_all(root, assignments, students, jobs, limits, force, progress, pool) -> list[Outcome]:
-    from bertlab.grading.runner import grade_task
+    from bertlab.grading.runner import grade_cells, grade_task
 
     config, coursedir = course.load(root)
     found = course.submissions(coursedir, assignments, students)
@@ -102,7 +102,7 @@ def _grade_all(root, assignments, students, jobs, limits, force, progress, pool)
     outcomes = {s.key: Outcome(s.student, s.assignment, 0.0, 0.0, "skipped", "unchanged since its last autograde")
                 for s in found if s not in todo}
     # Longest first: a long submission left for the end keeps one worker busy while the others idle.
-    todo.sort(key=_checks_to_run, reverse=True)
+    todo.sort(key=lambda sub: grade_cells(sub.notebooks()), reverse=True)
     bar = Progress(len(todo)) if progress and todo else None
 
     def judge(sub: course.Submission):
@@ -121,20 +121,6 @@ def _grade_all(root, assignments, students, jobs, limits, force, progress, pool)
             if bar:
                 bar.step(f"{sub.key}: {outcome.score:g}/{outcome.max_score:g} {outcome.status}")
     return [outcomes[s.key] for s in found]
-
-
-def _checks_to_run(sub: course.Submission) -> int:
-    """How many grade cells ``sub``'s notebooks hold: what its grading costs, roughly (0 if unreadable)."""
-    from bertlab.grading.execute import grade_cell_meta
-    from bertlab.grading.notebooks import GradingError, read
-
-    cells = 0
-    for path in sub.notebooks():
-        try:
-            cells += sum(1 for c in read(path).cells if grade_cell_meta(c))
-        except GradingError:
-            pass
-    return cells
 
 
 def _require_assignments(coursedir, names: set[str]) -> None:
