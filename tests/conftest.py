@@ -7,12 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from bertlab.grading.runner import spin_briefly
+from bertlab.grading.runner import share_cores, spin_briefly
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
-# Tests judge in their own process, as a judge worker does: with the worker's OpenMP setting.
+# Tests judge in their own process, as a judge worker does: with the worker's OpenMP setting, and
+# the test workers of `pytest -n N` sharing the cores as N judge workers do.
 spin_briefly(os.environ)
+_before = set(os.environ)
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
+    share_cores(os.environ, int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+# What only the test workers need: the site is built in the learner's environment, without it.
+SHARED_CORES_ENV = set(os.environ) - _before
 
 ROOT = Path(__file__).resolve().parents[1]
 

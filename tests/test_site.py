@@ -23,6 +23,8 @@ from urllib.parse import urljoin, urlsplit
 import pytest
 from filelock import FileLock
 
+from tests.conftest import SHARED_CORES_ENV
+
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
 
@@ -51,12 +53,14 @@ def _build(out: Path) -> str | None:
     """Build the site into ``out`` the way ``make start`` does; the error output when it fails.
 
     ``make site`` with this process's environment (``MPLBACKEND=Agg`` included, as conftest sets
-    it): the Makefile's variables, the strict build and the executed-lesson cache in .cache/ are
-    the learner's. Only the output directory differs. ``-o`` keeps make from reinstalling .venv.
+    it) but for the thread counts set for test workers only: the Makefile's variables, the strict
+    build and the executed-lesson cache in .cache/ are the learner's. Only the output directory
+    differs. ``-o`` keeps make from reinstalling .venv.
     """
     proc = subprocess.run(
         ["make", "--no-print-directory", "-o", ".venv/.installed", "site", f"SITE_DIR={out}"],
-        cwd=ROOT, env=dict(os.environ), capture_output=True, text=True,
+        cwd=ROOT, env={k: v for k, v in os.environ.items() if k not in SHARED_CORES_ENV},
+        capture_output=True, text=True,
     )
     return None if proc.returncode == 0 else (proc.stdout + proc.stderr)[-6000:]
 
