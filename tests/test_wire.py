@@ -30,6 +30,18 @@ def test_every_request_gets_its_own_copy():
     assert torch.equal(got_again[1], weight)
 
 
+def test_a_lent_tensor_is_the_held_one_and_only_that_request_gets_it():
+    sent, held = wire.SentTensors(), {}
+    weight = torch.randn(256, 256)
+    _, got = _roundtrip(("invoke", weight), sent, held)  # the first request copies, as every other
+    lent = wire.load_request(wire.dump_request(("load_weights", weight), {}, None, sent, lend=True), {}, None, held)
+    (key,) = held
+    assert lent[1].data_ptr() == held[key].data_ptr() != got[1].data_ptr()
+    assert torch.equal(lent[1], weight) and not lent[1].requires_grad
+    _, after = _roundtrip(("invoke", weight), sent, held)
+    assert after[1].data_ptr() != held[key].data_ptr()
+
+
 def test_a_tensor_changed_in_place_is_sent_again():
     sent, held = wire.SentTensors(), {}
     weight = torch.randn(256, 256)
