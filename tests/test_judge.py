@@ -151,3 +151,22 @@ def test_a_warm_judge_does_not_grow_notebook_after_notebook(tmp_path):
     assert seen["passed"] == [True, True]
     assert seen["after"][0] - seen["before"] <= 400, seen
     assert seen["after"][-1] - seen["after"][0] <= 32, seen
+
+
+def test_a_load_that_writes_to_the_weights_it_was_given_fails_and_changes_nothing_after_it():
+    """Loading reads the tensors the learner's process holds, not copies: a module whose loading
+    writes to them fails, and the next check still gets the pretrained weights."""
+    nb = nbformat.read(solution_notebook("05-feed-forward"), as_version=4)
+    nb.cells = [c for c in nb.cells if not c.metadata.get("nbgrader", {}).get("grade")]
+    nb.cells.append(nbformat.v4.new_code_cell(
+        "class Doubling(BertIntermediate):\n"
+        "    def _load_from_state_dict(self, state_dict, prefix, *args):\n"
+        "        state_dict[prefix + 'dense.weight'].mul_(2)\n"
+        "        super()._load_from_state_dict(state_dict, prefix, *args)\n"))
+    for name, cls in (("doubling", "Doubling"), ("right-after", "BertIntermediate")):
+        nb.cells.append(nbformat.v4.new_code_cell(
+            f'check("5.1", {cls}, upto="values")',
+            metadata={"nbgrader": {"grade": True, "grade_id": name, "points": 1}}))
+    doubling, right_after = run_notebook(nb).checks
+    assert not doubling.passed and "changed the weights it was given" in doubling.message, doubling.message
+    assert right_after.passed, right_after.message

@@ -288,8 +288,15 @@ class Remote:
 
     def _remote_load_weights(self, state: dict) -> None:
         """``harness.load_weights(self, state)`` in the learner's process, on the held tensors
-        themselves: loading copies them into the module's own parameters and only reads them."""
-        self._learner.request("load_weights", self, state, lend=True)
+        themselves: loading copies them into the module's own parameters and only reads them.
+        Tensors a learner's loading writes to anyway are sent again to later requests, and the
+        load fails, as a call that changes its inputs does."""
+        answer = self._learner.request("load_weights", self, state, lend=True)
+        self._learner.sent.forget(answer["written"])
+        if answer["error"] is not None:
+            raise RuntimeError(answer["error"])
+        if answer["written"]:
+            raise RuntimeError("your module's loading changed the weights it was given, in place")
 
     def _remote_gradients(self, *args, **options) -> Outcome:
         """``harness.gradients(self, ...)`` in the learner's process."""

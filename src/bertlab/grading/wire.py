@@ -96,6 +96,12 @@ class SentTensors:
         return ("lent" if lend else "tensor", key, type(obj) is torch.nn.Parameter, obj.requires_grad)
 
 
+    def forget(self, keys) -> None:
+        """Send these again when next asked: the learner's process wrote to its held copies."""
+        for key in keys:
+            self.held.pop(tuple(key), None)
+
+
 def dump_request(message, refs: dict[int, int], pretrained=None, sent: SentTensors | None = None,
                  lend: bool = False) -> bytes:
     """Pickle ``message``; proxies (their ``id()`` a key of ``refs``) cross as their handle.
