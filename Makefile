@@ -31,8 +31,10 @@ start: $(STAMP) site ## set up, build the site, serve it, print your grade table
 	@$(BIN)/python -c "import socket; socket.socket().bind(('$(HOST)', $(PORT)))" 2>/dev/null || \
 	  { echo "port $(PORT) is in use: try make start PORT=8001"; exit 1; }
 	@echo "==> serving the course on http://$(HOST):$(PORT)  (Ctrl-C to stop)"
+	@# Warm judges answer `bertlab grade` in about a second while the course is served; they stop with it.
 	@$(BIN)/python -m http.server $(PORT) --bind $(HOST) --directory $(SITE_DIR) >/dev/null 2>&1 & server=$$!; \
-	  trap 'kill $$server 2>/dev/null' EXIT; \
+	  trap 'kill $$server 2>/dev/null; $(BIN)/bertlab judges stop >/dev/null 2>&1' EXIT; \
+	  $(BIN)/bertlab judges start || true; \
 	  $(BIN)/bertlab grade || true; \
 	  echo "==> the course is served on http://$(HOST):$(PORT)  (Ctrl-C to stop)"; \
 	  wait $$server

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,9 @@ if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
 SHARED_CORES_ENV = set(os.environ) - _before
 
 ROOT = Path(__file__).resolve().parents[1]
+# Warm judges a developer started (`make start`) are never used by the tests: only those a test
+# starts itself, in a folder of its own.
+os.environ["BERTLAB_JUDGES_DIR"] = tempfile.mkdtemp(prefix="bertlab-judges-")
 
 
 def solution_notebook(name: str) -> Path:

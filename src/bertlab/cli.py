@@ -48,7 +48,10 @@ def _parser() -> argparse.ArgumentParser:
     grade.add_argument("--no-progress", action="store_true", help="do not write progress.json")
     grade.add_argument("--watch", action="store_true",
                        help="keep running: grade the task(s) again each time a notebook is saved (Ctrl-C stops)")
+    grade.add_argument("--cold", action="store_true",
+                       help="start judges for this command even when warm ones run (`bertlab judges start`)")
     _model_option(grade)
+    _judges_parser(sub)
 
     doctor = sub.add_parser("doctor", help="check the installation and the pretrained model",
                             description="Print versions, the model's path and hash and offline status, each OK or a fix.")
@@ -64,6 +67,28 @@ def _parser() -> argparse.ArgumentParser:
                          help="do not write; exit 1 if exercises/ differs from a fresh release")
     _autograde_parser(sub)
     return parser
+
+
+def _judges_parser(sub) -> None:
+    judges = sub.add_parser(
+        "judges",
+        help="keep judges warm between `bertlab grade` commands (make start does)",
+        description=(
+            "Start, stop or show the warm judges: judge processes that have imported torch and "
+            "transformers and loaded the model once, so that `bertlab grade` answers without waiting "
+            "for them. `bertlab grade` uses them while they run from the same code, libraries and model "
+            "(else it starts its own, as without them); every notebook still runs in a new process. "
+            "They stop after --idle-minutes without a request."
+        ),
+        epilog="Examples: bertlab judges start | bertlab judges status | bertlab judges stop",
+    )
+    judges.add_argument("action", choices=("start", "stop", "status"), metavar="ACTION",
+                        help="start, stop or status")
+    judges.add_argument("--jobs", type=_positive(int),
+                        help="judges kept warm, notebooks graded at once (default: bertlab.toml's grade.jobs, else 2)")
+    judges.add_argument("--idle-minutes", type=_positive(float), default=60.0, metavar="MINUTES",
+                        help="stop after this long without a request (default: 60)")
+    _model_option(judges)
 
 
 def _autograde_parser(sub) -> None:
@@ -130,13 +155,47 @@ def _grade(args) -> int:
                    for key, default in (("timeout", 300.0), ("memory_limit", 4096.0), ("jobs", 2))}
         if args.watch:
             return _watch(args, options, progress)
-        report = grade(args.path, args.tasks, model=args.model, progress=progress, **options)
+        report = grade(args.path, args.tasks, model=args.model, progress=progress, warm=not args.cold, **options)
     except (GradingError, SettingsError) as err:
         print(f"bertlab grade: {err}", file=sys.stderr)
         return 2
     print(json.dumps(report.to_dict(), indent=2) if args.json else render(report, verbose=args.verbose))
     _write_progress(args, report, progress)
     return 0 if report.all_passed else 1
+
+
+def _judges(args) -> int:
+    from bertlab.grading import warm_judges
+    from bertlab.grading.notebooks import course_root
+    from bertlab.settings import SettingsError, grade_settings
+
+    try:
+        if args.action == "start":
+            jobs = args.jobs or grade_settings(course_root(Path.cwd())).get("jobs", 2)
+            warm_judges.start(jobs, args.model, args.idle_minutes)
+        elif args.action == "stop":
+            print("warm judges stopped" if warm_judges.stop() else "no warm judges were running")
+        else:
+            _print_judges_status(warm_judges, args.model)
+    except (warm_judges.JudgesError, SettingsError) as err:
+        print(f"bertlab judges: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _print_judges_status(warm_judges, model: str | None) -> None:
+    import time
+
+    running = warm_judges.status()
+    if not running:
+        print("no warm judges are running: `bertlab grade` starts its own (`bertlab judges start` keeps them warm)")
+        return
+    usable = running["fingerprint"] == warm_judges.fingerprint(model)
+    print(f"warm judges running: {running['jobs']} (pid {running['pid']}), up {time.time() - running['started']:.0f} s, "
+          f"{running['graded']} notebook(s) graded, {running['busy']} grading now")
+    print("  `bertlab grade` uses them" if usable else
+          "  started from other code, libraries or model: `bertlab grade` starts its own "
+          "(`bertlab judges start` replaces them)")
 
 
 def _watch(args, options: dict, say) -> int:
@@ -214,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
         return doctor.run(args.model, env=user_env)
     if args.command == "release":
         return _release(args)
+    if args.command == "judges":
+        return _judges(args)
     if args.command == "autograde":
         from bertlab.instructor.cli import run
 

@@ -310,19 +310,27 @@ def grade(
     jobs: int = 2,
     progress: Callable[[str], None] = lambda _: None,
     memory_limit: float = DEFAULT_MEMORY_MB,
+    warm: bool = True,
 ) -> Report:
     """Grade the selected tasks under ``path``; raises GradingError when there is nothing to grade.
 
     Args:
         timeout: seconds per notebook, for all its cells and checks.
         memory_limit: MB the learner's process may use before it is stopped.
+        warm: send the notebooks to the warm judges of ``bertlab judges start`` when they run
+            and grade as this process would (same code, libraries and model).
     """
+    from bertlab.grading import warm_judges
+
     limits = Limits(timeout, memory_limit)
     tasks = notebooks.select(notebooks.discover(path), wanted)
     # Fewer tasks than jobs leave cores free: the workers that do run may use them.
     pool = WorkerPool(worker_env(min(jobs, max(1, len(tasks))), model))
+    judges = warm_judges.connect(model, pool) if warm else None
     progress(f"grading {len(tasks)} task(s) under {path}/ ({jobs} at a time, "
-             f"limits {timeout:g} s and {memory_limit:g} MB per notebook)")
+             f"limits {timeout:g} s and {memory_limit:g} MB per notebook"
+             f"{', by the warm judges' if judges else ''})")
+    pool = judges or pool
 
     def one(item):
         result = grade_task(*item, limits, pool)

@@ -1,0 +1,124 @@
+"""`bertlab judges`: warm judges give the verdicts fresh ones give, and are used only when they may be."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+TASK = "05-feed-forward"
+
+
+def bertlab(*args, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bertlab.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                          env=env, timeout=600)
+
+
+def verdicts(proc: subprocess.CompletedProcess) -> list[tuple]:
+    report = json.loads(proc.stdout)
+    return [(t["task"], c["name"], c["passed"], c["points"], c["message"], c["mistake"])
+            for t in report["tasks"] for c in t["checks"]]
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory) -> Path:
+    """The solution of 05 and a copy whose GELU is the tanh approximation (wrong: HF's is exact)."""
+    root = tmp_path_factory.mktemp("course")
+    shutil.copytree(ROOT / "solutions" / TASK, root / "right" / TASK)
+    nb = nbformat.read(ROOT / "solutions" / TASK / f"{TASK}.ipynb", as_version=4)
+    changed = 0
+    for cell in nb.cells:
+        if "self.intermediate_act_fn = nn.GELU()" in cell.source:
+            cell.source = cell.source.replace("nn.GELU()", "nn.GELU(approximate='tanh')")
+            changed += 1
+    assert changed == 1, "the solution's GELU line moved: update this test"
+    (root / "wrong" / TASK).mkdir(parents=True)
+    nbformat.write(nb, root / "wrong" / TASK / f"{TASK}.ipynb")
+    return root
+
+
+@pytest.fixture(scope="module")
+def judges(tmp_path_factory):
+    """Warm judges (one) in a folder of their own, stopped at the end."""
+    env = {**os.environ, "BERTLAB_JUDGES_DIR": str(tmp_path_factory.mktemp("judges"))}
+    started = bertlab("judges", "start", "--jobs", "1", "--idle-minutes", "10", env=env)
+    assert started.returncode == 0, started.stderr
+    assert "warm judges started" in started.stdout
+    yield env
+    bertlab("judges", "stop", env=env)
+
+
+def graded(env: dict) -> int:
+    status = bertlab("judges", "status", env=env)
+    assert status.returncode == 0, status.stderr
+    return int(status.stdout.split(" notebook(s) graded")[0].rsplit(" ", 1)[1])
+
+
+@pytest.mark.parametrize("which", ["right", "wrong"])
+def test_warm_judges_give_the_verdicts_of_fresh_ones(judges, course, which):
+    before = graded(judges)
+    warm = bertlab("grade", "--path", str(course / which), "--json", "--no-progress", env=judges)
+    assert "by the warm judges" in warm.stderr, warm.stderr
+    assert graded(judges) == before + 1, "the warm judges did not grade the notebook"
+    cold = bertlab("grade", "--path", str(course / which), "--json", "--no-progress", "--cold", env=judges)
+    assert "by the warm judges" not in cold.stderr
+    assert graded(judges) == before + 1, "--cold must not use the warm judges"
+    assert warm.returncode == cold.returncode == (0 if which == "right" else 1), warm.stdout + warm.stderr
+    assert verdicts(warm) == verdicts(cold)
+    passed = [v[2] for v in verdicts(warm)]
+    assert all(passed) if which == "right" else not all(passed)
+
+
+def test_judges_for_another_model_are_not_used(judges, course, tiny_bert_dir):
+    before = graded(judges)
+    proc = bertlab("grade", "--path", str(course / "right"), "--json", "--no-progress",
+                   "--model", str(tiny_bert_dir), env=judges)
+    assert "by the warm judges" not in proc.stderr
+    assert graded(judges) == before
+    status = bertlab("judges", "status", "--model", str(tiny_bert_dir), env=judges)
+    assert "started from other code, libraries or model" in status.stdout
+
+
+def test_a_socket_nobody_answers_on_means_fresh_judges(course, tmp_path, monkeypatch):
+    from bertlab.grading import warm_judges
+
+    monkeypatch.setenv("BERTLAB_JUDGES_DIR", str(tmp_path))
+    env = dict(os.environ)
+    with socket.socket(socket.AF_UNIX) as dead:
+        dead.bind(str(warm_judges.socket_path()))  # left behind, as by a server that was killed
+    proc = bertlab("grade", "--path", str(course / "right"), "--json", "--no-progress", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "by the warm judges" not in proc.stderr
+    assert "no warm judges are running" in bertlab("judges", "status", env=env).stdout
+
+
+def test_a_shared_folder_is_refused(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    proc = bertlab("judges", "start", env={**os.environ, "BERTLAB_JUDGES_DIR": str(shared)})
+    assert proc.returncode == 2
+    assert "must belong to you and be private" in proc.stderr
+
+
+def test_stop_ends_the_server_and_its_judges(tmp_path):
+    env = {**os.environ, "BERTLAB_JUDGES_DIR": str(tmp_path)}
+    assert bertlab("judges", "start", "--jobs", "1", env=env).returncode == 0
+    pid = int(bertlab("judges", "status", env=env).stdout.split("(pid ")[1].split(")")[0])
+    stopped = bertlab("judges", "stop", env=env)
+    assert stopped.stdout.strip() == "warm judges stopped"
+    from bertlab.grading.warm_judges import _alive
+
+    assert not _alive(pid)
+    assert not list(tmp_path.glob("*.sock"))
+    assert bertlab("judges", "stop", env=env).stdout.strip() == "no warm judges were running"
