@@ -6,9 +6,12 @@ of this same run, so a busy machine slows both sides alike. Merged into ``bench/
 - ``floor_s``: ``python -c "import torch, transformers"``, the least any grading command costs;
 - ``reference_import_s``: importing transformers' BERT modules as well, which a judge must hold
   to compare with (transformers' top-level import is lazy: the floor does not load them);
-- ``reference_import_vs_floor``: the two above divided, the least ``grade_one_vs_floor`` can be;
-- ``grade_one_s``, ``grade_one_vs_floor``: ``bertlab grade 05 --path solutions``, a cold command;
-- ``grade_all_s``, ``grade_all_vs_floor``: ``bertlab grade --path solutions``, default jobs;
+- ``reference_import_vs_floor``: the two above divided, the least ``grade_one_cold_vs_floor`` can be;
+- ``grade_one_s``, ``grade_one_vs_floor``: ``bertlab grade 05 --path solutions``, a new command
+  sent to warm judges (``bertlab judges start``, as ``make start`` runs them for the learner);
+- ``grade_all_s``, ``grade_all_vs_floor``: ``bertlab grade --path solutions``, default jobs, the same;
+- ``grade_one_cold_s``, ``grade_all_cold_s`` and their ``_vs_floor``: the same commands with
+  ``--cold``, which start judges of their own (no goal: what grading costs without warm judges);
 - ``watch_latency_s``: ``bertlab grade --watch 05``, from a save to the printed result;
 - ``check_latency_s``: one in-notebook check (Task 5.1, warm), as a learner's grade cell runs it;
 - ``docs_build_cold_s`` / ``docs_build_warm_s``: ``mkdocs build --strict`` of a copy of the
@@ -24,6 +27,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -68,9 +72,38 @@ def reference_import(rounds: int) -> float:
     return median_of(rounds, lambda: seconds_of([PYTHON, "-c", code]))
 
 
-def grade(rounds: int, *tasks: str) -> float:
-    command = [str(BIN / "bertlab"), "grade", *tasks, "--path", "solutions", "--no-progress"]
-    return median_of(rounds, lambda: seconds_of(command))
+def grade(rounds: int, *tasks: str, cold: bool = False) -> float:
+    """A new ``bertlab grade`` command's seconds; warm judges must grade it unless ``cold``."""
+    command = [str(BIN / "bertlab"), "grade", *tasks, "--path", "solutions", "--no-progress"] + (["--cold"] if cold else [])
+
+    def once() -> float:
+        start = time.perf_counter()
+        proc = subprocess.run(command, cwd=ROOT, env=ENV, capture_output=True, text=True)
+        took = time.perf_counter() - start
+        if proc.returncode != 0 or (cold == ("by the warm judges" in proc.stderr)):
+            raise RuntimeError(f"{' '.join(command)} exited {proc.returncode} "
+                               f"({'with' if cold else 'without'} warm judges):\n{proc.stderr[-3000:]}")
+        return took
+
+    return median_of(rounds, once)
+
+
+@contextlib.contextmanager
+def warm_judges():
+    """Warm judges in a folder of this run's own, ready: both have graded a notebook."""
+    saved = ENV.get("BERTLAB_JUDGES_DIR")
+    with tempfile.TemporaryDirectory(prefix="bertlab-bench-judges-") as folder:
+        ENV["BERTLAB_JUDGES_DIR"] = folder
+        bertlab = str(BIN / "bertlab")
+        try:
+            seconds_of([bertlab, "judges", "start"])
+            seconds_of([bertlab, "grade", "03", "05", "--path", "solutions", "--no-progress"])
+            yield
+        finally:
+            subprocess.run([bertlab, "judges", "stop"], env=ENV, capture_output=True)
+            ENV.pop("BERTLAB_JUDGES_DIR")
+            if saved is not None:
+                ENV["BERTLAB_JUDGES_DIR"] = saved
 
 
 def watch_latency(rounds: int) -> float:
@@ -187,14 +220,21 @@ def run(rounds: int, only: set[str], start: bool) -> dict:
         report["floor_s"] = floor(rounds)
     if wanted("grade_one_vs_floor") or wanted("reference_import_s"):
         report["reference_import_s"] = reference_import(rounds)
-        # The least grade_one_vs_floor can be while a judge compares with transformers' modules.
+        # The least a command that starts its own judge can take: they compare with transformers' modules.
         report["reference_import_vs_floor"] = report["reference_import_s"] / report["floor_s"]
     if wanted("grade_one_vs_floor"):
-        report["grade_one_s"] = grade(rounds, TASK)
-        report["grade_one_vs_floor"] = report["grade_one_s"] / report["floor_s"]
+        report["grade_one_cold_s"] = grade(rounds, TASK, cold=True)
     if wanted("grade_all_vs_floor"):
-        report["grade_all_s"] = grade(rounds)
-        report["grade_all_vs_floor"] = report["grade_all_s"] / report["floor_s"]
+        report["grade_all_cold_s"] = grade(rounds, cold=True)
+    if wanted("grade_one_vs_floor") or wanted("grade_all_vs_floor"):
+        with warm_judges():
+            if wanted("grade_one_vs_floor"):
+                report["grade_one_s"] = grade(rounds, TASK)
+            if wanted("grade_all_vs_floor"):
+                report["grade_all_s"] = grade(rounds)
+    for key in ("grade_one_s", "grade_one_cold_s", "grade_all_s", "grade_all_cold_s"):
+        if key in report:
+            report[key[:-2] + "_vs_floor"] = report[key] / report["floor_s"]
     if wanted("watch_latency_s"):
         report["watch_latency_s"] = watch_latency(rounds)
     if wanted("check_latency_s"):

@@ -73,7 +73,8 @@ def test_feedback_benchmark_smoke(tmp_path, monkeypatch):
                          "docs_build_cold_s", "--out", str(tmp_path / "results.json")])
     report = json.loads(out.read_text())
     assert report["grade_one_vs_floor"] == report["grade_one_s"] / report["floor_s"]
-    for key in ("floor_s", "reference_import_s", "grade_one_s", "watch_latency_s", "check_latency_s"):
+    assert report["grade_one_cold_vs_floor"] == report["grade_one_cold_s"] / report["floor_s"]
+    for key in ("floor_s", "reference_import_s", "grade_one_s", "grade_one_cold_s", "watch_latency_s", "check_latency_s"):
         assert math.isfinite(report[key]) and report[key] > 0, key
     assert report["reference_import_s"] > report["floor_s"]  # the floor leaves transformers' BERT unloaded
     assert report["reference_import_vs_floor"] == report["reference_import_s"] / report["floor_s"]
