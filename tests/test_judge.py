@@ -127,16 +127,23 @@ seen = {"before": rss(), "after": [], "passed": []}
 for _ in range(2):
     seen["passed"].append(all(c.passed for c in run_notebook(nbformat.read(sys.argv[1], as_version=4)).checks))
     seen["after"].append(rss())
+import gc
+from bertlab.grading.proxy import Learner
+gc.collect()
+seen["learners_alive"] = sum(isinstance(o, Learner) for o in gc.get_objects())
 print(json.dumps(seen))
 """
 
 
-def test_a_warm_judge_does_not_grow_notebook_after_notebook(tmp_path):
-    """A judge grades notebook after notebook (the warm workers of bertlab grade and autograde).
-    BertModel's notebook, graded twice: what stays resident after the first is bounded
-    (the parts' kept copies: about the model's size) and does not grow with the second. Before,
-    each notebook moved 3 GB across the pipe and the allocator kept it: 1.3 GB more after one
-    notebook, 8-10 GB after a few dozen."""
+@pytest.mark.parametrize("name", ["06-bert-model", "07-why-measured"])
+def test_a_warm_judge_does_not_grow_notebook_after_notebook(tmp_path, name):
+    """A judge grades notebook after notebook (the warm workers of bertlab grade, bertlab judges
+    and autograde). The notebooks whose checks keep things between calls, graded twice: what stays
+    resident after the first is bounded (the parts' kept copies, the random models: about the
+    model's size), it does not grow with the second, and no learner's process is still referred
+    to. Before, each 06 moved 3 GB across the pipe and the allocator kept it (1.3 GB more after one
+    notebook, 8-10 GB after a few dozen), and each 07 left 174 MB behind: its checks kept every
+    learner function they had called, and the random models those calls were sent."""
     import json
     import os
     import subprocess
@@ -144,13 +151,14 @@ def test_a_warm_judge_does_not_grow_notebook_after_notebook(tmp_path):
 
     from tests.conftest import ROOT
 
-    proc = subprocess.run([sys.executable, "-c", MEMORY_PROBE, str(solution_notebook("06-bert-model"))],
+    proc = subprocess.run([sys.executable, "-c", MEMORY_PROBE, str(solution_notebook(name))],
                           capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     assert seen["passed"] == [True, True]
     assert seen["after"][0] - seen["before"] <= 400, seen
     assert seen["after"][-1] - seen["after"][0] <= 32, seen
+    assert seen["learners_alive"] == 0, seen
 
 
 def test_a_load_that_writes_to_the_weights_it_was_given_fails_and_changes_nothing_after_it():

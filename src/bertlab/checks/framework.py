@@ -109,9 +109,15 @@ class Task:
         except CheckFailed as err:
             heatmap.show_in_notebook(err)  # the picture beside the message, in a Jupyter kernel only
             raise
+        finally:
+            self.forget_run()
         if len(stages) == len(self.stages):
             return f"[Task {self.id}] {self.title} passed ({len(stages)}/{len(stages)} checks)"
         return f"[Task {self.id}] {self.title}: {', '.join(stages)} passed"
+
+    def forget_run(self) -> None:
+        """Drop what this run kept of the learner's objects: nothing of one run may answer the next,
+        and a warm judge grading notebook after notebook must not keep each one's objects."""
 
     # -- failure messages -------------------------------------------------------------------
 

@@ -21,6 +21,8 @@ so nothing about the model is typed here. Known mistakes are simulated in
 from __future__ import annotations
 
 import copy
+import functools
+import weakref
 import itertools
 from collections.abc import Callable, Mapping
 
@@ -264,8 +266,13 @@ class MeasurementTask(FunctionTask):
     claims: tuple[Claim, ...] = ()
 
     def __init__(self):
-        self._results: dict = {}
-        self._references: dict = {}
+        self._results: dict = {}  # (learner function, id(model)) -> (model, result), for one run
+        # model -> its reference result, for as long as the model lives (the pretrained one: the
+        # judge's whole life; a random one: while a check holds it).
+        self._references: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def forget_run(self) -> None:
+        self._results.clear()
 
     # -- what subclasses provide ----------------------------------------------------------
 
@@ -278,11 +285,10 @@ class MeasurementTask(FunctionTask):
     # -- helpers ----------------------------------------------------------------------------
 
     def reference_on(self, model, batch) -> dict[str, torch.Tensor]:
-        key = id(model)
-        if key not in self._references or self._references[key][0] is not model:
+        if model not in self._references:
             with torch.no_grad():
-                self._references[key] = (model, self.reference_result(model, batch))
-        return self._references[key][1]
+                self._references[model] = self.reference_result(model, batch)
+        return self._references[model]
 
     def learner_on(self, fn, model, batch, cache: bool = True) -> dict[str, torch.Tensor]:
         key = (fn, id(model))
@@ -374,9 +380,17 @@ class CurvesTask(MeasurementTask):
         # Freshly initialised weights (seeded): the learner's code must not depend on the
         # pretrained ones, and lesson 8's "at initialisation" curves come out the same.
         seed = _randint(ctx, 0, 2**16)
-        model = rank_collapse.random_model(ctx.config, seed=seed)
+        model = _fresh_model(ctx.model, seed)
         self.compare_on(fn, model, ctx.capture.batch,
                         f"the reference on a freshly initialised BertModel (seed {seed}, corpus)", cache=False)
+
+
+@functools.lru_cache(maxsize=2)
+def _fresh_model(pretrained: nn.Module, seed: int) -> nn.Module:
+    """A freshly initialised BertModel of the pretrained model's config: the same for the same seed,
+    so a judge grading notebook after notebook builds it and computes its reference once (0.4 s),
+    not for each. The checks never change it; the learner's process gets copies of its weights."""
+    return rank_collapse.random_model(pretrained.config, seed=seed)
 
 
 def _lesion_reference(model, batch) -> dict[str, torch.Tensor]:
