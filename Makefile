@@ -70,7 +70,7 @@ bench: $(STAMP) ## time grading, watch, checks, docs builds and a class against 
 profile: $(STAMP) ## where one notebook's grading spends its time: bench/results/profile-grade.svg
 	@mkdir -p bench/results
 	$(BIN)/py-spy record --subprocesses --rate 100 --output bench/results/profile-grade.svg -- \
-	  $(BIN)/bertlab grade 05 --path solutions --no-progress
+	  $(BIN)/bertlab grade 05 --path solutions --no-progress --cold
 
 browser: ## install Debian's chromium for the browser test (once)
 	@command -v chromium >/dev/null || { echo "==> installing chromium"; \
