@@ -178,3 +178,26 @@ def test_a_load_that_writes_to_the_weights_it_was_given_fails_and_changes_nothin
     doubling, right_after = run_notebook(nb).checks
     assert not doubling.passed and "changed the weights it was given" in doubling.message, doubling.message
     assert right_after.passed, right_after.message
+
+
+def _graded_cell(source: str, grade_id: str):
+    cell = nbformat.v4.new_code_cell(source)
+    cell.metadata["nbgrader"] = {"grade": True, "grade_id": grade_id, "points": 1, "solution": False, "locked": True}
+    return cell
+
+
+def test_a_notebook_that_changes_the_preloaded_model_changes_it_for_itself_only():
+    """The learner processes are forks of a template that has loaded the pretrained model (their
+    ``load_model()`` costs nothing): one notebook zeroing its weights leaves the next one's intact."""
+    load = "from bertlab.reference import load_model\nweight = load_model().embeddings.word_embeddings.weight\n"
+    spoiler = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(load + "weight.data.zero_()\nzeroed = bool(weight.abs().sum() == 0)"),
+        _graded_cell("assert zeroed", "zeroed"),
+    ])
+    after = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(load + "intact = bool(weight.abs().sum() > 0)"),
+        _graded_cell("assert intact", "intact"),
+    ])
+    for nb in (spoiler, after, after):
+        result = run_notebook(nb)
+        assert [c.passed for c in result.checks] == [True], [c.message for c in result.checks]

@@ -3,8 +3,8 @@ forked once per notebook.
 
 Starting a learner process costs seconds of imports; a fork of a process that already holds
 them costs milliseconds. Each fork is a new process with a new IPython namespace, so nothing
-of one notebook reaches the next. The template only imports: it never runs learner code, and
-starts no threads before it forks.
+of one notebook reaches the next. The template only imports and loads the pretrained model
+(``_preload``): it never runs learner code, and starts no threads before it forks.
 
 A judge worker forks its template itself, right after its imports and before it loads the
 reference model (``ForkServer.fork_here``): the template then costs no imports at all. Any other
@@ -45,8 +45,8 @@ class ForkServer:
     @classmethod
     def fork_here(cls) -> "ForkServer":
         """Make a fork of this process the template. Call it with torch, IPython and the checks
-        imported, before anything a learner must not see (the reference model, its capture) is
-        loaded, and before any thread starts."""
+        imported, before the judge loads its own objects (its model and the activations recorded
+        from it, which its verdicts compare with), and before any thread starts."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         pid = os.fork()
         if pid == 0:
@@ -104,6 +104,7 @@ def _serve(sock: socket.socket) -> None:
     import bertlab.checks  # noqa: F401
     import bertlab.grading.learner as learner
 
+    _preload()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # forks are reaped by the system
     while True:
         message, fds, _, _ = socket.recv_fds(sock, 4096, 2)
@@ -124,6 +125,24 @@ def _serve(sock: socket.socket) -> None:
         for fd in fds:
             os.close(fd)
         sock.sendall(f"{pid}\n".encode())
+
+
+def _preload() -> None:
+    """What notebooks load in their cells, loaded once here: pyplot, and the pretrained model and
+    its tokenizer that ``bertlab.reference.load_model()`` returns (0.2 s per notebook that calls
+    it, and in every notebook whose checks hand the learner's code the model). Each fork gets
+    its own copy of them, shared with the template until it writes: what one notebook does to the
+    model it loaded, no other sees. The model is what any notebook may load, not what it is
+    compared with: its recorded activations are loaded by the judge only, after this fork.
+    Loading starts no thread, so forking after it is safe."""
+    import matplotlib.pyplot  # noqa: F401  (the Agg backend: learner.py sets it)
+
+    from bertlab import reference
+
+    try:
+        reference.load_model()
+    except Exception:  # noqa: BLE001  (a broken model is reported where a notebook or a check loads it)
+        pass
 
 
 if __name__ == "__main__":

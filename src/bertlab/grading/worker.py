@@ -43,7 +43,8 @@ def _warm_up() -> None:
 
 def main() -> None:
     # Everything the learner template needs is imported here once: the template is a fork of
-    # this process, made before the reference model is loaded, so it holds none of it.
+    # this process, made before the judge loads its model and records its activations, so it holds
+    # none of the judge's objects (it loads a model of its own for the notebooks: forkserver._preload).
     import IPython.core.interactiveshell  # noqa: F401
     import torch  # noqa: F401
 
