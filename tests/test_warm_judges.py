@@ -122,3 +122,33 @@ def test_stop_ends_the_server_and_its_judges(tmp_path):
     assert not _alive(pid)
     assert not list(tmp_path.glob("*.sock"))
     assert bertlab("judges", "stop", env=env).stdout.strip() == "no warm judges were running"
+
+
+def test_a_client_that_goes_away_frees_its_judge(judges, course, tmp_path):
+    """Ctrl-C on `bertlab grade` stops the warm judge's grading of that notebook: a notebook that
+    hangs does not hold the judge until its time limit."""
+    import time
+
+    hangs = tmp_path / "hangs" / TASK
+    hangs.mkdir(parents=True)
+    nb = nbformat.read(course / "right" / TASK / f"{TASK}.ipynb", as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_code_cell("while True:\n    pass"))
+    nbformat.write(nb, hangs / f"{TASK}.ipynb")
+    client = subprocess.Popen([sys.executable, "-m", "bertlab.cli", "grade", "--path", str(hangs.parent), "--no-progress"],
+                              cwd=ROOT, env=judges, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def busy() -> int:
+        return int(bertlab("judges", "status", env=judges).stdout.split(", ")[-1].split(" grading now")[0])
+
+    deadline = time.monotonic() + 60
+    while busy() == 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert busy() == 1, "the hanging notebook never reached the warm judge"
+    client.kill()
+    client.wait()
+    deadline = time.monotonic() + 20
+    while busy() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert busy() == 0, "the warm judge kept grading for a client that is gone"
+    after = bertlab("grade", "--path", str(course / "right"), "--json", "--no-progress", env=judges)
+    assert after.returncode == 0 and "by the warm judges" in after.stderr, after.stderr

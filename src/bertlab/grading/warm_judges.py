@@ -228,28 +228,28 @@ class Server:
                 "busy": self.busy, "started": self.started, "idle_seconds": self.idle_seconds}
 
     def answer(self, conn: socket.socket) -> None:
+        """One request per connection: a status, a stop, or a notebook to grade."""
         with conn:
-            lines = conn.makefile("r")
-            for line in lines:  # a client may send several requests on one connection
-                try:
-                    request = json.loads(line)
-                    reply = self.handle(request)
-                except (ValueError, KeyError, TypeError) as err:
-                    reply = f"died: bad request to the warm judges ({err})"
-                try:
-                    conn.sendall(((reply if isinstance(reply, str) else json.dumps(reply)) + "\n").encode())
-                except OSError:
-                    return
+            line = conn.makefile("r").readline()
+            try:
+                request = json.loads(line)
+                reply = self.grade(request, conn) if request["op"] == "grade" else self.handle(request)
+            except (ValueError, KeyError, TypeError) as err:
+                reply = f"died: bad request to the warm judges ({err})"
+            with contextlib.suppress(OSError):
+                conn.sendall(((reply if isinstance(reply, str) else json.dumps(reply)) + "\n").encode())
 
-    def handle(self, request: dict):
-        op = request["op"]
-        if op == "status":
+    def handle(self, request: dict) -> dict:
+        if request["op"] == "status":
             return self.status()
-        if op == "stop":
+        if request["op"] == "stop":
             self.stopping = True
             return self.status()
-        if op != "grade":
-            raise KeyError(op)
+        raise KeyError(request["op"])
+
+    def grade(self, request: dict, conn: socket.socket) -> str:
+        """``runner.Worker.judge``'s answer for the notebook; a client that goes away (Ctrl-C)
+        stops its notebook's grading, so a hanging notebook does not hold a judge to its limit."""
         notebook, result = Path(request["notebook"]), Path(request["result"])
         limits = Limits(float(request["timeout"]), float(request["memory_mb"]))
         with self.slots:
@@ -257,7 +257,12 @@ class Server:
                 self.busy += 1
             try:
                 with self.pool.worker() as worker:
-                    outcome = worker.judge(notebook, result, limits)
+                    judging = _Judging(worker)
+                    threading.Thread(target=judging.stop_when_gone, args=(conn,), daemon=True).start()
+                    try:
+                        outcome = worker.judge(notebook, result, limits)
+                    finally:
+                        judging.over()
                 if not worker.alive:
                     self.pool.warm_up()  # the next notebook must not wait for a new judge's imports
             finally:
@@ -298,6 +303,25 @@ class Server:
             if _still_ours(path, inode):
                 path.unlink()
             self.pool.close()
+
+
+class _Judging:
+    """Stops a worker whose client went away while it judged, and never once it has answered
+    (it may be judging another client's notebook by then)."""
+
+    def __init__(self, worker):
+        self.worker, self.lock, self.judging = worker, threading.Lock(), True
+
+    def stop_when_gone(self, conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            conn.recv(1)  # the client sends nothing after its request: this returns when it is gone
+        with self.lock:
+            if self.judging:
+                self.worker.close()
+
+    def over(self) -> None:
+        with self.lock:
+            self.judging = False
 
 
 def _still_ours(path: Path, inode: int) -> bool:
