@@ -42,6 +42,22 @@ def test_a_lent_tensor_is_the_held_one_and_only_that_request_gets_it():
     assert after[1].data_ptr() != held[key].data_ptr()
 
 
+def test_a_tensor_sent_as_an_array_crosses_once_and_each_request_gets_its_own_array():
+    import numpy as np
+
+    from bertlab.checks.harness import AsArray
+
+    sent, held = wire.SentTensors(), {}
+    weight = torch.randn(256, 256)
+    first, got = _roundtrip({"params": {"w": AsArray(weight)}}, sent, held)
+    again, got_again = _roundtrip({"params": {"w": AsArray(weight)}}, sent, held)
+    assert len(first) > weight.nbytes > 50 * len(again)  # the second request names it by key
+    array, array_again = got["params"]["w"], got_again["params"]["w"]
+    assert isinstance(array, np.ndarray) and array.dtype == np.float32 and np.array_equal(array, weight.numpy())
+    array_again[0, 0] = 1e9  # the learner's code writes to its array: the next request's is intact
+    assert np.array_equal(_roundtrip({"w": AsArray(weight)}, sent, held)[1]["w"], weight.numpy())
+
+
 def test_a_tensor_changed_in_place_is_sent_again():
     sent, held = wire.SentTensors(), {}
     weight = torch.randn(256, 256)

@@ -101,6 +101,27 @@ def _cell_number(filename: str) -> str:
     return ""
 
 
+class AsArray:
+    """A tensor the learner's code gets as a numpy array, made in the learner's process.
+
+    The tensor crosses as tensors do, once per learner process and then by key
+    (``wire.SentTensors``); an array would be pickled whole with every call (notebook 01 sent each
+    layer's weights as arrays 56 times: 300 MB a notebook). Each call gets an array of its own.
+    """
+
+    __slots__ = ("tensor",)
+
+    def __init__(self, tensor: torch.Tensor):
+        self.tensor = tensor
+
+    def __reduce__(self):
+        return _as_array, (self.tensor,)
+
+
+def _as_array(tensor: torch.Tensor):
+    return tensor.numpy()  # the tensor is the request's own copy (wire.load_request)
+
+
 GIVEN = "_bertlab_given"
 
 

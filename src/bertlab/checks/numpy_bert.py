@@ -26,6 +26,7 @@ from torch.nn import functional as F
 from bertlab import diagnose
 from bertlab.checks.compare import worst_position
 from bertlab.checks.framework import CheckFailed, Context, Task
+from bertlab.checks.harness import AsArray, in_learner_process
 from bertlab.diagnose import numpy_bert as flawed  # registers the mistakes
 from bertlab.masks import additive_mask, random_padding
 
@@ -63,6 +64,15 @@ def _to_numpy(value):
         return value.detach().numpy()
     if isinstance(value, dict):
         return {k: _to_numpy(v) for k, v in value.items()}
+    return value
+
+
+def _crossing(value):
+    """``_to_numpy(value)`` as it is sent to the learner's process: tensors made arrays over there."""
+    if isinstance(value, torch.Tensor):
+        return AsArray(value.detach())
+    if isinstance(value, dict):
+        return {k: _crossing(v) for k, v in value.items()}
     return value
 
 
@@ -136,9 +146,10 @@ class NumpyTask(Task):
         The harness gives the call its own copies and fails it when it changes one in place.
         """
         args = {k: _to_numpy(v) for k, v in case.inputs.items()}
+        sent = [_crossing(v) for v in case.inputs.values()] if in_learner_process(fn) else args.values()
         with np.errstate(all="ignore"):  # overflow or 0/0 shows up as inf/NaN in the message instead
             try:
-                out = self.call_learner(f"{self.title}({', '.join(self.arguments)})", fn, *args.values())
+                out = self.call_learner(f"{self.title}({', '.join(self.arguments)})", fn, *sent)
             except CheckFailed as err:
                 raise CheckFailed(self._argument_names(str(err)), err.mistake) from None
         out = self.as_array(out)
