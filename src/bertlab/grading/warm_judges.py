@@ -125,8 +125,8 @@ class RemoteWorker:
 class WarmJudges:
     """Hands out warm judges, or judges of its own while none answer (they may have stopped)."""
 
-    def __init__(self, local: WorkerPool, jobs: int):
-        self.local, self.jobs = local, jobs
+    def __init__(self, local: WorkerPool):
+        self.local = local
 
     @contextlib.contextmanager
     def worker(self):
@@ -150,7 +150,7 @@ def connect(model: str | None, local: WorkerPool) -> WarmJudges | None:
     running = status()
     if not running or running.get("fingerprint") != fingerprint(model):
         return None
-    return WarmJudges(local, int(running.get("jobs", 1)))
+    return WarmJudges(local)
 
 
 # --- the commands: start, stop, status ------------------------------------------------------
@@ -188,7 +188,7 @@ def start(jobs: int, model: str | None, idle_minutes: float, say=print) -> dict:
 
 
 def stop(wait: float = 10.0) -> bool:
-    """Stop the running server and wait until it and its judges are gone; False when none ran."""
+    """Stop the running server (its idle judges with it) and wait until it is gone; False when none ran."""
     running = _ask({"op": "stop"})
     if not running:
         return False
