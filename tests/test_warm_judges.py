@@ -49,8 +49,10 @@ def course(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def judges(tmp_path_factory):
-    """Warm judges (one) in a folder of their own, stopped at the end."""
-    env = {**os.environ, "BERTLAB_JUDGES_DIR": str(tmp_path_factory.mktemp("judges"))}
+    """Warm judges (one) in a folder of their own, stopped at the end. Every process they start
+    inherits ``BERTLAB_TEST_JUDGES``, which tells them apart from other tests' processes."""
+    folder = tmp_path_factory.mktemp("judges")
+    env = {**os.environ, "BERTLAB_JUDGES_DIR": str(folder), "BERTLAB_TEST_JUDGES": str(folder)}
     started = bertlab("judges", "start", "--jobs", "1", "--idle-minutes", "10", env=env)
     assert started.returncode == 0, started.stderr
     assert "warm judges started" in started.stdout
@@ -140,15 +142,37 @@ def test_a_client_that_goes_away_frees_its_judge(judges, course, tmp_path):
     def busy() -> int:
         return int(bertlab("judges", "status", env=judges).stdout.split(", ")[-1].split(" grading now")[0])
 
+    marker = judges["BERTLAB_TEST_JUDGES"]
     deadline = time.monotonic() + 60
-    while busy() == 0 and time.monotonic() < deadline:
+    while not learners(marker) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert busy() == 1, "the hanging notebook never reached the warm judge"
+    assert busy() == 1 and learners(marker), "the hanging notebook never started under the warm judge"
     client.kill()
     client.wait()
     deadline = time.monotonic() + 20
-    while busy() and time.monotonic() < deadline:
+    while (busy() or learners(marker)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert busy() == 0, "the warm judge kept grading for a client that is gone"
+    left = learners(marker)
+    for pid in left:  # not left spinning when this test fails
+        os.kill(pid, 9)
+    assert not left, "the hanging notebook's process outlived its judge"
     after = bertlab("grade", "--path", str(course / "right"), "--json", "--no-progress", env=judges)
     assert after.returncode == 0 and "by the warm judges" in after.stderr, after.stderr
+
+
+
+def learners(marker: str) -> list[int]:
+    """The processes running a notebook's cells for the judges whose environment holds ``marker``
+    (a learner process works in the folder the graded copy is in: ``bertlab-grade-*/work``)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if not proc.name.isdigit() or f"BERTLAB_TEST_JUDGES={marker}".encode() not in (proc / "environ").read_bytes().split(b"\0"):
+                continue
+            cwd = Path(os.readlink(proc / "cwd"))
+        except OSError:
+            continue
+        if cwd.name == "work" and cwd.parent.name.startswith("bertlab-grade-"):
+            found.append(int(proc.name))
+    return found

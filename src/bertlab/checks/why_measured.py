@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import copy
 import functools
-import weakref
 import itertools
+import weakref
 from collections.abc import Callable, Mapping
 
 import torch

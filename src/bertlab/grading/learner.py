@@ -159,9 +159,25 @@ class Server:
             write_frame(self.answer_fd, answer)
 
 
+def _die_with_parent() -> None:
+    """Be killed when the process that started this one ends (Linux ``PR_SET_PDEATHSIG``).
+
+    A judge stops this process at its time limit, but a judge that is itself stopped (its client
+    went away, its worker was killed) cannot: this process would go on running the learner's code,
+    a loop say, with nobody left to stop it. Its parent is the learner template, which ends with
+    its judge (or the judge itself, when it was started without a template)."""
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() == 1:  # the parent ended before the line above
+        os._exit(0)
+
+
 def main(request_fd: str, answer_fd: str) -> None:
     from bertlab.grading import sandbox
 
+    _die_with_parent()
     # The learner's prints go nowhere: megabytes of output must not fill a pipe nobody reads.
     server = Server(int(request_fd), int(answer_fd))
     # From here on the learner's code runs: it may write in its working directory only, never
