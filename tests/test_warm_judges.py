@@ -126,17 +126,54 @@ def test_stop_ends_the_server_and_its_judges(tmp_path):
     assert bertlab("judges", "stop", env=env).stdout.strip() == "no warm judges were running"
 
 
-def test_a_client_that_goes_away_frees_its_judge(judges, course, tmp_path):
-    """Ctrl-C on `bertlab grade` stops the warm judge's grading of that notebook: a notebook that
-    hangs does not hold the judge until its time limit."""
-    import time
-
-    hangs = tmp_path / "hangs" / TASK
-    hangs.mkdir(parents=True)
+@pytest.fixture
+def hanging(course, tmp_path) -> Path:
+    """A course folder whose notebook 05 loops forever in its first cell."""
+    folder = tmp_path / "hangs" / TASK
+    folder.mkdir(parents=True)
     nb = nbformat.read(course / "right" / TASK / f"{TASK}.ipynb", as_version=4)
     nb.cells.insert(0, nbformat.v4.new_code_cell("while True:\n    pass"))
-    nbformat.write(nb, hangs / f"{TASK}.ipynb")
-    client = subprocess.Popen([sys.executable, "-m", "bertlab.cli", "grade", "--path", str(hangs.parent), "--no-progress"],
+    nbformat.write(nb, folder / f"{TASK}.ipynb")
+    return folder.parent
+
+
+@pytest.mark.parametrize("how", ["--cold", "warm"])
+def test_ctrl_c_stops_grading_at_once(judges, hanging, how):
+    """Ctrl-C on `bertlab grade` ends it at once, with or without warm judges, and stops the
+    process running the notebook's cells. Before, it waited for the notebook's time limit."""
+    import signal
+    import time
+
+    marker = judges["BERTLAB_TEST_JUDGES"]
+    args = [sys.executable, "-m", "bertlab.cli", "grade", "--path", str(hanging), "--no-progress"]
+    client = subprocess.Popen(args + ([how] if how == "--cold" else []), cwd=ROOT, env=judges, text=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 60
+    while not learners(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert learners(marker), "the hanging notebook never started"
+    client.send_signal(signal.SIGINT)
+    try:
+        assert client.wait(10) == 130
+    finally:
+        client.kill()
+    assert "stopped (Ctrl-C)" in client.stderr.read()
+    deadline = time.monotonic() + 10
+    while learners(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = learners(marker)
+    for pid in left:  # not left spinning when this test fails
+        os.kill(pid, 9)
+    assert not left, "the hanging notebook's process outlived the command"
+
+
+def test_a_client_that_goes_away_frees_its_judge(judges, course, hanging):
+    """A `bertlab grade` killed outright (no Ctrl-C handling) still stops the warm judge's
+    grading of its notebook: a notebook that hangs does not hold the judge until its time limit."""
+    import time
+
+    client = subprocess.Popen([sys.executable, "-m", "bertlab.cli", "grade", "--path", str(hanging), "--no-progress"],
                               cwd=ROOT, env=judges, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def busy() -> int:

@@ -159,6 +159,9 @@ def _grade(args) -> int:
     except (GradingError, SettingsError) as err:
         print(f"bertlab grade: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("bertlab grade: stopped (Ctrl-C); nothing was written", file=sys.stderr)
+        return 130
     print(json.dumps(report.to_dict(), indent=2) if args.json else render(report, verbose=args.verbose))
     _write_progress(args, report, progress)
     return 0 if report.all_passed else 1

@@ -152,7 +152,7 @@ class WorkerPool:
     """Warm workers handed out to one grading thread at a time; a dead one is replaced."""
 
     def __init__(self, env: dict):
-        self.env, self.idle, self.lock = env, [], threading.Lock()
+        self.env, self.idle, self.busy, self.lock = env, [], set(), threading.Lock()
 
     def warm_up(self) -> None:
         """Start a worker now, so the first notebook does not wait for its imports."""
@@ -163,15 +163,20 @@ class WorkerPool:
     def worker(self):
         with self.lock:
             worker = self.idle.pop() if self.idle else Worker(self.env)
+            self.busy.add(worker)
         try:
             yield worker
         finally:
             with self.lock:
+                self.busy.discard(worker)
                 (self.idle.append(worker) if worker.alive else None)
 
     def close(self) -> None:
-        for worker in self.idle:
-            worker.proc.stdin.close()
+        """Stop every worker, those still judging too (Ctrl-C): the processes running their
+        notebooks' cells end with them."""
+        with self.lock:
+            workers, self.idle = self.idle + list(self.busy), []
+        for worker in workers:
             worker.close()
 
 
@@ -338,9 +343,11 @@ def grade(
         return result
 
     costliest_first = sorted(tasks.items(), key=lambda item: grade_cells(item[1]), reverse=True)
+    threads = ThreadPoolExecutor(max_workers=max(1, jobs))
     try:
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as threads:
-            done = {result.task: result for result in threads.map(one, costliest_first)}
+        done = {result.task: result for result in threads.map(one, costliest_first)}
         return Report([done[name] for name in tasks])  # in the course's order, as selected
     finally:
+        # Before waiting for the threads: on Ctrl-C they wait for judges that must be stopped first.
         pool.close()
+        threads.shutdown(cancel_futures=True)

@@ -126,7 +126,7 @@ class WarmJudges:
     """Hands out warm judges, or judges of its own while none answer (they may have stopped)."""
 
     def __init__(self, local: WorkerPool):
-        self.local = local
+        self.local, self.open, self.lock = local, set(), threading.Lock()
 
     @contextlib.contextmanager
     def worker(self):
@@ -138,10 +138,22 @@ class WarmJudges:
             with self.local.worker() as worker:
                 yield worker
             return
-        with conn:
-            yield RemoteWorker(conn)
+        with self.lock:
+            self.open.add(conn)
+        try:
+            with conn:
+                yield RemoteWorker(conn)
+        finally:
+            with self.lock:
+                self.open.discard(conn)
 
     def close(self) -> None:
+        """Hang up on the warm judges still grading (Ctrl-C): they stop those notebooks."""
+        with self.lock:
+            hung_up, self.open = list(self.open), set()
+        for conn in hung_up:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
         self.local.close()
 
 
