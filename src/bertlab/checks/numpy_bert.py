@@ -58,21 +58,15 @@ class Case:
     magnitude: float | None = None
 
 
-def _to_numpy(value):
-    # The harness hands the learner its own copies; this only changes torch into numpy.
-    if isinstance(value, torch.Tensor):
-        return value.detach().numpy()
-    if isinstance(value, dict):
-        return {k: _to_numpy(v) for k, v in value.items()}
-    return value
+def _to_numpy(value, array=lambda tensor: tensor.numpy()):
+    """``value`` with its tensors (also inside a dict) made numpy arrays by ``array``.
 
-
-def _crossing(value):
-    """``_to_numpy(value)`` as it is sent to the learner's process: tensors made arrays over there."""
+    The harness hands the learner its own copies; this only changes torch into numpy. For the
+    learner's process, ``array=AsArray`` sends the tensor, which becomes an array over there."""
     if isinstance(value, torch.Tensor):
-        return AsArray(value.detach())
+        return array(value.detach())
     if isinstance(value, dict):
-        return {k: _crossing(v) for k, v in value.items()}
+        return {k: _to_numpy(v, array) for k, v in value.items()}
     return value
 
 
@@ -146,7 +140,7 @@ class NumpyTask(Task):
         The harness gives the call its own copies and fails it when it changes one in place.
         """
         args = {k: _to_numpy(v) for k, v in case.inputs.items()}
-        sent = [_crossing(v) for v in case.inputs.values()] if in_learner_process(fn) else args.values()
+        sent = [_to_numpy(v, AsArray) for v in case.inputs.values()] if in_learner_process(fn) else args.values()
         with np.errstate(all="ignore"):  # overflow or 0/0 shows up as inf/NaN in the message instead
             try:
                 out = self.call_learner(f"{self.title}({', '.join(self.arguments)})", fn, *sent)
