@@ -75,8 +75,8 @@ def _unbiased_variance():
 
 def _tanh_gelu():
     """Task 1.3 with the tanh approximation of GELU: a known mistake."""
-    return sub.replace(sub.right(NUMPY), "gelu", "return (0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))).astype(x.dtype)",
-                       "return (0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))).astype(x.dtype)")
+    return sub.replace(sub.right(NUMPY), "gelu", "erf(x / math.sqrt(2.0))",
+                       "np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3))")
 
 
 def _import_fails():

@@ -402,11 +402,10 @@ def _crash_on_inputs_embeds_only():
 @case("gelu-returns-float64", NUMPY, scores=range(6, 12), status="failed", message=r"(?i)float64|dtype",
       must_fail=["test-1-3-values", "test-1-3-edge-cases"])
 def _gelu_returns_float64():
-    """Task 1.3 without the cast back: math.erf gives float64, so float32 in comes out float64,
-    against the docstring ("of the same dtype"). Both 1.3 cells fail (2 points); 1.5, which calls
-    this gelu, may lose its points too."""
-    return replace(right(NUMPY), "gelu", "(0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))).astype(x.dtype)",
-                   "0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))")
+    """Task 1.3 with np.vectorize(math.erf) and no cast back: it gives float64, so float32 in comes
+    out float64, against the docstring ("of the same dtype"). Both 1.3 cells fail (2 points); 1.5,
+    which calls this gelu, may lose its points too."""
+    return replace(right(NUMPY), "gelu", "erf(x / math.sqrt(2.0))", "np.vectorize(math.erf)(x / math.sqrt(2.0))")
 
 
 # -- errors while the notebook runs ---------------------------------------------------------------

@@ -132,3 +132,17 @@ def test_a_hanging_notebook_is_killed_at_its_timeout(tmp_path):
     assert proc.returncode == 1
     assert (task["status"], task["score"], task["max_score"]) == ("timeout", 0, 1)
     assert "timed out after 3 s" in task["checks"][0]["message"]
+
+
+def test_cells_after_the_last_grade_cell_are_not_run(tmp_path):
+    """They cannot change a grade: a closing cell that would hang costs neither time nor points."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("answer = 42")]
+    grade_cell = nbformat.v4.new_code_cell("assert answer == 42")
+    grade_cell.metadata["nbgrader"] = {"grade": True, "grade_id": "test-answer", "points": 1, "solution": False}
+    nb.cells += [grade_cell, nbformat.v4.new_code_cell("import time\ntime.sleep(600)")]
+    (tmp_path / "01-tail").mkdir()
+    nbformat.write(nb, tmp_path / "01-tail" / "01-tail.ipynb")
+    proc = bertlab("grade", "--path", str(tmp_path), "--json", "--timeout", "20", "--cold")
+    task = json.loads(proc.stdout)["tasks"][0]
+    assert (task["status"], task["score"], task["max_score"]) == ("passed", 1, 1), proc.stdout

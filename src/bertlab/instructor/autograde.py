@@ -86,7 +86,9 @@ def autograde(root: Path, assignments: list[str], students: list[str] | None = N
 
 def _grade_all(root, assignments, students, jobs, limits, force, progress, pool) -> list[Outcome]:
     from bertlab.grading.runner import grade_cells, grade_task
+    from bertlab.instructor import lighter_nbgrader
 
+    lighter_nbgrader.install()
     config, coursedir = course.load(root)
     found = course.submissions(coursedir, assignments, students)
     if not found:

@@ -1,0 +1,62 @@
+"""``bertlab autograde``'s lighter nbgrader: the same answers, with the repeated work done once."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from bertlab.instructor import lighter_nbgrader
+
+GOOD = {"grade": True, "grade_id": "test-1", "points": 1, "solution": False, "locked": True, "schema_version": 3}
+BAD = [  # each breaks nbgrader's metadata schema in another way
+    {**GOOD, "points": "one"},
+    {**GOOD, "grade_id": 7},
+    {k: v for k, v in GOOD.items() if k != "grade_id"},
+    {**GOOD, "unknown": True},
+    {**GOOD, "solution": "yes"},
+]
+
+
+def _errors(cells) -> list[str]:
+    from nbgrader.nbgraderformat.v3 import MetadataValidatorV3, ValidationError
+
+    validator, seen = MetadataValidatorV3(), []
+    for meta in cells:
+        cell = nbformat.v4.new_code_cell("pass", metadata={"nbgrader": dict(meta)})
+        try:
+            validator.validate_cell(cell)
+            seen.append("valid")
+        except ValidationError as err:
+            seen.append(f"{err.message} at {list(err.absolute_path)}")
+    return seen
+
+
+def test_metadata_checks_give_nbgrader_s_errors(monkeypatch):
+    from nbgrader.nbgraderformat import common
+
+    theirs = _errors([GOOD, *BAD])
+    assert theirs[0] == "valid" and "valid" not in theirs[1:], theirs
+    monkeypatch.setattr(common, "jsonschema", lighter_nbgrader._SCHEMA_CHECKED_ONCE)
+    assert _errors([GOOD, *BAD]) == theirs
+
+
+def test_gradebooks_share_one_engine_and_see_each_other_s_rows(tmp_path, monkeypatch):
+    import nbgrader.api
+    from nbgrader.api import Gradebook
+
+    monkeypatch.setattr(nbgrader.api, "create_engine", lighter_nbgrader._one_engine_per_url)
+    # a new gradebook runs nbgrader's `alembic`, from this Python's bin/
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    url = f"sqlite:///{tmp_path}/gradebook.db"
+    with Gradebook(url, "course") as first, Gradebook(url, "course") as second:
+        assert first.engine is second.engine
+        first.add_student("s1")
+        assert [s.id for s in second.students] == ["s1"]
+    with Gradebook(f"sqlite:///{tmp_path}/other.db", "course") as other:
+        assert other.engine is not first.engine
+        with pytest.raises(nbgrader.api.MissingEntry):
+            other.find_student("s1")
