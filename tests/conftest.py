@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # Warm judges a developer started (`make start`) are never used by the tests: only those a test
 # starts itself, in a folder of its own.
 os.environ["BERTLAB_JUDGES_DIR"] = tempfile.mkdtemp(prefix="bertlab-judges-")
+# Nor is the developer's record of grading times (it only orders the notebooks).
+os.environ["BERTLAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="bertlab-cache-")
 
 
 def solution_notebook(name: str) -> Path:

@@ -21,7 +21,6 @@ import os
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -50,20 +49,14 @@ def _run(name: str, args: list[str], cwd: Path, ok=(0,)) -> subprocess.Completed
     return proc
 
 
-def _run_together(name: str, sequences: list[tuple[list[list[str]], Path]]) -> None:
-    """Run (commands, directory) pairs at once, each pair's commands one after another; each
-    command exits 0, or 1 when a submission could not be read."""
-
-    def in_order(commands, cwd):
-        done = [subprocess.run(c, cwd=cwd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-                for c in commands]
-        return [(c, p.stderr, p.returncode) for c, p in zip(commands, done)]
-
+def _run_together(name: str, commands: list[tuple[list[str], Path]]) -> None:
+    """Run (command, directory) pairs at once; each exits 0, or 1 when a submission could not be read."""
     start = time.perf_counter()
-    with ThreadPoolExecutor(len(sequences)) as threads:
-        results = [r for rs in threads.map(lambda pair: in_order(*pair), sequences) for r in rs]
+    procs = [subprocess.Popen(c, cwd=cwd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             for c, cwd in commands]
+    errors = [(c, p.communicate()[1], p.returncode) for (c, _), p in zip(commands, procs)]
     TIMINGS[name] = TIMINGS.get(name, 0.0) + time.perf_counter() - start
-    for command, stderr, code in results:
+    for command, stderr, code in errors:
         assert code in (0, 1), f"{' '.join(command[2:])} exited {code}:\n{stderr[-4000:]}"
 
 
@@ -105,31 +98,28 @@ def graded(tmp_path_factory):
     hang = [s for s in students if s.member.hangs]
     assignments = sorted({s.assignment for s in students})
     base = tmp_path_factory.mktemp("class")
-    # nbgrader: the class split in two halves, each a course of its own (its own gradebook), so the
-    # two halves are graded side by side, one per core, without sharing a database; bertlab: the
-    # whole class in one course.
-    halves = {"a": students[0::2], "b": students[1::2]}
-    nbgrader_courses = {half: write_course(base / f"nbgrader-{half}", set(assignments)) for half in halves}
+    # nbgrader: one course per assignment (each its own gradebook), so the two runs can go side by
+    # side, one per core, without sharing a database; bertlab: the whole class in one course.
+    nbgrader_courses = {name: write_course(base / f"nbgrader-{name}", {name}) for name in assignments}
     bertlab_course = write_course(base / "bertlab", set(assignments))
     kernel_out = base / "kernel"
-    for course in [*nbgrader_courses.values(), bertlab_course]:
-        for name in assignments:  # records each assignment's grade cells in the gradebook
-            _run("generate_assignment", _nbgrader("generate_assignment", name, "--force"), course)
-    for half, course in nbgrader_courses.items():
+    for name, course in nbgrader_courses.items():
         kernel_recorder(course, kernel_out)
-        write_class(course, halves[half])
+        _run("generate_assignment", _nbgrader("generate_assignment", name, "--force"), course)
+        write_class(course, [s for s in students if s.assignment == name])
+    for name in assignments:  # records each assignment's grade cells in the gradebook
+        _run("generate_assignment", _nbgrader("generate_assignment", name, "--force"), bertlab_course)
     write_class(bertlab_course, students)
-    course_of = {s.id: nbgrader_courses[half] for half, members in halves.items() for s in members}
 
     # nbgrader autograde grades one submission after another (a submission it cannot read makes it
     # exit 1); the hanging one on its own, with short limits for the kernel and the judge.
     others = f"--CourseDirectory.student_id_exclude={','.join(s.id for s in hang)}"
-    _run_together("nbgrader autograde", [([_nbgrader("autograde", name, "--force", others) for name in assignments], course)
-                                         for course in nbgrader_courses.values()])
+    _run_together("nbgrader autograde", [(_nbgrader("autograde", name, "--force", others), course)
+                                         for name, course in nbgrader_courses.items()])
     for s in hang:
         _run("nbgrader autograde", _nbgrader("autograde", s.assignment, "--force", f"--student={s.id}",
                                              f"--Execute.timeout={HANG_LIMIT}", f"--JudgeVerdicts.timeout={HANG_LIMIT}"),
-             course_of[s.id], ok=(0, 1))
+             nbgrader_courses[s.assignment], ok=(0, 1))
 
     # bertlab autograde: the hanging one first with the short limit; the second run leaves it alone
     # (unchanged since) and grades everyone else.
@@ -153,8 +143,8 @@ def graded(tmp_path_factory):
     ways = {
         "in-notebook grade cells": kernel,
         "bertlab grade": {t["task"]: {c["name"]: c["points"] for c in t["checks"]} for t in report["tasks"]},
-        "nbgrader autograde": {k: v for half, course in nbgrader_courses.items()
-                               for k, v in _gradebook_scores(course, halves[half]).items()},
+        "nbgrader autograde": {k: v for name, course in nbgrader_courses.items()
+                               for k, v in _gradebook_scores(course, [s for s in students if s.assignment == name]).items()},
         "bertlab autograde": _gradebook_scores(bertlab_course, students),
     }
     print("\nclass agreement timings (s): " + ", ".join(f"{k} {v:.0f}" for k, v in TIMINGS.items()))
@@ -209,11 +199,11 @@ def _autograded(course: Path) -> list[str]:
 
 def test_bertlab_autograde_export_equals_nbgrader_autograde_export(graded):
     nbgrader_courses = graded["nbgrader"].values()
-    # nbgrader exports a row for every student and assignment of a gradebook, handed in or not: each
-    # course lists each of its students under both assignments, the missing one at 0.
-    handed_in = {(s.assignment, s.id) for s in graded["students"]}
-    expected = sorted(row for course in nbgrader_courses for row in _export(course) if row[:2] in handed_in)
+    expected = sorted(row for course in nbgrader_courses for row in _export(course))
     assert len(expected) == len(graded["students"])
+    # nbgrader exports a row for every student and assignment of a gradebook, handed in or not: the
+    # single bertlab course lists each student under both assignments, the missing one at 0.
+    handed_in = {(s.assignment, s.id) for s in graded["students"]}
     assert sorted(row for row in _export(graded["bertlab"]) if row[:2] in handed_in) == expected
     # The same autograded notebooks (none for the file that is not a notebook, under both), but for
     # the one that hangs: nbgrader keeps or removes the copy of a submission whose kernel it had to

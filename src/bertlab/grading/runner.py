@@ -325,7 +325,7 @@ def grade(
         warm: send the notebooks to the warm judges of ``bertlab judges start`` when they run
             and grade as this process would (same code, libraries and model).
     """
-    from bertlab.grading import warm_judges
+    from bertlab.grading import durations, warm_judges
 
     limits = Limits(timeout, memory_limit)
     tasks = notebooks.select(notebooks.discover(path), wanted)
@@ -342,10 +342,13 @@ def grade(
         progress(f"  {result.task}: {result.status}, {result.score:g}/{result.max_score:g} ({result.seconds:.0f} s)")
         return result
 
-    costliest_first = sorted(tasks.items(), key=lambda item: grade_cells(item[1]), reverse=True)
+    last = durations.load()
+    costliest_first = sorted(tasks.items(), reverse=True,
+                             key=lambda item: durations.estimate(item[0], grade_cells(item[1]), last))
     threads = ThreadPoolExecutor(max_workers=max(1, jobs))
     try:
         done = {result.task: result for result in threads.map(one, costliest_first)}
+        durations.save({name: result.seconds for name, result in done.items()})
         return Report([done[name] for name in tasks])  # in the course's order, as selected
     finally:
         # Before waiting for the threads: on Ctrl-C they wait for judges that must be stopped first.
