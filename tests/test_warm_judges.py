@@ -119,9 +119,9 @@ def test_stop_ends_the_server_and_its_judges(tmp_path):
     pid = int(bertlab("judges", "status", env=env).stdout.split("(pid ")[1].split(")")[0])
     stopped = bertlab("judges", "stop", env=env)
     assert stopped.stdout.strip() == "warm judges stopped"
-    from bertlab.grading.warm_judges import _alive
+    from bertlab.grading.procstat import running
 
-    assert not _alive(pid)
+    assert not running(pid)
     assert not list(tmp_path.glob("*.sock"))
     assert bertlab("judges", "stop", env=env).stdout.strip() == "no warm judges were running"
 

@@ -20,7 +20,7 @@ import tempfile
 import time
 
 from bertlab.checks.harness import Outcome
-from bertlab.grading import wire
+from bertlab.grading import procstat, wire
 
 
 class LearnerGone(Exception):
@@ -147,11 +147,7 @@ class Learner:
     def _alive(self) -> bool:
         if self.proc is not None:
             return self.proc.poll() is None
-        try:
-            with open(f"/proc/{self.pid}/stat") as f:
-                return f.read().split(") ")[-1][:1] not in ("Z", "X")
-        except OSError:
-            return False
+        return procstat.running(self.pid)
 
     def _why_gone(self, err) -> LearnerGone:
         for _ in range(20):

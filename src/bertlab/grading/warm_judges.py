@@ -29,6 +29,7 @@ import threading
 import time
 from pathlib import Path
 
+from bertlab.grading import procstat
 from bertlab.grading.runner import Limits, WorkerPool, worker_env
 
 DIR_ENV = "BERTLAB_JUDGES_DIR"  # where the socket lives (tests point it at a folder of their own)
@@ -205,17 +206,9 @@ def stop(wait: float = 10.0) -> bool:
     if not running:
         return False
     deadline = time.monotonic() + wait
-    while time.monotonic() < deadline and _alive(running["pid"]):
+    while time.monotonic() < deadline and procstat.running(running["pid"]):
         time.sleep(0.05)
     return True
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` still runs (a process that ended but was not yet collected does not)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 # --- the server -----------------------------------------------------------------------------
