@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 
+import jsonschema
 import nbformat
 import pytest
 
@@ -19,6 +20,17 @@ BAD = [  # each breaks nbgrader's metadata schema in another way
     {**GOOD, "unknown": True},
     {**GOOD, "solution": "yes"},
 ]
+
+
+@pytest.fixture
+def installed(monkeypatch):
+    """``lighter_nbgrader.install()`` for one test: what it replaces is put back afterwards."""
+    import nbgrader.api
+    from nbgrader.nbgraderformat import common
+
+    monkeypatch.setattr(common, "jsonschema", common.jsonschema)
+    monkeypatch.setattr(nbgrader.api, "create_engine", nbgrader.api.create_engine)
+    lighter_nbgrader.install()
 
 
 def _errors(cells) -> list[str]:
@@ -35,20 +47,20 @@ def _errors(cells) -> list[str]:
     return seen
 
 
-def test_metadata_checks_give_nbgrader_s_errors(monkeypatch):
-    from nbgrader.nbgraderformat import common
-
+def test_metadata_checks_give_nbgrader_s_errors(request):
     theirs = _errors([GOOD, *BAD])
     assert theirs[0] == "valid" and "valid" not in theirs[1:], theirs
-    monkeypatch.setattr(common, "jsonschema", lighter_nbgrader._SCHEMA_CHECKED_ONCE)
+    request.getfixturevalue("installed")
+    from nbgrader.nbgraderformat import common
+
+    assert common.jsonschema.validate is not jsonschema.validate  # the comparison below is the shim's
     assert _errors([GOOD, *BAD]) == theirs
 
 
-def test_gradebooks_share_one_engine_and_see_each_other_s_rows(tmp_path, monkeypatch):
+def test_gradebooks_share_one_engine_and_see_each_other_s_rows(tmp_path, monkeypatch, installed):
     import nbgrader.api
     from nbgrader.api import Gradebook
 
-    monkeypatch.setattr(nbgrader.api, "create_engine", lighter_nbgrader._one_engine_per_url)
     # a new gradebook runs nbgrader's `alembic`, from this Python's bin/
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     url = f"sqlite:///{tmp_path}/gradebook.db"
