@@ -17,8 +17,8 @@ def test_seconds_recorded_are_read_back_and_merged(tmp_path, monkeypatch):
 def test_a_task_never_graded_is_estimated_from_its_grade_cells(tmp_path, monkeypatch):
     monkeypatch.setenv("BERTLAB_CACHE_DIR", str(tmp_path))
     last = {"06-bert-model": 8.5}
-    assert durations.estimate("06-bert-model", 10, last) == 8.5
-    assert durations.estimate("01-numpy-bert", 12, last) == 12 * durations.SECONDS_PER_GRADE_CELL
+    assert durations.estimate("06-bert-model", last, lambda: 10) == 8.5
+    assert durations.estimate("01-numpy-bert", last, lambda: 12) == 12 * durations.SECONDS_PER_GRADE_CELL
 
 
 def test_an_unusable_record_only_means_no_record(tmp_path, monkeypatch):

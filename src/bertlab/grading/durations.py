@@ -14,6 +14,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 FILE_NAME = "grade-seconds.json"
 # For a task never graded here: about what one grade cell of the course's notebooks costs.
@@ -51,6 +52,7 @@ def save(seconds: dict[str, float]) -> None:
         pass
 
 
-def estimate(task: str, grade_cells: int, last: dict[str, float]) -> float:
-    """Seconds ``task`` is expected to take: its last grading's, else from its grade cells."""
-    return last.get(task, SECONDS_PER_GRADE_CELL * grade_cells)
+def estimate(task: str, last: dict[str, float], count_grade_cells: Callable[[], int]) -> float:
+    """Seconds ``task`` is expected to take: its last grading's, else from its grade cells
+    (counted only then: that reads its notebooks)."""
+    return last[task] if task in last else SECONDS_PER_GRADE_CELL * count_grade_cells()

@@ -344,7 +344,7 @@ def grade(
 
     last = durations.load()
     costliest_first = sorted(tasks.items(), reverse=True,
-                             key=lambda item: durations.estimate(item[0], grade_cells(item[1]), last))
+                             key=lambda item: durations.estimate(item[0], last, lambda: grade_cells(item[1])))
     threads = ThreadPoolExecutor(max_workers=max(1, jobs))
     try:
         done = {result.task: result for result in threads.map(one, costliest_first)}
