@@ -4,10 +4,11 @@ forked once per notebook.
 Starting a learner process costs seconds of imports; a fork of a process that already holds
 them costs milliseconds. Each fork is a new process with a new IPython namespace, so nothing
 of one notebook reaches the next. The template only imports and loads the pretrained model
-(``_preload``): it never runs learner code, and starts no threads before it forks.
+(``preload``): it never runs learner code, and starts no threads before it forks.
 
-A judge worker forks its template itself, right after its imports and before it loads the
-reference model (``ForkServer.fork_here``): the template then costs no imports at all. Any other
+A judge worker forks its template itself, right after its imports and ``preload`` (``worker.load``)
+and before it records the reference activations (``ForkServer.fork_here``): the template then
+costs no imports at all. Any other
 judge (nbgrader's preprocessor, a test) starts one as ``python -m bertlab.grading.forkserver
 SOCKET_FD`` on first use.
 """
@@ -45,8 +46,8 @@ class ForkServer:
     @classmethod
     def fork_here(cls) -> "ForkServer":
         """Make a fork of this process the template. Call it with torch, IPython and the checks
-        imported, before the judge loads its own objects (its model and the activations recorded
-        from it, which its verdicts compare with), and before any thread starts."""
+        imported, before the judge records its own objects (the activations its verdicts compare
+        with), and before any thread starts."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         pid = os.fork()
         if pid == 0:
@@ -104,7 +105,7 @@ def _serve(sock: socket.socket) -> None:
     import bertlab.checks  # noqa: F401
     import bertlab.grading.learner as learner
 
-    _preload()
+    preload()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # forks are reaped by the system
     while True:
         message, fds, _, _ = socket.recv_fds(sock, 4096, 2)
@@ -127,7 +128,7 @@ def _serve(sock: socket.socket) -> None:
         sock.sendall(f"{pid}\n".encode())
 
 
-def _preload() -> None:
+def preload() -> None:
     """What notebooks load in their cells, loaded once here: pyplot, and the pretrained model and
     its tokenizer that ``bertlab.reference.load_model()`` returns (0.2 s per notebook that calls
     it, and in every notebook whose checks hand the learner's code the model). Each fork gets

@@ -94,25 +94,34 @@ def _failed_all(nb, message: str) -> list[CheckResult]:
 
 
 class Worker:
-    """A warm judge process (``worker.py``) that grades notebooks one after another."""
+    """A warm judge process (``worker.py``) that grades notebooks one after another: a fork of the
+    pool's ``JudgeFactory`` when it has one, else a process of its own."""
 
-    def __init__(self, env: dict):
+    def __init__(self, env: dict, factory=None):
         self.env = env
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bertlab.grading.worker"],
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,  # so a kill takes every process the worker started
-        )
+        if factory is not None:
+            self.proc = factory.spawn()
+        else:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "bertlab.grading.worker"],
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,  # so a kill takes every process the worker started
+            )
         self.stderr: list[str] = []
         threading.Thread(target=self._drain, daemon=True).start()
 
     def _drain(self) -> None:
         for line in self.proc.stderr:  # kept for the message if the worker dies
             self.stderr = (self.stderr + [line.rstrip()])[-20:]
+
+    def _last_words(self) -> str:
+        if self.stderr:
+            return self.stderr[-1]
+        return self.proc.last_words() if hasattr(self.proc, "last_words") else "no output"
 
     def judge(self, notebook: Path, result: Path, limits: Limits) -> str:
         """``done``, or why not: ``timeout`` or ``died: <last line of stderr>``."""
@@ -123,7 +132,7 @@ class Worker:
             self.proc.stdin.write(json.dumps(request) + "\n")
             self.proc.stdin.flush()
         except OSError:
-            return f"died: {self.stderr[-1] if self.stderr else 'no output'}"
+            return f"died: {self._last_words()}"
         reader = threading.Thread(target=lambda: answer.append(self.proc.stdout.readline()), daemon=True)
         reader.start()
         reader.join(limits.timeout + 60)  # the worker stops the learner at the limit; this is the backstop
@@ -133,14 +142,14 @@ class Worker:
         if answer and answer[0].strip() == "done":
             return "done"
         self.close()
-        return f"died: {self.stderr[-1] if self.stderr else 'no output'}"
+        return f"died: {self._last_words()}"
 
     @property
     def alive(self) -> bool:
         return self.proc.poll() is None
 
     def close(self) -> None:
-        if self.alive:
+        if self.alive and self.proc.pid is not None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -149,20 +158,34 @@ class Worker:
 
 
 class WorkerPool:
-    """Warm workers handed out to one grading thread at a time; a dead one is replaced."""
+    """Warm workers handed out to one grading thread at a time; a dead one is replaced.
+
+    Its workers are forks of one ``JudgeFactory``, started with the first of them: the imports
+    and the model are loaded once, however many judges run side by side or replace one that died.
+    """
 
     def __init__(self, env: dict):
         self.env, self.idle, self.busy, self.lock = env, [], set(), threading.Lock()
+        self.factory = None
+
+    def _new_worker(self) -> Worker:
+        """A fork of the factory; a process of its own if the factory has stopped (it reports
+        its own failure to start, if that is why)."""
+        from bertlab.grading.judge_factory import JudgeFactory
+
+        if self.factory is None:
+            self.factory = JudgeFactory(self.env)
+        return Worker(self.env, self.factory if self.factory.alive else None)
 
     def warm_up(self) -> None:
         """Start a worker now, so the first notebook does not wait for its imports."""
         with self.lock:
-            self.idle.append(Worker(self.env))
+            self.idle.append(self._new_worker())
 
     @contextlib.contextmanager
     def worker(self):
         with self.lock:
-            worker = self.idle.pop() if self.idle else Worker(self.env)
+            worker = self.idle.pop() if self.idle else self._new_worker()
             self.busy.add(worker)
         try:
             yield worker
@@ -176,6 +199,9 @@ class WorkerPool:
         notebooks' cells end with them."""
         with self.lock:
             workers, self.idle = self.idle + list(self.busy), []
+            factory, self.factory = self.factory, None
+        if factory is not None:  # first: a judge it has not forked yet never will be
+            factory.close()
         for worker in workers:
             worker.close()
 

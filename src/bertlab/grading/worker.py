@@ -41,15 +41,22 @@ def _warm_up() -> None:
         pass
 
 
-def main() -> None:
-    # Everything the learner template needs is imported here once: the template is a fork of
-    # this process, made before the judge loads its model and records its activations, so it holds
-    # none of the judge's objects (it loads a model of its own for the notebooks: forkserver._preload).
+def load() -> None:
+    """Everything a judge and its learner template use, imported and loaded once: a judge forked
+    after this (``judge_factory``) starts in milliseconds. Loads no recorded activations and starts
+    no thread, so the learner template forked from a judge holds none of the judge's objects."""
     import IPython.core.interactiveshell  # noqa: F401
     import torch  # noqa: F401
 
     import bertlab.grading.judge  # noqa: F401  (the checks, and transformers' BERT)
     import bertlab.grading.learner  # noqa: F401
+    from bertlab.grading import forkserver
+
+    forkserver.preload()  # what notebooks load (pyplot, the pretrained model): the template's too
+
+
+def serve() -> None:
+    """Fork the learner template, record the reference activations, then judge requests."""
     from bertlab.grading.forkserver import ForkServer
 
     ForkServer.fork_here()
@@ -65,6 +72,11 @@ def main() -> None:
         judge_file(request["notebook"], request["result"], float(request["timeout"]), float(request["memory_mb"]))
         answers.write("done\n")
         answers.flush()
+
+
+def main() -> None:
+    load()
+    serve()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,187 @@
+"""One process that loads what every judge needs, forked once per judge.
+
+Most of a judge's start is imports and the pretrained model: torch, IPython, transformers' BERT
+and the checks take about 3.3 s of its 4 s, the model 0.4 s more. Judges side by side each paid
+that, on cores the other judges and the grader were waiting for (two judges on two cores: 8 s of
+CPU before the first verdict). The factory pays it once; a judge is a fork of it, made in
+milliseconds, that shares its memory until it writes. Each judge then forks its own learner
+template and records its own activations (``worker.serve``), as a judge started on its own does.
+
+The factory runs no judge code and no learner code, and starts no threads, so forking it is safe
+and a judge gets nothing from another. A judge whose process ends (a timeout, a crash) is
+replaced by another fork, not by another start.
+
+Usage (by ``runner.WorkerPool`` only): ``python -m bertlab.grading.judge_factory SOCKET_FD``.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+
+from bertlab.grading import procstat
+
+
+class ForkedJudge:
+    """A judge forked by the factory, seen as ``runner.Worker`` sees a ``subprocess.Popen``:
+    ``stdin``, ``stdout``, ``stderr``, ``pid``, ``poll()`` and ``wait()``.
+
+    It is handed out at once; its pid arrives when the factory has finished loading and forked
+    it, so the judges' start overlaps whatever the grader does meanwhile."""
+
+    def __init__(self, stdin_fd: int, stdout_fd: int, stderr_fd: int, factory: "JudgeFactory"):
+        self.stdin = os.fdopen(stdin_fd, "w")
+        self.stdout = os.fdopen(stdout_fd, "r")
+        self.stderr = os.fdopen(stderr_fd, "r")
+        self.factory = factory
+        self._pid: int | None = None
+        self._forked = threading.Event()
+
+    def forked(self, pid: int | None) -> None:
+        """The factory's answer: the judge's pid, or None when it ended before forking it."""
+        self._pid = pid
+        self._forked.set()
+
+    @property
+    def pid(self) -> int | None:
+        self._forked.wait()
+        return self._pid
+
+    def poll(self) -> int | None:
+        if not self._forked.is_set():
+            return None  # still being forked: it will answer on its pipes
+        if self._pid is None:
+            return -1
+        return None if procstat.running(self._pid) else -1
+
+    def wait(self) -> int:
+        import time
+
+        while self.poll() is None:
+            time.sleep(0.01)
+        return -1
+
+    def last_words(self) -> str:
+        """Why a judge never answered: the factory's last line on stderr when it failed to load."""
+        if not self.factory.alive:
+            self.factory.drainer.join(timeout=5)  # its last lines may still be on their way
+        return self.factory.stderr[-1] if self.factory.stderr else "no output"
+
+
+class JudgeFactory:
+    """The pool's handle on its factory process, started at once and loading in the background."""
+
+    def __init__(self, env: dict):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bertlab.grading.judge_factory", str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),), env=env,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            start_new_session=True,
+        )
+        theirs.close()
+        self.sock = ours
+        self.stderr: list[str] = []
+        self.pending: collections.deque[ForkedJudge] = collections.deque()
+        self.lock = threading.Lock()
+        threading.Thread(target=self._read_pids, daemon=True).start()
+        self.drainer = threading.Thread(target=self._drain, daemon=True)
+        self.drainer.start()
+
+    def _drain(self) -> None:
+        for line in self.proc.stderr:  # an import that fails is reported by the judges it owed
+            self.stderr = (self.stderr + [line.rstrip()])[-20:]
+
+    def _read_pids(self) -> None:
+        # The factory answers requests in the order they came: one pid per line.
+        try:
+            for line in self.sock.makefile("r"):
+                with self.lock:
+                    if self.pending:
+                        self.pending.popleft().forked(int(line) if line.strip().isdigit() else None)
+        except OSError:  # a factory that dies with requests unread resets the connection
+            pass
+        with self.lock:  # the factory ended: what it did not fork, it never will
+            while self.pending:
+                self.pending.popleft().forked(None)
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def spawn(self) -> ForkedJudge:
+        """A new judge: forked as soon as the factory has loaded (at once after that)."""
+        to_judge_r, to_judge_w = os.pipe()
+        from_judge_r, from_judge_w = os.pipe()
+        errors_r, errors_w = os.pipe()
+        judge = ForkedJudge(to_judge_w, from_judge_r, errors_r, self)
+        try:
+            with self.lock:
+                self.pending.append(judge)
+                try:
+                    socket.send_fds(self.sock, [b"judge"], [to_judge_r, from_judge_w, errors_w])
+                except OSError:
+                    self.pending.remove(judge)
+                    judge.forked(None)
+        finally:
+            for fd in (to_judge_r, from_judge_w, errors_w):  # the judge holds them now
+                os.close(fd)
+        return judge
+
+    def close(self) -> None:
+        """Stop the factory; the judges it forked stop when their pool closes their pipes."""
+        self.sock.close()
+        if self.alive:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait()
+
+
+def _serve(sock: socket.socket) -> None:
+    from bertlab.grading import worker
+
+    worker.load()
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # judges are reaped by the system
+    while True:
+        message, fds, _, _ = socket.recv_fds(sock, 64, 3)
+        if not message:
+            return  # the pool closed: no more judges
+        sys.stderr.flush()  # nothing of the factory's own output may reach a judge's pipe
+        grouped_r, grouped_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                sock.close()
+                os.close(grouped_r)
+                os.setsid()  # its own process group: killing it takes its learner template too
+                os.close(grouped_w)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                for fd, std in zip(fds, (0, 1, 2)):  # sys.stdin and co. now read and write the pipes
+                    os.dup2(fd, std)
+                    os.close(fd)
+                worker.serve()
+            except BaseException:  # noqa: BLE001  (reported on the judge's stderr, read by its pool)
+                import traceback
+
+                traceback.print_exc()
+                code = 1
+            finally:
+                sys.stderr.flush()
+                os._exit(code)
+        for fd in (*fds, grouped_w):
+            os.close(fd)
+        os.read(grouped_r, 1)  # EOF once the judge leads its group: the pool may then kill the group
+        os.close(grouped_r)
+        sock.sendall(f"{pid}\n".encode())
+
+
+if __name__ == "__main__":
+    _serve(socket.socket(fileno=int(sys.argv[1])))

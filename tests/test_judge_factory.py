@@ -1,0 +1,69 @@
+"""Judges side by side are forks of one factory that loaded the imports and the model once."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from bertlab.grading.runner import Limits, WorkerPool, grade_task, worker_env
+from tests.conftest import ROOT
+
+TASK = "02-embeddings"  # the quickest notebook to grade
+LIMITS = Limits(timeout=120, memory_mb=4096)
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def _grade(pool: WorkerPool):
+    return grade_task(TASK, [ROOT / "solutions" / TASK / f"{TASK}.ipynb"], LIMITS, pool)
+
+
+def test_judges_side_by_side_are_forks_of_one_factory_and_grade_alike():
+    pool = WorkerPool(worker_env(2))
+    try:
+        pool.warm_up()
+        pool.warm_up()
+        judges = list(pool.idle)
+        pids = [judge.proc.pid for judge in judges]
+        assert len(set(pids)) == 2, pids
+        assert all(_parent(pid) == pool.factory.proc.pid for pid in pids), "a judge was not forked by the factory"
+        results = [_grade(pool), _grade(pool)]
+        assert all(r.status == "passed" and r.score == r.max_score > 0 for r in results), results
+        assert [c.points for c in results[0].checks] == [c.points for c in results[1].checks]
+    finally:
+        pool.close()
+    assert not pool.idle and all(not judge.alive for judge in judges), "closing the pool left a judge running"
+
+
+def test_a_judge_that_dies_is_replaced_by_a_new_fork_of_the_factory():
+    pool = WorkerPool(worker_env(1))
+    try:
+        pool.warm_up()
+        first = pool.idle[0]
+        os.killpg(first.proc.pid, signal.SIGKILL)
+        first.proc.wait()
+        result = _grade(pool)  # the dead judge's death costs this notebook, or nothing at all
+        if result.status != "passed":
+            assert "died" in result.first_message, result.first_message
+            result = _grade(pool)
+        assert result.status == "passed", result.first_message
+        replacement = pool.idle[0]
+        assert replacement is not first and _parent(replacement.proc.pid) == pool.factory.proc.pid
+    finally:
+        pool.close()
+
+
+def test_a_factory_that_cannot_load_says_why(tmp_path):
+    (tmp_path / "torch.py").write_text("raise ImportError('planted: this torch cannot be imported')\n")
+    env = worker_env(1)
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(ROOT / "src")])
+    pool = WorkerPool(env)
+    try:
+        result = _grade(pool)
+    finally:
+        pool.close()
+    assert result.status == "error" and result.score == 0, result
+    assert "planted: this torch cannot be imported" in result.first_message, result.first_message
