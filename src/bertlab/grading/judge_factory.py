@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import collections
 import os
+import select
 import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 
 from bertlab.grading import procstat
 
@@ -40,11 +42,21 @@ class ForkedJudge:
         self.stderr = os.fdopen(stderr_fd, "r")
         self.factory = factory
         self._pid: int | None = None
+        self._pidfd: int | None = None
+        self._exited = False
         self._forked = threading.Event()
+        self._lock = threading.Lock()
 
     def forked(self, pid: int | None) -> None:
         """The factory's answer: the judge's pid, or None when it ended before forking it."""
-        self._pid = pid
+        self._pid, self._exited = pid, pid is None
+        if pid is not None:
+            try:  # a handle on this very process: its pid may be another's once it has ended
+                self._pidfd = os.pidfd_open(pid)
+            except ProcessLookupError:
+                self._exited = True
+            except OSError:  # a kernel without pidfd: read /proc instead
+                pass
         self._forked.set()
 
     @property
@@ -55,13 +67,17 @@ class ForkedJudge:
     def poll(self) -> int | None:
         if not self._forked.is_set():
             return None  # still being forked: it will answer on its pipes
-        if self._pid is None:
-            return -1
-        return None if procstat.running(self._pid) else -1
+        with self._lock:
+            if not self._exited:
+                if self._pidfd is None:
+                    self._exited = not procstat.running(self._pid)
+                elif select.select([self._pidfd], [], [], 0)[0]:  # readable once the process ended
+                    self._exited = True
+                    os.close(self._pidfd)
+                    self._pidfd = None
+            return -1 if self._exited else None
 
     def wait(self) -> int:
-        import time
-
         while self.poll() is None:
             time.sleep(0.01)
         return -1
