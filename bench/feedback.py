@@ -12,6 +12,9 @@ of this same run, so a busy machine slows both sides alike. Merged into ``bench/
 - ``grade_all_s``, ``grade_all_vs_floor``: ``bertlab grade --path solutions``, default jobs, the same;
 - ``grade_one_cold_s``, ``grade_all_cold_s`` and their ``_vs_floor``: the same commands with
   ``--cold``, which start judges of their own (no goal: what grading costs without warm judges);
+- ``warm_judges_memory_mb``: what the warm judges hold once they have graded the whole course:
+  the proportional set size of their server and every process under it (memory that processes
+  share counted once), in MB;
 - ``watch_latency_s``: ``bertlab grade --watch 05``, from a save to the printed result;
 - ``check_latency_s``: one in-notebook check (Task 5.1, warm), as a learner's grade cell runs it;
 - ``docs_build_cold_s`` / ``docs_build_warm_s``: ``mkdocs build --strict`` of a copy of the
@@ -30,6 +33,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import socket
 import statistics
@@ -104,6 +108,36 @@ def warm_judges():
             ENV.pop("BERTLAB_JUDGES_DIR")
             if saved is not None:
                 ENV["BERTLAB_JUDGES_DIR"] = saved
+
+
+def _process_tree(pid: int) -> list[int]:
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                with open(f"/proc/{entry}/stat") as f:
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+    tree, todo = [], [pid]
+    while todo:
+        tree.append(todo.pop())
+        todo += [child for child, parent in parents.items() if parent == tree[-1]]
+    return tree
+
+
+def _pss_mb(pid: int) -> float:
+    with contextlib.suppress(OSError):
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            return next(int(line.split()[1]) / 1024 for line in f if line.startswith("Pss:"))
+    return 0.0  # ended meanwhile
+
+
+def warm_judges_memory() -> float:
+    """MB the running warm judges hold: every process of their server's tree, shared pages shared out."""
+    status = subprocess.run([str(BIN / "bertlab"), "judges", "status"], env=ENV, capture_output=True, text=True)
+    found = re.search(r"\(pid (\d+)\)", status.stdout)
+    if not found:
+        raise RuntimeError(f"no warm judges to measure: {status.stdout.strip()}")
+    return sum(_pss_mb(pid) for pid in _process_tree(int(found.group(1))))
 
 
 def watch_latency(rounds: int) -> float:
@@ -226,12 +260,16 @@ def run(rounds: int, only: set[str], start: bool) -> dict:
         report["grade_one_cold_s"] = grade(rounds, TASK, cold=True)
     if wanted("grade_all_vs_floor"):
         report["grade_all_cold_s"] = grade(rounds, cold=True)
-    if wanted("grade_one_vs_floor") or wanted("grade_all_vs_floor"):
+    if wanted("grade_one_vs_floor") or wanted("grade_all_vs_floor") or wanted("warm_judges_memory_mb"):
         with warm_judges():
             if wanted("grade_one_vs_floor"):
                 report["grade_one_s"] = grade(rounds, TASK)
             if wanted("grade_all_vs_floor"):
                 report["grade_all_s"] = grade(rounds)
+            if wanted("warm_judges_memory_mb"):
+                if not wanted("grade_all_vs_floor"):
+                    grade(1)  # the figure is taken once the judges have graded the whole course
+                report["warm_judges_memory_mb"] = warm_judges_memory()
     for key in ("grade_one_s", "grade_one_cold_s", "grade_all_s", "grade_all_cold_s"):
         if key in report:
             report[key[:-2] + "_vs_floor"] = report[key] / report["floor_s"]

@@ -24,6 +24,7 @@ KEYS = {
     "grade_one_cold_vs_floor": ("x", "one notebook without warm judges, over the floor"),
     "grade_all_cold_s": ("s", "`bertlab grade --path solutions --cold`"),
     "grade_all_cold_vs_floor": ("x", "the whole course without warm judges, over the floor"),
+    "warm_judges_memory_mb": ("MB", "the warm judges' memory once they have graded the whole course (all their processes, shared pages counted once)"),
     "watch_latency_s": ("s", "`bertlab grade --watch 05`: from a save to the printed result"),
     "check_latency_s": ("s", "one grade cell's check in a warm kernel (Task 5.1, up to values)"),
     "docs_build_cold_s": ("s", "`mkdocs build --strict` of a fresh clone (every lesson executed)"),
@@ -53,7 +54,7 @@ def table(results: dict) -> str:
     rows = ["| Figure | What is timed | Measured | Goal | |", "|---|---|---|---|---|"]
     for key, (unit, what) in KEYS.items():
         value = results.get(key)
-        shown = "not measured yet" if value is None else (f"{value:.3g} s" if unit == "s" else f"{value:.2f}x")
+        shown = "not measured yet" if value is None else {"s": f"{value:.3g} s", "MB": f"{value:.0f} MB"}.get(unit, f"{value:.2f}x")
         verdict = "" if value is None else _verdict(value, goals.get(key))
         rows.append(f"| `{key}` | {what} | {shown} | {_goal(goals.get(key), unit)} | {verdict} |")
     machine = results.get("feedback_machine") or (results.get("class_grading") or {}).get("machine") or {}

@@ -2,10 +2,10 @@
 
 Most of a judge's start is imports and the pretrained model: torch, IPython, transformers' BERT
 and the checks take about 3.3 s of its 4 s, the model 0.4 s more. Judges side by side each paid
-that, on cores the other judges and the grader were waiting for (two judges on two cores: 8 s of
-CPU before the first verdict). The factory pays it once; a judge is a fork of it, made in
-milliseconds, that shares its memory until it writes. Each judge then forks its own learner
-template and records its own activations (``worker.serve``), as a judge started on its own does.
+that and each kept its own copy. The factory pays it once; a judge is a fork of it, made in
+milliseconds, that shares its memory until it writes (two warm judges with their templates:
+0.63 GB instead of 1.17 GB). Each judge then forks its own learner template and records its own
+activations (``worker.serve``), as a judge started on its own does.
 
 The factory runs no judge code and no learner code, and starts no threads, so forking it is safe
 and a judge gets nothing from another. A judge whose process ends (a timeout, a crash) is
