@@ -24,7 +24,7 @@ KEYS = {
     "grade_one_cold_vs_floor": ("x", "one notebook without warm judges, over the floor"),
     "grade_all_cold_s": ("s", "`bertlab grade --path solutions --cold`"),
     "grade_all_cold_vs_floor": ("x", "the whole course without warm judges, over the floor"),
-    "warm_judges_memory_mb": ("MB", "the warm judges' memory once they have graded the whole course (all their processes, shared pages counted once)"),
+    "warm_judges_memory_mb": ("MB", "the warm judges' memory after this benchmark's gradings (the course and notebook 05, five times each; all their processes, shared pages counted once)"),
     "watch_latency_s": ("s", "`bertlab grade --watch 05`: from a save to the printed result"),
     "check_latency_s": ("s", "one grade cell's check in a warm kernel (Task 5.1, up to values)"),
     "docs_build_cold_s": ("s", "`mkdocs build --strict` of a fresh clone (every lesson executed)"),
