@@ -12,9 +12,9 @@ of this same run, so a busy machine slows both sides alike. Merged into ``bench/
 - ``grade_all_s``, ``grade_all_vs_floor``: ``bertlab grade --path solutions``, default jobs, the same;
 - ``grade_one_cold_s``, ``grade_all_cold_s`` and their ``_vs_floor``: the same commands with
   ``--cold``, which start judges of their own (no goal: what grading costs without warm judges);
-- ``warm_judges_memory_mb``: what the warm judges hold after the gradings above (the whole course
-  at least once): the proportional set size of their server and every process under it (memory
-  that processes share counted once), in MB;
+- ``warm_judges_memory_mb``: what the warm judges hold after this run's gradings above (with every
+  key: notebook 05 and the whole course, ``--rounds`` times each): the proportional set size of
+  their server and every process under it (memory that processes share counted once), in MB;
 - ``watch_latency_s``: ``bertlab grade --watch 05``, from a save to the printed result;
 - ``check_latency_s``: one in-notebook check (Task 5.1, warm), as a learner's grade cell runs it;
 - ``docs_build_cold_s`` / ``docs_build_warm_s``: ``mkdocs build --strict`` of a copy of the
@@ -267,8 +267,6 @@ def run(rounds: int, only: set[str], start: bool) -> dict:
             if wanted("grade_all_vs_floor"):
                 report["grade_all_s"] = grade(rounds)
             if wanted("warm_judges_memory_mb"):
-                if not wanted("grade_all_vs_floor"):
-                    grade(1)  # the figure is taken once the judges have graded the whole course
                 report["warm_judges_memory_mb"] = warm_judges_memory()
     for key in ("grade_one_s", "grade_one_cold_s", "grade_all_s", "grade_all_cold_s"):
         if key in report:
