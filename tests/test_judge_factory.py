@@ -38,17 +38,14 @@ def test_judges_side_by_side_are_forks_of_one_factory_and_grade_alike():
     assert not pool.idle and all(not judge.alive for judge in judges), "closing the pool left a judge running"
 
 
-def test_a_judge_that_dies_is_replaced_by_a_new_fork_of_the_factory():
+def test_a_judge_that_dies_while_idle_is_replaced_by_a_new_fork_and_costs_no_notebook():
     pool = WorkerPool(worker_env(1))
     try:
         pool.warm_up()
         first = pool.idle[0]
         os.killpg(first.proc.pid, signal.SIGKILL)
         first.proc.wait()
-        result = _grade(pool)  # the dead judge's death costs this notebook, or nothing at all
-        if result.status != "passed":
-            assert "died" in result.first_message, result.first_message
-            result = _grade(pool)
+        result = _grade(pool)
         assert result.status == "passed", result.first_message
         replacement = pool.idle[0]
         assert replacement is not first and _parent(replacement.proc.pid) == pool.factory.proc.pid

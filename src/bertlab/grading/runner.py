@@ -185,6 +185,9 @@ class WorkerPool:
     @contextlib.contextmanager
     def worker(self):
         with self.lock:
+            # One that ended while idle (killed from outside, out of memory) must not cost a notebook.
+            while self.idle and not self.idle[-1].alive:
+                self.idle.pop().close()
             worker = self.idle.pop() if self.idle else self._new_worker()
             self.busy.add(worker)
         try:
