@@ -111,12 +111,9 @@ def warm_judges():
 
 
 def _process_tree(pid: int) -> list[int]:
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                with open(f"/proc/{entry}/stat") as f:
-                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+    from bertlab.grading.procstat import parent
+
+    parents = {int(entry): parent(int(entry)) for entry in os.listdir("/proc") if entry.isdigit()}
     tree, todo = [], [pid]
     while todo:
         tree.append(todo.pop())

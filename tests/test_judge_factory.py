@@ -5,16 +5,12 @@ from __future__ import annotations
 import os
 import signal
 
+from bertlab.grading.procstat import parent
 from bertlab.grading.runner import Limits, WorkerPool, grade_task, worker_env
 from tests.conftest import ROOT
 
 TASK = "02-embeddings"  # the quickest notebook to grade
 LIMITS = Limits(timeout=120, memory_mb=4096)
-
-
-def _parent(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[1])
 
 
 def _grade(pool: WorkerPool):
@@ -29,7 +25,7 @@ def test_judges_side_by_side_are_forks_of_one_factory_and_grade_alike():
         judges = list(pool.idle)
         pids = [judge.proc.pid for judge in judges]
         assert len(set(pids)) == 2, pids
-        assert all(_parent(pid) == pool.factory.proc.pid for pid in pids), "a judge was not forked by the factory"
+        assert all(parent(pid) == pool.factory.proc.pid for pid in pids), "a judge was not forked by the factory"
         results = [_grade(pool), _grade(pool)]
         assert all(r.status == "passed" and r.score == r.max_score > 0 for r in results), results
         assert [c.points for c in results[0].checks] == [c.points for c in results[1].checks]
@@ -48,7 +44,7 @@ def test_a_judge_that_dies_while_idle_is_replaced_by_a_new_fork_and_costs_no_not
         result = _grade(pool)
         assert result.status == "passed", result.first_message
         replacement = pool.idle[0]
-        assert replacement is not first and _parent(replacement.proc.pid) == pool.factory.proc.pid
+        assert replacement is not first and parent(replacement.proc.pid) == pool.factory.proc.pid
     finally:
         pool.close()
 

@@ -1,17 +1,29 @@
-"""Whether a process still runs, read from ``/proc`` without signalling it.
+"""A process's state and parent, read from ``/proc`` without signalling it.
 
-Shared by the command's warm-judge client (which must not import torch) and the judge's view of a
-learner's process. A process that ended but was not yet collected by its parent (state ``Z``) or
-is being torn down (``X``) no longer runs.
+Shared by the command's warm-judge client (which must not import torch), the judge's view of a
+learner's process, and the benchmark's count of the warm judges' memory. A process that ended but
+was not yet collected by its parent (state ``Z``) or is being torn down (``X``) no longer runs.
 """
 
 from __future__ import annotations
 
 
-def running(pid: int) -> bool:
+def _stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the name (state, parent, ...), or None when gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]  # the name in parentheses may hold spaces
+            fields = f.read().rsplit(")", 1)[1].split()  # the name in parentheses may hold spaces
     except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
+        return None
+    return fields if len(fields) >= 2 else None
+
+
+def running(pid: int) -> bool:
+    fields = _stat(pid)
+    return fields is not None and fields[0] not in ("Z", "X")
+
+
+def parent(pid: int) -> int | None:
+    """The pid of ``pid``'s parent, or None when it is gone."""
+    fields = _stat(pid)
+    return int(fields[1]) if fields else None
