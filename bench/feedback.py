@@ -111,7 +111,7 @@ def warm_judges():
 
 
 def _process_tree(pid: int) -> list[int]:
-    from bertlab.grading.procstat import parent
+    from bertlab.grading.platforms.linux.procstat import parent
 
     parents = {int(entry): parent(int(entry)) for entry in os.listdir("/proc") if entry.isdigit()}
     tree, todo = [], [pid]

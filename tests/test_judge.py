@@ -88,9 +88,9 @@ def test_captured_activations_survive_in_place_learners():
 
 def test_learner_code_writes_only_in_its_own_folder(tmp_path):
     """A learner cell cannot rewrite the grader's code or other files: the write is refused, grading goes on."""
-    from bertlab.grading import sandbox
+    from bertlab.grading.platforms.linux import landlock
 
-    if sandbox.abi() < 1:
+    if landlock.abi() < 1:
         pytest.skip("this kernel has no Landlock: the known limit on the honest-grading page applies")
     work, outside = tmp_path / "work", tmp_path / "outside.txt"
     work.mkdir()

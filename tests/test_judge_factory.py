@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import signal
 
-from bertlab.grading.procstat import parent
+from bertlab.grading.platforms.linux.procstat import parent
 from bertlab.grading.runner import Limits, WorkerPool, grade_task, worker_env
 from tests.conftest import ROOT
 

@@ -119,7 +119,7 @@ def test_stop_ends_the_server_and_its_judges(tmp_path):
     pid = int(bertlab("judges", "status", env=env).stdout.split("(pid ")[1].split(")")[0])
     stopped = bertlab("judges", "stop", env=env)
     assert stopped.stdout.strip() == "warm judges stopped"
-    from bertlab.grading.procstat import running
+    from bertlab.grading.platforms.linux.procstat import running
 
     assert not running(pid)
     assert not list(tmp_path.glob("*.sock"))

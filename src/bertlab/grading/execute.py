@@ -47,10 +47,10 @@ def run_notebook(nb, **options) -> NotebookResult:
 
     Options are ``judge.judge_notebook``'s (timeout, memory_mb, env, cwd).
     """
-    from bertlab.grading import memory
+    from bertlab.grading import platforms
     from bertlab.grading.judge import judge_notebook
 
     try:
         return judge_notebook(nb, **options)
     finally:
-        memory.release()  # after the judge's frame is gone: its copies of the model are free
+        platforms.current().release_memory()  # after the judge's frame is gone: its copies of the model are free

@@ -159,30 +159,44 @@ class Server:
             write_frame(self.answer_fd, answer)
 
 
-def _die_with_parent() -> None:
-    """Be killed when the process that started this one ends (Linux ``PR_SET_PDEATHSIG``).
+def preload() -> None:
+    """What notebooks load in their cells, loaded before a notebook arrives: pyplot, and the
+    pretrained model and its tokenizer that ``bertlab.reference.load_model()`` returns (0.2 s per
+    notebook that calls it, and in every notebook whose checks hand the learner's code the model).
+    A learner process started from a process that preloaded (a template's fork, a spare) has its
+    own copy: what one notebook does to the model it loaded, no other sees. The model is what any
+    notebook may load, not what it is compared with: the judge alone loads its recorded
+    activations. Loading starts no thread, so forking after it is safe where forking is."""
+    import IPython.core.interactiveshell  # noqa: F401
+    import matplotlib.pyplot  # noqa: F401  (the Agg backend: set above)
+    import torch  # noqa: F401
 
-    A judge stops this process at its time limit, but a judge that is itself stopped (its client
-    went away, its worker was killed) cannot: this process would go on running the learner's code,
-    a loop say, with nobody left to stop it. Its parent is the learner template, which ends with
-    its judge (or the judge itself, when it was started without a template)."""
-    import ctypes
-    import signal
+    import bertlab.checks  # noqa: F401
+    from bertlab import reference
 
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
-    if os.getppid() == 1:  # the parent ended before the line above
-        os._exit(0)
+    try:
+        reference.load_model()
+    except Exception:  # noqa: BLE001  (a broken model is reported where a notebook or a check loads it)
+        pass
 
 
 def main(request_fd: str, answer_fd: str) -> None:
-    from bertlab.grading import sandbox
+    from bertlab.grading import platforms
+    from bertlab.grading.wire import READY, write_frame
 
-    _die_with_parent()
-    # The learner's prints go nowhere: megabytes of output must not fill a pipe nobody reads.
-    server = Server(int(request_fd), int(answer_fd))
-    # From here on the learner's code runs: it may write in its working directory only, never
-    # in the grader's source, the course's notebooks or another notebook's results.
-    sandbox.restrict_writes(os.getcwd())
+    try:
+        system = platforms.current()
+        system.guard_parent()  # a learner process outlives no judge
+        # The learner's prints go nowhere: megabytes of output must not fill a pipe nobody reads.
+        server = Server(int(request_fd), int(answer_fd))
+        # From here on the learner's code runs: it may write in its working directory only (where
+        # the platform has a sandbox), never in the grader's source, the course's notebooks or
+        # another notebook's results.
+        system.restrict_writes(os.getcwd())
+    except BaseException as err:  # the grader's own failure: the judge says so, not "your code"
+        write_frame(int(answer_fd), f"{type(err).__name__}: {err}".encode()[:2000])
+        raise
+    write_frame(int(answer_fd), READY.encode())
     server.serve()
 
 

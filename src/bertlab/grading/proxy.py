@@ -13,14 +13,12 @@ import builtins
 import os
 import select
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 
 from bertlab.checks.harness import Outcome
-from bertlab.grading import procstat, wire
+from bertlab.grading import platforms, wire
 
 
 class LearnerGone(Exception):
@@ -35,54 +33,25 @@ class LearnerGone(Exception):
         self.status = status
 
 
-def _rss_mb(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
 class Learner:
     """One learner process, with the notebook-wide deadline and memory limit the judge enforces."""
 
     def __init__(self, timeout: float, memory_mb: float, env: dict | None = None, cwd: str | None = None):
         self.deadline, self.memory_mb, self.timeout = time.monotonic() + timeout, memory_mb, timeout
-        # The learner's process may write only in its working directory (sandbox.py): give it
+        # The learner's process may write only in its working directory (where the platform
+        # sandboxes writes: platforms/): give it
         # one of its own unless the caller chose one.
         self.scratch = None if cwd is not None else tempfile.mkdtemp(prefix="bertlab-learner-")
         cwd = cwd if cwd is not None else self.scratch
-        to_learner_r, self.to_learner = os.pipe()
-        self.from_learner, from_learner_w = os.pipe()
-        self.proc = None  # a child of ours (spawned), or None (forked by the template: only a pid)
-        try:
-            if env is not None:
-                raise OSError("an environment of its own needs a process of its own")
-            from bertlab.grading.forkserver import ForkServer
-
-            self.pid = ForkServer.shared().spawn(to_learner_r, from_learner_w, cwd)
-        except OSError:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "bertlab.grading.learner", str(to_learner_r), str(from_learner_w)],
-                pass_fds=(to_learner_r, from_learner_w),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,  # megabytes of printing must not fill a pipe
-                stderr=subprocess.DEVNULL,
-                env=env,
-                cwd=cwd,
-                start_new_session=True,  # so a kill takes the learner's own subprocesses too
-            )
-            self.pid = self.proc.pid
-        os.close(to_learner_r)
-        os.close(from_learner_w)
+        # A learner process started the platform's way (platforms/): its pid, liveness and kill.
+        self.process, self.to_learner, self.from_learner = platforms.current().start_learner(cwd, env)
+        self.pid = self.process.pid
         self.dead: list[int] = []  # handles the judge no longer holds
         self.proxies: dict[int, object] = {}  # id(proxy) -> handle, for requests that mention them
         self.gone: LearnerGone | None = None
         self.sent = wire.SentTensors()
         self.memory_checked = 0.0
+        self.started = False  # the learner process said it is ready (``_started``)
 
     # -- the channel ------------------------------------------------------------------------
 
@@ -113,6 +82,8 @@ class Learner:
 
         pretrained = reference.load_model() if reference.is_loaded() else None
         try:
+            if not self.started:
+                self._started()
             wire.write_frame(self.to_learner, wire.dump_request(message, self.proxies, pretrained, self.sent, lend))
             self._wait()
             return wire.load_answer(wire.read_frame(self.from_learner))
@@ -121,6 +92,22 @@ class Learner:
                 self.gone = self._why_gone(err)
             self.kill()
             raise self.gone from None
+
+    def _started(self) -> None:
+        """Read the learner process's first word: ``ready`` once it is set up, before any of the
+        learner's code ran. Anything else is the grader's own failure, never the learner's."""
+        try:
+            self._wait()
+            hello = wire.read_frame(self.from_learner).decode(errors="replace")
+        except wire.ChannelClosed:
+            if self.gone is not None:  # the deadline or the memory limit
+                raise
+            hello = f"it ended{self.process.how_ended()}"
+        if hello != wire.READY:
+            self.gone = LearnerGone(f"the grader could not start the notebook's process: {hello} "
+                                    f"(not your code: `bertlab doctor` checks the installation)", "error")
+            raise wire.ChannelClosed("not started")
+        self.started = True
 
     def _wait(self) -> None:
         """Block until the learner answers; kill it past the deadline or the memory limit."""
@@ -136,7 +123,7 @@ class Learner:
             if ready and now - self.memory_checked < 0.05:
                 return
             self.memory_checked = now
-            if _rss_mb(self.pid) > self.memory_mb:
+            if self.process.rss_mb() > self.memory_mb:
                 self.gone = LearnerGone(
                     f"stopped: your code used more than {self.memory_mb:g} MB of memory "
                     f"(raise it with --memory-limit)", "error")
@@ -144,32 +131,17 @@ class Learner:
             if ready:
                 return
 
-    def _alive(self) -> bool:
-        if self.proc is not None:
-            return self.proc.poll() is None
-        return procstat.running(self.pid)
-
     def _why_gone(self, err) -> LearnerGone:
         for _ in range(20):
-            if not self._alive():
+            if not self.process.alive():
                 break
             time.sleep(0.1)
         else:
             return LearnerGone(f"the notebook's process sent an unreadable answer ({type(err).__name__})", "error")
-        how = ""
-        if self.proc is not None:
-            code = self.proc.returncode
-            how = f" ({f'signal {-code}' if code < 0 else f'exit code {code}'})"
-        return LearnerGone(f"the notebook's process ended{how}: does a cell call os._exit() or crash the interpreter?", "error")
+        return LearnerGone(f"the notebook's process ended{self.process.how_ended()}: does a cell call os._exit() or crash the interpreter?", "error")
 
     def kill(self) -> None:
-        if self._alive():
-            try:
-                os.killpg(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        if self.proc is not None:
-            self.proc.wait()
+        self.process.kill()
         for fd in (self.to_learner, self.from_learner):
             try:
                 os.close(fd)

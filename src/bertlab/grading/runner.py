@@ -157,6 +157,18 @@ class Worker:
         self.proc.wait()
 
 
+class _NoFactory:
+    """Where judges are not forked (the portable path): each starts as a process of its own."""
+
+    alive = False
+
+    def close(self) -> None:
+        pass
+
+
+_NO_FACTORY = _NoFactory()
+
+
 class WorkerPool:
     """Warm workers handed out to one grading thread at a time; a dead one is replaced.
 
@@ -169,12 +181,12 @@ class WorkerPool:
         self.factory = None
 
     def _new_worker(self) -> Worker:
-        """A fork of the factory; a process of its own if the factory has stopped (it reports
-        its own failure to start, if that is why)."""
-        from bertlab.grading.judge_factory import JudgeFactory
+        """A fork of the factory where the platform has one; a process of its own otherwise, or
+        when the factory has stopped (it reports its own failure to start, if that is why)."""
+        from bertlab.grading import platforms
 
         if self.factory is None:
-            self.factory = JudgeFactory(self.env)
+            self.factory = platforms.current().judge_factory(self.env) or _NO_FACTORY
         return Worker(self.env, self.factory if self.factory.alive else None)
 
     def warm_up(self) -> None:

@@ -29,7 +29,7 @@ import threading
 import time
 from pathlib import Path
 
-from bertlab.grading import procstat
+from bertlab.grading import platforms
 from bertlab.grading.runner import Limits, WorkerPool, worker_env
 
 DIR_ENV = "BERTLAB_JUDGES_DIR"  # where the socket lives (tests point it at a folder of their own)
@@ -206,7 +206,7 @@ def stop(wait: float = 10.0) -> bool:
     if not running:
         return False
     deadline = time.monotonic() + wait
-    while time.monotonic() < deadline and procstat.running(running["pid"]):
+    while time.monotonic() < deadline and platforms.current().running(running["pid"]):
         time.sleep(0.05)
     return True
 

@@ -23,6 +23,9 @@ TAG = "__bertlab__"
 MAX_FRAME = 1 << 31  # 2 GiB: a bigger answer is a runaway learner, not an output
 
 
+READY = "ready"  # the learner process's first frame, once it is set up (see proxy.Learner._started)
+
+
 class ChannelClosed(Exception):
     """The other process is gone (it exited, crashed or was killed)."""
 

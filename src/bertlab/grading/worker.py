@@ -43,23 +43,23 @@ def _warm_up() -> None:
 
 def load() -> None:
     """Everything a judge and its learner template use, imported and loaded once: a judge forked
-    after this (``judge_factory``) starts in milliseconds. Loads no recorded activations and starts
+    after this (``platforms.linux.judge_factory``) starts in milliseconds. Loads no recorded activations and starts
     no thread, so the learner template forked from a judge holds none of the judge's objects."""
     import IPython.core.interactiveshell  # noqa: F401
     import torch  # noqa: F401
 
     import bertlab.grading.judge  # noqa: F401  (the checks, and transformers' BERT)
-    import bertlab.grading.learner  # noqa: F401
-    from bertlab.grading import forkserver
+    from bertlab.grading import learner
 
-    forkserver.preload()  # what notebooks load (pyplot, the pretrained model): the template's too
+    learner.preload()  # what notebooks load (pyplot, the pretrained model): the template's too
 
 
 def serve() -> None:
-    """Fork the learner template, record the reference activations, then judge requests."""
-    from bertlab.grading.forkserver import ForkServer
+    """Get ready to start learner processes (Linux forks its template here, before anything else
+    is loaded; the portable path starts a spare), record the reference activations, then judge."""
+    from bertlab.grading import platforms
 
-    ForkServer.fork_here()
+    platforms.current().prepare_learners()
     _warm_up()
     # What is loaded now (modules, the model, its capture) lives as long as the worker: set apart
     # from the collector, the collection after each notebook scans only what that notebook left

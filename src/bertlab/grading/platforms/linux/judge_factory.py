@@ -11,7 +11,8 @@ The factory runs no judge code and no learner code, and starts no threads, so fo
 and a judge gets nothing from another. A judge whose process ends (a timeout, a crash) is
 replaced by another fork, not by another start.
 
-Usage (by ``runner.WorkerPool`` only): ``python -m bertlab.grading.judge_factory SOCKET_FD``.
+Usage (by ``runner.WorkerPool`` only):
+``python -m bertlab.grading.platforms.linux.judge_factory SOCKET_FD``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import sys
 import threading
 import time
 
-from bertlab.grading import procstat
+from bertlab.grading.platforms.linux import procstat
 
 
 class ForkedJudge:
@@ -49,15 +50,17 @@ class ForkedJudge:
 
     def forked(self, pid: int | None) -> None:
         """The factory's answer: the judge's pid, or None when it ended before forking it."""
-        self._pid, self._exited = pid, pid is None
-        if pid is not None:
-            try:  # a handle on this very process: its pid may be another's once it has ended
-                self._pidfd = os.pidfd_open(pid)
-            except ProcessLookupError:
-                self._exited = True
-            except OSError:  # a kernel without pidfd: read /proc instead
-                pass
-        self._forked.set()
+        try:
+            self._pid, self._exited = pid, pid is None
+            if pid is not None:
+                try:  # a handle on this very process: its pid may be another's once it has ended
+                    self._pidfd = os.pidfd_open(pid)
+                except ProcessLookupError:
+                    self._exited = True
+                except OSError:  # a kernel without pidfd: read /proc instead
+                    pass
+        finally:  # whatever happened above, nobody may wait for this judge forever
+            self._forked.set()
 
     @property
     def pid(self) -> int | None:
@@ -95,7 +98,7 @@ class JudgeFactory:
     def __init__(self, env: dict):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bertlab.grading.judge_factory", str(theirs.fileno())],
+            [sys.executable, "-m", "bertlab.grading.platforms.linux.judge_factory", str(theirs.fileno())],
             pass_fds=(theirs.fileno(),), env=env,
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             start_new_session=True,
@@ -122,9 +125,13 @@ class JudgeFactory:
                         self.pending.popleft().forked(int(line) if line.strip().isdigit() else None)
         except OSError:  # a factory that dies with requests unread resets the connection
             pass
-        with self.lock:  # the factory ended: what it did not fork, it never will
-            while self.pending:
-                self.pending.popleft().forked(None)
+        except BaseException as err:  # a defect here must end the judges it owes, not hang them
+            self.stderr.append(f"the judge factory's reader failed: {type(err).__name__}: {err}")
+            self.close()
+        finally:
+            with self.lock:  # the factory ended, or its reader did: what it did not fork, it never will
+                while self.pending:
+                    self.pending.popleft().forked(None)
 
     @property
     def alive(self) -> bool:

@@ -4,13 +4,13 @@ forked once per notebook.
 Starting a learner process costs seconds of imports; a fork of a process that already holds
 them costs milliseconds. Each fork is a new process with a new IPython namespace, so nothing
 of one notebook reaches the next. The template only imports and loads the pretrained model
-(``preload``): it never runs learner code, and starts no threads before it forks.
+(``learner.preload``): it never runs learner code, and starts no threads before it forks.
 
 A judge worker forks its template itself, right after its imports and ``preload`` (``worker.load``)
 and before it records the reference activations (``ForkServer.fork_here``): the template then
 costs no imports at all. Any other
-judge (nbgrader's preprocessor, a test) starts one as ``python -m bertlab.grading.forkserver
-SOCKET_FD`` on first use.
+judge (nbgrader's preprocessor, a test) starts one as ``python -m
+bertlab.grading.platforms.linux.template SOCKET_FD`` on first use.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class ForkServer:
     def __init__(self):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bertlab.grading.forkserver", str(theirs.fileno())],
+            [sys.executable, "-m", "bertlab.grading.platforms.linux.template", str(theirs.fileno())],
             pass_fds=(theirs.fileno(),),
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True,
@@ -98,14 +98,10 @@ class _Forked:
 
 
 def _serve(sock: socket.socket) -> None:
-    # Everything a notebook's first cells import, so that a fork starts with it in memory.
-    import IPython.core.interactiveshell  # noqa: F401
-    import torch  # noqa: F401
-
-    import bertlab.checks  # noqa: F401
+    # Everything a notebook's first cells import and load, so that a fork starts with it in memory.
     import bertlab.grading.learner as learner
 
-    preload()
+    learner.preload()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # forks are reaped by the system
     while True:
         message, fds, _, _ = socket.recv_fds(sock, 4096, 2)
@@ -126,24 +122,6 @@ def _serve(sock: socket.socket) -> None:
         for fd in fds:
             os.close(fd)
         sock.sendall(f"{pid}\n".encode())
-
-
-def preload() -> None:
-    """What notebooks load in their cells, loaded once here: pyplot, and the pretrained model and
-    its tokenizer that ``bertlab.reference.load_model()`` returns (0.2 s per notebook that calls
-    it, and in every notebook whose checks hand the learner's code the model). Each fork gets
-    its own copy of them, shared with the template until it writes: what one notebook does to the
-    model it loaded, no other sees. The model is what any notebook may load, not what it is
-    compared with: its recorded activations are loaded by the judge only, after this fork.
-    Loading starts no thread, so forking after it is safe."""
-    import matplotlib.pyplot  # noqa: F401  (the Agg backend: learner.py sets it)
-
-    from bertlab import reference
-
-    try:
-        reference.load_model()
-    except Exception:  # noqa: BLE001  (a broken model is reported where a notebook or a check loads it)
-        pass
 
 
 if __name__ == "__main__":

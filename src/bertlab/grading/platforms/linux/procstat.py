@@ -1,4 +1,4 @@
-"""A process's state and parent, read from ``/proc`` without signalling it.
+"""A process's state, parent and memory, read from ``/proc`` without signalling it.
 
 Shared by the command's warm-judge client (which must not import torch), the judge's view of a
 learner's process, and the benchmark's count of the warm judges' memory. A process that ended but
@@ -27,3 +27,15 @@ def parent(pid: int) -> int | None:
     """The pid of ``pid``'s parent, or None when it is gone."""
     fields = _stat(pid)
     return int(fields[1]) if fields else None
+
+
+def rss_mb(pid: int) -> float:
+    """The resident memory of ``pid`` in MB (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0

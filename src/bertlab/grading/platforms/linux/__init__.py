@@ -1,0 +1,130 @@
+"""The Linux path: template forks, pidfd and ``/proc``, ``PR_SET_PDEATHSIG``, Landlock.
+
+Everything here is Linux-only by design; ``platforms/__init__.py`` lists the interface, and
+``platforms/portable.py`` is the same interface without any of it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+from bertlab.grading.platforms.linux import heap, landlock, procstat
+
+name = "linux"
+running = procstat.running
+parent = procstat.parent
+rss_mb = procstat.rss_mb
+release_memory = heap.release
+
+
+def describe() -> dict[str, str]:
+    version = landlock.abi()
+    return {
+        "path": "linux",
+        "judges": "forked from one process that has imported torch and loaded the model",
+        "learners": "forked from a template that has imported torch (milliseconds per notebook)",
+        "sandbox": f"Landlock ABI {version}: the learner's code writes only in its notebook's folder"
+        if version >= 1 else "absent: this kernel has no Landlock (5.13 or newer has it)",
+    }
+
+
+def judge_factory(env: dict):
+    from bertlab.grading.platforms.linux.judge_factory import JudgeFactory
+
+    return JudgeFactory(env)
+
+
+def prepare_learners() -> None:
+    from bertlab.grading.platforms.linux.template import ForkServer
+
+    ForkServer.fork_here()
+
+
+class TemplateChild:
+    """A learner process forked by the template: a grandchild of the judge, known by its pid."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+
+    def alive(self) -> bool:
+        return procstat.running(self.pid)
+
+    def rss_mb(self) -> float:
+        return procstat.rss_mb(self.pid)
+
+    def kill(self) -> None:
+        if self.alive():
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def how_ended(self) -> str:
+        return ""
+
+
+class Child(TemplateChild):
+    """A learner process of its own (an environment of its own, or no template to fork)."""
+
+    def __init__(self, proc: subprocess.Popen):
+        super().__init__(proc.pid)
+        self.proc = proc
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        super().kill()
+        self.proc.wait()
+
+    def how_ended(self) -> str:
+        code = self.proc.returncode
+        return "" if code is None else f" ({f'signal {-code}' if code < 0 else f'exit code {code}'})"
+
+
+def start_learner(cwd: str, env: dict | None):
+    """A learner process serving on two new pipes: (process, request fd, answer fd)."""
+    to_learner_r, to_learner_w = os.pipe()
+    from_learner_r, from_learner_w = os.pipe()
+    try:
+        if env is not None:
+            raise OSError("an environment of its own needs a process of its own")
+        from bertlab.grading.platforms.linux.template import ForkServer
+
+        process = TemplateChild(ForkServer.shared().spawn(to_learner_r, from_learner_w, cwd))
+    except OSError:
+        process = Child(subprocess.Popen(
+            [sys.executable, "-m", "bertlab.grading.learner", str(to_learner_r), str(from_learner_w)],
+            pass_fds=(to_learner_r, from_learner_w),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,  # megabytes of printing must not fill a pipe
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,  # so a kill takes the learner's own subprocesses too
+        ))
+    finally:
+        os.close(to_learner_r)
+        os.close(from_learner_w)
+    return process, to_learner_w, from_learner_r
+
+
+def guard_parent() -> None:
+    """Be killed when the process that started this one ends (``PR_SET_PDEATHSIG``).
+
+    A judge stops its learner process at its time limit, but a judge that is itself stopped (its
+    client went away, its worker was killed) cannot: the learner's process would go on running
+    the learner's code, a loop say, with nobody left to stop it. Its parent is the learner
+    template, which ends with its judge (or the judge itself, when it was started without one)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() == 1:  # the parent ended before the line above
+        os._exit(0)
+
+
+def restrict_writes(folder: str) -> bool:
+    return landlock.restrict_writes(folder)

@@ -1,0 +1,227 @@
+"""The portable path: the same grading with no Linux-only interface (macOS, ``BERTLAB_PORTABLE=1``).
+
+- Process state and memory come from psutil, which reads each system's own interface
+  (``/proc`` on Linux, ``libproc`` and ``sysctl`` on macOS, the Win32 API on Windows): a
+  well-kept library instead of code of ours per system.
+- Learner processes are started by ``multiprocessing``, the way it starts them safely here:
+  ``spawn`` (a new interpreter) by default, as Python itself does on macOS, where a fork without
+  exec after Apple's frameworks have started is unsafe. ``BERTLAB_START_METHOD=forkserver``
+  chooses a fork server that has imported torch instead (measured against spawn on the
+  Performance page). A spawned process pays the imports (seconds), so each judge keeps one spare
+  learner process that has imported and loaded everything and waits for its notebook; a notebook
+  takes it and the next spare starts at once, while the notebook is graded.
+- The parent-death guard is a watchdog thread in the learner's process: it reads a pipe whose
+  only writer is the judge, and ends the process and its own children when that pipe closes,
+  which happens when the judge is gone, however it ended.
+- There is no write sandbox: ``restrict_writes`` says so (False), and ``bertlab doctor`` and the
+  honest-grading page say what that leaves open.
+"""
+
+from __future__ import annotations
+
+import atexit
+import gc
+import json
+import multiprocessing
+import os
+import signal
+import threading
+from multiprocessing.connection import Connection
+
+import psutil
+
+name = "portable"
+START_METHOD_ENV = "BERTLAB_START_METHOD"
+START_METHODS = ("spawn", "forkserver")  # never plain fork: not safe once torch is imported
+
+
+def start_method() -> str:
+    """``spawn``, unless ``BERTLAB_START_METHOD`` names another safe method this system has."""
+    wanted = os.environ.get(START_METHOD_ENV, "spawn")
+    return wanted if wanted in START_METHODS and wanted in multiprocessing.get_all_start_methods() else "spawn"
+
+
+def running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except psutil.Error:
+        return False
+
+
+def parent(pid: int) -> int | None:
+    try:
+        return psutil.Process(pid).ppid()
+    except psutil.Error:
+        return None
+
+
+def rss_mb(pid: int) -> float:
+    try:
+        return psutil.Process(pid).memory_info().rss / 2**20
+    except psutil.Error:
+        return 0.0
+
+
+def release_memory() -> None:
+    gc.collect()  # the C heap is the system allocator's to keep or return
+
+
+def describe() -> dict[str, str]:
+    return {
+        "path": "portable",
+        "judges": "each started as a new Python process",
+        "learners": f"started by multiprocessing ({start_method()}); each judge keeps a spare one warm",
+        "sandbox": "absent: the learner's code may write wherever you may (see How grading is kept honest)",
+    }
+
+
+def judge_factory(env: dict):
+    return None  # forking a process that has imported torch is what this path avoids
+
+
+# --- learner processes -----------------------------------------------------------------------
+
+
+class LearnerProcess:
+    """A learner process started by multiprocessing, waiting for its notebook's folder."""
+
+    def __init__(self, env: dict | None):
+        context = multiprocessing.get_context(start_method())
+        if context.get_start_method() == "forkserver":
+            context.set_forkserver_preload(["torch", "IPython.core.interactiveshell", "bertlab.checks"])
+        request_r, self.request_w = os.pipe()
+        self.answer_r, answer_w = os.pipe()
+        lifeline_r, self.lifeline_w = os.pipe()  # the judge holds the only writer
+        ends = [Connection(request_r, writable=False), Connection(answer_w, readable=False),
+                Connection(lifeline_r, writable=False)]
+        self.process = context.Process(target=_learner_main, args=(*ends, env), name="bertlab-learner")
+        try:
+            self.process.start()
+        finally:
+            for end in ends:
+                end.close()
+        self.pid = self.process.pid
+
+    def go(self, cwd: str) -> None:
+        from bertlab.grading import wire
+
+        wire.write_frame(self.request_w, json.dumps({"cwd": cwd}).encode())
+
+    def alive(self) -> bool:
+        return self.process.is_alive()
+
+    def rss_mb(self) -> float:
+        return rss_mb(self.pid)
+
+    def kill(self) -> None:
+        if hasattr(os, "killpg"):  # its own process group (see _learner_main): its children too
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self.process.kill()
+        self.process.join()
+        try:
+            os.close(self.lifeline_w)
+        except OSError:
+            pass
+
+    def how_ended(self) -> str:
+        code = self.process.exitcode
+        return "" if code is None else f" ({f'signal {-code}' if code < 0 else f'exit code {code}'})"
+
+
+_spare: LearnerProcess | None = None
+_spare_owner = 0
+
+
+def prepare_learners() -> None:
+    """Start this judge's first spare learner process: it imports while the judge loads."""
+    global _spare, _spare_owner
+    _spare, _spare_owner = LearnerProcess(None), os.getpid()
+
+
+def start_learner(cwd: str, env: dict | None):
+    """The spare learner process (and a new spare in its place), or a new one: (process,
+    request fd, answer fd). A process with an environment of its own is never a spare."""
+    global _spare, _spare_owner
+    spare = _spare if _spare is not None and _spare_owner == os.getpid() else None
+    if env is None and spare is not None and spare.alive():
+        process = spare
+    else:
+        if spare is not None:
+            spare.kill()
+        process = LearnerProcess(env)
+    if env is None:
+        _spare, _spare_owner = LearnerProcess(None), os.getpid()
+    process.go(cwd)
+    return process, process.request_w, process.answer_r
+
+
+@atexit.register  # after multiprocessing's own handler was registered: so it runs before it
+def _stop_spare() -> None:
+    """A spare waits for a notebook forever: stop it, or the interpreter's exit would wait for it."""
+    if _spare is not None and _spare_owner == os.getpid():
+        _spare.kill()
+
+
+# --- in the learner's process ----------------------------------------------------------------
+
+_watchdog: threading.Thread | None = None
+
+
+def _end_this_process() -> None:
+    if hasattr(os, "killpg"):
+        os.killpg(os.getpgrp(), signal.SIGKILL)  # with whatever the learner's code started
+    os._exit(1)
+
+
+def _watch(lifeline_fd: int | None) -> None:
+    global _watchdog
+
+    def until_judge_gone() -> None:
+        if lifeline_fd is not None:
+            while os.read(lifeline_fd, 1):  # nothing is ever written: EOF when the judge is gone
+                pass
+        else:  # a process we did not start: its parent's end shows as a new parent
+            import time
+
+            first = os.getppid()
+            while os.getppid() == first:
+                time.sleep(0.2)
+        _end_this_process()
+
+    _watchdog = threading.Thread(target=until_judge_gone, name="bertlab-watchdog", daemon=True)
+    _watchdog.start()
+
+
+def guard_parent() -> None:
+    """End this process when its judge is gone (a watchdog thread; started once)."""
+    if _watchdog is None:
+        _watch(None)
+
+
+def restrict_writes(folder: str) -> bool:
+    return False  # no portable write sandbox: reported by `bertlab doctor`, never assumed
+
+
+def _learner_main(request: Connection, answer: Connection, lifeline: Connection, env: dict | None) -> None:
+    """A learner process: import and load, wait for the notebook's folder, then serve the judge."""
+    if hasattr(os, "setsid"):
+        os.setsid()  # its own process group, so the judge's kill takes its subprocesses too
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # the learner's prints go nowhere: megabytes must not fill a pipe
+        os.dup2(devnull, fd)
+    if env is not None:
+        os.environ.clear()
+        os.environ.update(env)
+    _watch(lifeline.fileno())
+    from bertlab.grading import learner, wire
+
+    learner.preload()
+    try:
+        options = json.loads(wire.read_frame(request.fileno()))
+    except wire.ChannelClosed:
+        return  # a spare that was never used
+    os.chdir(options["cwd"])
+    learner.main(str(request.fileno()), str(answer.fileno()))
