@@ -14,6 +14,7 @@ import nbformat
 import pytest
 
 from tests.conftest import ROOT
+from tests.grading_paths import PATHS, path_env, processes_with
 
 pytestmark = pytest.mark.slow
 TASK = "05-feed-forward"
@@ -47,12 +48,13 @@ def course(tmp_path_factory) -> Path:
     return root
 
 
-@pytest.fixture(scope="module")
-def judges(tmp_path_factory):
-    """Warm judges (one) in a folder of their own, stopped at the end. Every process they start
-    inherits ``BERTLAB_TEST_JUDGES``, which tells them apart from other tests' processes."""
+@pytest.fixture(scope="module", params=PATHS)
+def judges(tmp_path_factory, request):
+    """Warm judges (one) in a folder of their own, on each grading path, stopped at the end; the
+    commands of a test that uses them run on the same path. Every process they start inherits
+    ``BERTLAB_TEST_JUDGES``, which tells them apart from other tests' processes."""
     folder = tmp_path_factory.mktemp("judges")
-    env = {**os.environ, "BERTLAB_JUDGES_DIR": str(folder), "BERTLAB_TEST_JUDGES": str(folder)}
+    env = {**path_env(request.param), "BERTLAB_JUDGES_DIR": str(folder), "BERTLAB_TEST_JUDGES": str(folder)}
     started = bertlab("judges", "start", "--jobs", "1", "--idle-minutes", "10", env=env)
     assert started.returncode == 0, started.stderr
     assert "warm judges started" in started.stdout
@@ -113,16 +115,26 @@ def test_a_shared_folder_is_refused(tmp_path):
     assert "must belong to you and be private" in proc.stderr
 
 
-def test_stop_ends_the_server_and_its_judges(tmp_path):
-    env = {**os.environ, "BERTLAB_JUDGES_DIR": str(tmp_path)}
+@pytest.mark.parametrize("path", PATHS)
+def test_stop_ends_the_server_and_its_judges(tmp_path, path):
+    """Stopping leaves no process of the judges' behind: server, judges, templates, spares."""
+    import time
+
+    env = {**path_env(path), "BERTLAB_JUDGES_DIR": str(tmp_path), "BERTLAB_TEST_JUDGES": str(tmp_path)}
     assert bertlab("judges", "start", "--jobs", "1", env=env).returncode == 0
-    pid = int(bertlab("judges", "status", env=env).stdout.split("(pid ")[1].split(")")[0])
+    deadline = time.monotonic() + 60
+    while len(processes_with("BERTLAB_TEST_JUDGES", str(tmp_path))) < 3 and time.monotonic() < deadline:
+        time.sleep(0.2)  # the server, its judge, and the judge's template or spare
+    assert len(processes_with("BERTLAB_TEST_JUDGES", str(tmp_path))) >= 3
     stopped = bertlab("judges", "stop", env=env)
     assert stopped.stdout.strip() == "warm judges stopped"
-    from bertlab.grading.platforms.linux.procstat import running
-
-    assert not running(pid)
-    assert not list(tmp_path.glob("*.sock"))
+    deadline = time.monotonic() + 10
+    while processes_with("BERTLAB_TEST_JUDGES", str(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = processes_with("BERTLAB_TEST_JUDGES", str(tmp_path))
+    for proc in left:  # not left running when this test fails
+        proc.kill()
+    assert not left, [proc.cmdline() for proc in left]
     assert bertlab("judges", "stop", env=env).stdout.strip() == "no warm judges were running"
 
 

@@ -11,12 +11,18 @@ import pytest
 from bertlab.grading.runner import Limits
 from bertlab.grading.watch import watch
 from tests.conftest import ROOT, solution_notebook
+from tests.grading_paths import PATHS, path_env
 
 TASK = "01-numpy-bert"
 pytestmark = pytest.mark.slow
 
 
-def test_a_saved_notebook_is_graded_again(tmp_path):
+@pytest.mark.parametrize("path", PATHS)
+def test_a_saved_notebook_is_graded_again(tmp_path, monkeypatch, path):
+    for name in ("BERTLAB_PORTABLE", "PYTHONPATH"):  # the watch's judge starts with this environment
+        monkeypatch.delenv(name, raising=False)
+        if name in path_env(path):
+            monkeypatch.setenv(name, path_env(path)[name])
     folder = tmp_path / "exercises" / TASK
     folder.mkdir(parents=True)
     notebook = folder / f"{TASK}.ipynb"

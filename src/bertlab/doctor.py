@@ -150,8 +150,24 @@ def checks(model: str | None = None, env: Mapping[str, str] | None = None) -> It
     else:
         yield offline_check(model, env)
 
+    yield from grading_platform()
+
     chromium = shutil.which("chromium")
     yield True, "chromium (browser test only)", chromium or "absent; `make test` installs it"
+
+
+def grading_platform() -> Iterator[tuple[bool, str, str]]:
+    """What runs where: the grading path in use, how its processes start, whether writes are
+    sandboxed. Information, never a failure: each path grades alike (see the Setup page)."""
+    from bertlab.grading import platforms
+
+    described = platforms.current().describe()
+    why = (f"{platforms.PORTABLE_ENV}=1" if os.environ.get(platforms.PORTABLE_ENV) == "1"
+           else f"on {sys.platform}")
+    yield True, "grading path", f"{described['path']} ({why})"
+    yield True, "judges", described["judges"]
+    yield True, "learner processes", described["learners"]
+    yield True, "write sandbox", described["sandbox"]
 
 
 def run(model: str | None = None, env: Mapping[str, str] | None = None) -> int:

@@ -138,7 +138,9 @@ class Learner:
             time.sleep(0.1)
         else:
             return LearnerGone(f"the notebook's process sent an unreadable answer ({type(err).__name__})", "error")
-        return LearnerGone(f"the notebook's process ended{self.process.how_ended()}: does a cell call os._exit() or crash the interpreter?", "error")
+        # How it ended is not said: a template's fork is no child of ours, and a verdict's words
+        # must not depend on the platform's way of starting processes.
+        return LearnerGone("the notebook's process ended: does a cell call os._exit() or crash the interpreter?", "error")
 
     def kill(self) -> None:
         self.process.kill()

@@ -186,7 +186,7 @@ class WorkerPool:
         from bertlab.grading import platforms
 
         if self.factory is None:
-            self.factory = platforms.current().judge_factory(self.env) or _NO_FACTORY
+            self.factory = platforms.current().start_judge_factory(self.env) or _NO_FACTORY
         return Worker(self.env, self.factory if self.factory.alive else None)
 
     def warm_up(self) -> None:

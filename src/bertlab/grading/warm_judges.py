@@ -60,7 +60,8 @@ def socket_path() -> Path:
 
 
 def fingerprint(model: str | None) -> str:
-    """What the verdicts depend on: this Python, bertlab's code, the installed libraries, the model.
+    """What the verdicts depend on: this Python, bertlab's code, the installed libraries, the model;
+    and the grading path, which the verdicts do not depend on but a learner who chose one expects.
 
     Judges started before any of these changed would grade with the old one, so they are used
     only while the fingerprint is the same. The files' sizes and times stand for their contents
@@ -69,7 +70,7 @@ def fingerprint(model: str | None) -> str:
     """
     import bertlab
 
-    digest = hashlib.sha256(sys.executable.encode())
+    digest = hashlib.sha256(f"{sys.executable}\n{platforms.current().name}\n".encode())
     package = Path(bertlab.__file__).parent
     for path in sorted(package.rglob("*.py")):
         stat = path.stat()

@@ -18,7 +18,7 @@ same code; only how processes start, are watched and are stopped differs.
 The interface:
 
 - ``name``: ``"linux"`` or ``"portable"``; ``describe()``: what ``bertlab doctor`` prints.
-- ``judge_factory(env)``: a factory that forks judges, or None (each judge starts on its own).
+- ``start_judge_factory(env)``: a factory that forks judges, or None (each judge starts on its own).
 - ``prepare_learners()``: in a new judge, before anything else runs there: get ready to start
   learner processes fast (Linux forks its template; portable spawns a spare).
 - ``start_learner(cwd, env)``: ``(process, request_fd, answer_fd)``; ``process`` has ``pid``,

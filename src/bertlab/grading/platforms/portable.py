@@ -75,7 +75,7 @@ def describe() -> dict[str, str]:
     }
 
 
-def judge_factory(env: dict):
+def start_judge_factory(env: dict):
     return None  # forking a process that has imported torch is what this path avoids
 
 

@@ -31,7 +31,7 @@ def describe() -> dict[str, str]:
     }
 
 
-def judge_factory(env: dict):
+def start_judge_factory(env: dict):
     from bertlab.grading.platforms.linux.judge_factory import JudgeFactory
 
     return JudgeFactory(env)

@@ -1,0 +1,39 @@
+"""The two grading paths, for tests that must hold on both (see ``bertlab.grading.platforms``).
+
+``portable`` is run here as macOS would run it: ``BERTLAB_PORTABLE=1``, and ``tests/macos_like``
+on ``PYTHONPATH`` so that every process of the run starts without the Linux-only interfaces
+(``os.pidfd_open``, ``os.fork``, libc's ``prctl`` and ``syscall``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import psutil
+
+MACOS_LIKE = Path(__file__).resolve().parent / "macos_like"
+PATHS = ("linux", "portable")
+
+
+def path_env(path: str, env: dict | None = None) -> dict:
+    """``env`` (default: this process's) for grading on ``path``."""
+    env = dict(os.environ if env is None else env)
+    env.pop("BERTLAB_PORTABLE", None)
+    if path == "portable":
+        env["BERTLAB_PORTABLE"] = "1"
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(MACOS_LIKE), env.get("PYTHONPATH")]))
+    return env
+
+
+def processes_with(name: str, value: str) -> list[psutil.Process]:
+    """The running processes whose environment holds ``name=value``: every process a command
+    started inherits it, its judges', learners' and spares' too."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get(name) == value and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
