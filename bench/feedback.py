@@ -12,6 +12,12 @@ of this same run, so a busy machine slows both sides alike. Merged into ``bench/
 - ``grade_all_s``, ``grade_all_vs_floor``: ``bertlab grade --path solutions``, default jobs, the same;
 - ``grade_one_cold_s``, ``grade_all_cold_s`` and their ``_vs_floor``: the same commands with
   ``--cold``, which start judges of their own (no goal: what grading costs without warm judges);
+- ``portable_grade_one_s``, ``portable_grade_one_cold_s``, ``portable_grade_all_s``,
+  ``portable_grade_all_cold_s``: the four gradings above on the portable path (``BERTLAB_PORTABLE=1``:
+  what macOS runs, learner processes spawned, a spare kept warm per judge), and each divided by
+  the Linux path's figure of this run (``..._vs_linux``); ``forkserver_...``: the same with
+  ``BERTLAB_START_METHOD=forkserver`` (forks of a server that imported torch), the alternative
+  the portable path was measured against;
 - ``warm_judges_memory_mb``: what the warm judges hold after this run's gradings above (with every
   key: notebook 05 and the whole course, ``--rounds`` times each): the proportional set size of
   their server and every process under it (memory that processes share counted once), in MB;
@@ -90,6 +96,46 @@ def grade(rounds: int, *tasks: str, cold: bool = False) -> float:
         return took
 
     return median_of(rounds, once)
+
+
+@contextlib.contextmanager
+def grading_path(env: dict):
+    """The commands run inside use ``env`` on top of the benchmark's own (a grading path)."""
+    saved = {name: ENV.get(name) for name in env}
+    ENV.update(env)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                ENV.pop(name, None)
+            else:
+                ENV[name] = value
+
+
+# The portable path as macOS runs it, and the start method it was measured against.
+PORTABLE_PATHS = {
+    "portable": {"BERTLAB_PORTABLE": "1"},
+    "forkserver": {"BERTLAB_PORTABLE": "1", "BERTLAB_START_METHOD": "forkserver"},
+}
+GRADINGS = ("grade_one", "grade_one_cold", "grade_all", "grade_all_cold")
+
+
+def gradings(rounds: int, report: dict, prefix: str = "", one: bool = True, all_: bool = True,
+             memory: bool = False) -> None:
+    """The four gradings (one notebook and the course; cold, then warm) into ``report``."""
+    if one:
+        report[f"{prefix}grade_one_cold_s"] = grade(rounds, TASK, cold=True)
+    if all_:
+        report[f"{prefix}grade_all_cold_s"] = grade(rounds, cold=True)
+    if one or all_ or memory:
+        with warm_judges():
+            if one:
+                report[f"{prefix}grade_one_s"] = grade(rounds, TASK)
+            if all_:
+                report[f"{prefix}grade_all_s"] = grade(rounds)
+            if memory:
+                report[f"{prefix}warm_judges_memory_mb"] = warm_judges_memory()
 
 
 @contextlib.contextmanager
@@ -247,24 +293,21 @@ def _answers(port: int) -> bool:
 def run(rounds: int, only: set[str], start: bool) -> dict:
     wanted = lambda key: not only or key in only  # noqa: E731
     report: dict = {}
-    if wanted("grade_one_vs_floor") or wanted("grade_all_vs_floor") or wanted("floor_s"):
+    portable = wanted("portable_grade_one_vs_linux")
+    if wanted("grade_one_vs_floor") or wanted("grade_all_vs_floor") or wanted("floor_s") or portable:
         report["floor_s"] = floor(rounds)
     if wanted("grade_one_vs_floor") or wanted("reference_import_s"):
         report["reference_import_s"] = reference_import(rounds)
         # The least a command that starts its own judge can take: they compare with transformers' modules.
         report["reference_import_vs_floor"] = report["reference_import_s"] / report["floor_s"]
-    if wanted("grade_one_vs_floor"):
-        report["grade_one_cold_s"] = grade(rounds, TASK, cold=True)
-    if wanted("grade_all_vs_floor"):
-        report["grade_all_cold_s"] = grade(rounds, cold=True)
-    if wanted("grade_one_vs_floor") or wanted("grade_all_vs_floor") or wanted("warm_judges_memory_mb"):
-        with warm_judges():
-            if wanted("grade_one_vs_floor"):
-                report["grade_one_s"] = grade(rounds, TASK)
-            if wanted("grade_all_vs_floor"):
-                report["grade_all_s"] = grade(rounds)
-            if wanted("warm_judges_memory_mb"):
-                report["warm_judges_memory_mb"] = warm_judges_memory()
+    gradings(rounds, report, one=wanted("grade_one_vs_floor") or portable,
+             all_=wanted("grade_all_vs_floor") or portable, memory=wanted("warm_judges_memory_mb"))
+    if portable:
+        for prefix, env in PORTABLE_PATHS.items():
+            with grading_path(env):
+                gradings(rounds, report, prefix=f"{prefix}_")
+            for key in GRADINGS:
+                report[f"{prefix}_{key}_vs_linux"] = report[f"{prefix}_{key}_s"] / report[f"{key}_s"]
     for key in ("grade_one_s", "grade_one_cold_s", "grade_all_s", "grade_all_cold_s"):
         if key in report:
             report[key[:-2] + "_vs_floor"] = report[key] / report["floor_s"]

@@ -83,3 +83,32 @@ def test_feedback_benchmark_smoke(tmp_path, monkeypatch):
     assert [a[-4:-2] for a, _ in built] == [["build", "--strict"]] * 2  # one cold and one warm build
     assert report["goals"]["watch_latency_s"] == {"kind": "max", "bound": results.GOALS["watch_latency_s"][1]}
     assert report["feedback_machine"]["rounds"] == 1
+
+
+def test_feedback_benchmark_measures_each_grading_path_in_the_same_run(tmp_path, monkeypatch):
+    """The portable figures are the Linux path's gradings run again with the path's environment,
+    and each ratio divides two figures of this run (the gradings themselves are faked here: the
+    smoke test above runs the real ones)."""
+    import contextlib
+
+    from bench import feedback
+
+    seen = []
+
+    def fake_grade(rounds, *tasks, cold=False):
+        path = (feedback.ENV.get("BERTLAB_PORTABLE"), feedback.ENV.get("BERTLAB_START_METHOD"))
+        seen.append((path, tasks, cold))
+        return 1.0 + len(seen)  # a different figure for every call
+
+    monkeypatch.setattr(feedback, "grade", fake_grade)
+    monkeypatch.setattr(feedback, "warm_judges", contextlib.nullcontext)
+    monkeypatch.setattr(feedback, "floor", lambda rounds: 1.0)
+    monkeypatch.setattr(feedback, "reference_import", lambda rounds: 1.5)
+    monkeypatch.delenv("BERTLAB_PORTABLE", raising=False)
+    feedback.ENV.pop("BERTLAB_PORTABLE", None)
+    report = feedback.run(1, {"portable_grade_one_vs_linux"}, start=False)
+    assert [path for path, _, _ in seen] == [(None, None)] * 4 + [("1", None)] * 4 + [("1", "forkserver")] * 4
+    for prefix in ("portable", "forkserver"):
+        for key in feedback.GRADINGS:
+            assert report[f"{prefix}_{key}_vs_linux"] == report[f"{prefix}_{key}_s"] / report[f"{key}_s"]
+    assert "BERTLAB_PORTABLE" not in feedback.ENV and "BERTLAB_START_METHOD" not in feedback.ENV

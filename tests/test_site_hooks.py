@@ -150,6 +150,23 @@ def test_lessons_run_in_kernels_forked_from_a_template_that_ends_with_the_build(
     assert not _processes_with(marker), _processes_with(marker)
 
 
+def test_on_the_portable_path_lessons_run_in_ordinary_kernels_without_forking(tmp_path, monkeypatch):
+    """Where forking after torch's imports is unsafe (macOS; emulated: no os.fork anywhere in the
+    build), each lesson runs in a kernel started anew: the page and its figure are the same."""
+    from tests.grading_paths import path_env
+
+    lesson = LESSON + '\n# %%\nimport sys\nprint("torch already imported:", "torch" in sys.modules)\n'
+    for name in ("BERTLAB_PORTABLE", "PYTHONPATH"):
+        monkeypatch.setenv(name, path_env("portable")[name])
+    monkeypatch.setenv("BERTLAB_TEST_BUILD", str(tmp_path))
+    ok, log, site = build(project(tmp_path, lesson=lesson))
+    assert ok, log
+    page = (site / "lessons" / "01-demo" / "index.html").read_text()
+    assert "torch already imported: False" in page
+    assert len(re.findall(r'<img [^>]*src="data:image/png[^>]*>', page)) == 1
+    assert not _processes_with(f"BERTLAB_TEST_BUILD={tmp_path}")
+
+
 def test_planted_missing_pages_anchors_and_descriptions_fail_the_build(tmp_path):
     home = HOME + "\nSee [a page not written](missing.md) and [a lost section](lessons/01-demo.py#no-such-id).\n"
     lesson = LESSON.replace("Back to [the home page](../index.md).",

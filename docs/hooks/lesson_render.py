@@ -8,7 +8,7 @@ A few of these processes run side by side, each taking the next lesson when it i
 so that several lessons execute at once and each process pays for its imports (nbconvert,
 jupytext, mkdocs: two seconds) once, not once per lesson. Every lesson still runs in a kernel of
 its own, a fork of a template that imported torch, transformers and the course once
-(``lesson_kernel.py``). The cache file holds what mkdocs-jupyter (0.26) writes after executing a
+(``lesson_kernel.py``); on the portable path (macOS, ``BERTLAB_PORTABLE=1``) an ordinary kernel. The cache file holds what mkdocs-jupyter (0.26) writes after executing a
 page: the HTML, its TOC tokens and its title. It is written only when the lesson ran through: a
 lesson that fails is left to the build's own render, which reports the failure the usual way.
 """
@@ -44,8 +44,13 @@ def serve(options: dict) -> None:
 
     import lesson_kernel
 
+    from bertlab.grading import platforms
+
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # whatever a library prints must not be read as an answer
+    if platforms.is_portable():  # no fork after torch's imports there: each kernel starts anew
+        _render_each(options, answers)
+        return
     with tempfile.TemporaryDirectory(prefix="bertlab-lessons-") as tmp:
         template = lesson_kernel.start(Path(tmp), options["kernel_name"] or "python3")
         try:
