@@ -163,3 +163,51 @@ def test_the_scan_finds_each_interface_where_the_linux_module_uses_it():
     found = " ".join(use for path in PLATFORM_LINUX.glob("*.py") for use in linux_only_uses(path))
     for needle in (".fork", ".pidfd_open", ".prctl", ".syscall", ".malloc_trim", "'/proc/"):
         assert needle in found, f"the scan does not see {needle} in the Linux module: {found}"
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_judge_killed_mid_notebook_costs_that_notebook_only_and_leaves_no_process(tmp_path, path):
+    """The judge grading a notebook is killed outright: the command still ends, that notebook is
+    reported as an error, and the process running its cells (looping forever) ends with its judge:
+    on Linux by the kernel's parent-death signal, on the portable path by its watchdog."""
+    import time
+
+    import nbformat
+    import psutil
+
+    task = "05-feed-forward"
+    (tmp_path / task).mkdir()
+    nb = nbformat.read(ROOT / "solutions" / task / f"{task}.ipynb", as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_code_cell("while True:\n    pass"))
+    nbformat.write(nb, tmp_path / task / f"{task}.ipynb")
+    marker = uuid.uuid4().hex
+    client = subprocess.Popen([sys.executable, "-m", "bertlab.cli", "grade", "--cold", "--path", str(tmp_path),
+                               "--json", "--no-progress"], cwd=ROOT, env={**path_env(path), MARKER: marker},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline, looping = time.monotonic() + 120, []
+        while not looping and time.monotonic() < deadline:
+            time.sleep(0.2)
+            looping = [p for p in processes_with(MARKER, marker) if Path(p.cwd()).name == "work"]
+        assert looping, "the looping notebook never started"
+        # Up from the looping process to the command: Linux has the learner template between the
+        # learner and its judge and the judge factory above it; the portable path has neither.
+        chain = [p for p in looping[0].parents() if p.pid != client.pid and client.pid in {q.pid for q in p.parents()}]
+        judge = chain[0] if path == "portable" else chain[1]
+        assert "bertlab.grading" in " ".join(judge.cmdline()), judge.cmdline()
+        judge.kill()
+        out, err = client.communicate(timeout=120)
+    finally:
+        client.kill()
+    report = json.loads(out)["tasks"][0]
+    assert report["status"] == "error" and report["score"] == 0, report
+    assert "the grading process died" in report["checks"][0]["message"], report["checks"][0]["message"]
+    deadline = time.monotonic() + 10
+    while processes_with(MARKER, marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = processes_with(MARKER, marker)
+    for leftover in left:
+        leftover.kill()
+    assert not left, [p.cmdline() for p in left]
+    _, alive = psutil.wait_procs(looping, timeout=10)  # a killed process may take a moment to be torn down
+    assert not alive, "the looping notebook's process outlived its judge"
