@@ -60,3 +60,37 @@ def test_a_factory_that_cannot_load_says_why(tmp_path):
         pool.close()
     assert result.status == "error" and result.score == 0, result
     assert "planted: this torch cannot be imported" in result.first_message, result.first_message
+
+
+def test_a_defect_in_the_factory_reader_ends_nothing_in_waiting_and_leaves_no_judge(monkeypatch):
+    """The reader thread that hands out judges' pids fails (here: a planted defect; on a system
+    without pidfd it was an AttributeError). Before, every judge it owed waited forever and so
+    did the command. Now the notebook is graded all the same, the failure is kept as the
+    factory's last words, and closing the pool ends every process it started."""
+    import threading
+    import time
+    import uuid
+
+    from bertlab.grading.platforms.linux import judge_factory
+    from tests.grading_paths import processes_with
+
+    def planted(self, pid):
+        raise AttributeError("planted defect")
+
+    monkeypatch.setattr(judge_factory.ForkedJudge, "forked", planted)
+    marker = uuid.uuid4().hex
+    pool = WorkerPool({**worker_env(1), "BERTLAB_TEST_RUN": marker})
+    results = []
+    try:
+        grading = threading.Thread(target=lambda: results.append(_grade(pool)), daemon=True)
+        grading.start()
+        grading.join(300)
+        assert not grading.is_alive(), "grading waited for a judge that was never handed out"
+        assert results[0].status == "passed" and results[0].score == results[0].max_score, results[0]
+        assert any("planted defect" in line for line in pool.factory.stderr), pool.factory.stderr
+    finally:
+        pool.close()
+    deadline = time.monotonic() + 30
+    while processes_with("BERTLAB_TEST_RUN", marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not processes_with("BERTLAB_TEST_RUN", marker)

@@ -155,6 +155,8 @@ class Worker:
             except ProcessLookupError:
                 pass
         self.proc.wait()
+        with contextlib.suppress(OSError):  # a judge we could not kill (its pid never came) ends on EOF
+            self.proc.stdin.close()
 
 
 class _NoFactory:
@@ -207,7 +209,10 @@ class WorkerPool:
         finally:
             with self.lock:
                 self.busy.discard(worker)
-                (self.idle.append(worker) if worker.alive else None)
+                if worker.alive:
+                    self.idle.append(worker)
+            if not worker.alive:
+                worker.close()  # its pipes too: whatever is left of it reads the end of its input
 
     def close(self) -> None:
         """Stop every worker, those still judging too (Ctrl-C): the processes running their

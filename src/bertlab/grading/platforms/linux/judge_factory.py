@@ -50,17 +50,22 @@ class ForkedJudge:
 
     def forked(self, pid: int | None) -> None:
         """The factory's answer: the judge's pid, or None when it ended before forking it."""
-        try:
-            self._pid, self._exited = pid, pid is None
-            if pid is not None:
-                try:  # a handle on this very process: its pid may be another's once it has ended
-                    self._pidfd = os.pidfd_open(pid)
-                except ProcessLookupError:
-                    self._exited = True
-                except OSError:  # a kernel without pidfd: read /proc instead
-                    pass
-        finally:  # whatever happened above, nobody may wait for this judge forever
-            self._forked.set()
+        self._pid, self._exited = pid, pid is None
+        if pid is not None:
+            try:  # a handle on this very process: its pid may be another's once it has ended
+                self._pidfd = os.pidfd_open(pid)
+            except ProcessLookupError:
+                self._exited = True
+            except OSError:  # a kernel without pidfd: read /proc instead
+                pass
+        self._forked.set()
+
+    def abandon(self) -> None:
+        """No answer will come (the factory or its reader ended): the judge counts as ended, and
+        nobody waits for it. A judge whose pid came is still watched and killed through it.
+        Cannot fail, so that it can end whatever failure came before."""
+        self._exited = self._pid is None
+        self._forked.set()
 
     @property
     def pid(self) -> int | None:
@@ -121,17 +126,23 @@ class JudgeFactory:
         try:
             for line in self.sock.makefile("r"):
                 with self.lock:
-                    if self.pending:
-                        self.pending.popleft().forked(int(line) if line.strip().isdigit() else None)
+                    judge = self.pending.popleft() if self.pending else None
+                if judge is not None:
+                    try:
+                        judge.forked(int(line) if line.strip().isdigit() else None)
+                    except BaseException:
+                        judge.abandon()
+                        raise
         except OSError:  # a factory that dies with requests unread resets the connection
             pass
-        except BaseException as err:  # a defect here must end the judges it owes, not hang them
+        except BaseException as err:  # a defect here must end the judges it owes with its reason, not hang them
             self.stderr.append(f"the judge factory's reader failed: {type(err).__name__}: {err}")
             self.close()
         finally:
             with self.lock:  # the factory ended, or its reader did: what it did not fork, it never will
-                while self.pending:
-                    self.pending.popleft().forked(None)
+                owed, self.pending = list(self.pending), collections.deque()
+            for judge in owed:
+                judge.abandon()
 
     @property
     def alive(self) -> bool:
