@@ -1,6 +1,13 @@
 # bertlab: every target bootstraps .venv on first use, so a fresh clone needs only `make`.
 SHELL := /bin/bash
 PYTHON ?= python3
+# The Pythons pyproject.toml admits and tests/test_wheels.py resolves the pins for.
+PYTHONS := 3.11 3.12 3.13
+PICK_PYTHON := bertlab needs Python 3.11, 3.12 or 3.13: pick one with e.g. make start PYTHON=python3.12 \
+  (on macOS, brew install python@3.12 installs one)
+# Where torch comes from, when not from PyPI: PyPI's Linux torch is a CUDA build of several GB, and a
+# Linux machine without a GPU can take PyTorch's CPU-only index instead (docs/setup.md).
+TORCH_INDEX ?=
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -18,11 +25,15 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml constraints.txt
+	@# Checked before the venv exists: another Python would fail later, inside pip, and less plainly.
+	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) was not found. $(PICK_PYTHON)"; exit 1; }
+	@found=$$($(PYTHON) -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])'); \
+	  case " $(PYTHONS) " in *" $${found%.*} "*) ;; *) echo "$(PYTHON) is Python $$found. $(PICK_PYTHON)"; exit 1;; esac
 	@echo "==> creating $(VENV) (first run: about 2 minutes)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade "pip==25.3"
-	@# torch first and alone: its CPU wheel; anything unpinned would pull a CUDA build
-	$(BIN)/pip install --quiet "torch==2.13.0"
+	@# torch first and alone, pinned: anything unpinned would pull another build (TORCH_INDEX: see above)
+	$(BIN)/pip install --quiet "torch==2.13.0"$(if $(TORCH_INDEX), --index-url $(TORCH_INDEX))
 	$(BIN)/pip install --quiet -c constraints.txt -e ".[dev]"
 	touch $@
 

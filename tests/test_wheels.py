@@ -1,0 +1,147 @@
+"""The pinned dependency set resolves, as wheels only, on Linux, macOS and Windows, Python 3.11 to 3.13.
+
+Nothing is installed: for each target, `uv pip compile` resolves pyproject.toml's dependencies and
+its `dev` extra (what `make start` installs) under constraints.txt, for that platform and Python,
+from the package index. uv evaluates environment markers for the target, so torch's Linux-only CUDA
+packages are asked for on Linux only (pip's `--platform` evaluates them for this machine and fails).
+
+`--python-version 3.11` means 3.11.0: a pin whose release requires a later 3.11.x fails here, as it
+would for a learner on an early 3.11. The nine resolutions run at once, in one fixture; uv's own
+cache keeps a rerun to seconds. They need the package index: offline they are skipped, except under
+CI, which installs from the index and so must reach it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+
+ROOT = Path(__file__).resolve().parents[1]
+UV = Path(sys.executable).parent / "uv"
+
+PYTHONS = ("3.11", "3.12", "3.13")
+# (name, uv's --python-platform, extra environment)
+PLATFORMS = (
+    # glibc 2.28, the oldest Linux docs/setup.md promises (torch 2.13.0's wheels are manylinux_2_28)
+    ("linux-x86_64", "x86_64-manylinux_2_28", {}),
+    # uv's default macOS floor for this triple is 13.0, and torch 2.13.0's only macOS wheel is
+    # macosx_14_0_arm64: the learner's Mac runs macOS 14 or newer (docs/setup.md says so).
+    ("macos-arm64", "aarch64-apple-darwin", {"MACOSX_DEPLOYMENT_TARGET": "14.0"}),
+    ("windows-x86_64", "x86_64-pc-windows-msvc", {}),
+)
+TARGETS = [(platform, python) for platform, _, _ in PLATFORMS for python in PYTHONS]
+
+# What uv says when it could not reach the index (as opposed to "No solution found").
+NETWORK_ERROR = re.compile(
+    r"Failed to fetch|error sending request|client error \(Connect\)|dns error|tcp connect error"
+    r"|timed out|Network connectivity is disabled"
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheels"), pytest.mark.timeout(600)]
+
+
+@dataclass
+class Resolution:
+    returncode: int
+    stderr: str
+    pins: dict[str, str]  # canonical name -> version, as resolved
+
+
+def project() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def requirements() -> list[str]:
+    meta = project()
+    return meta["dependencies"] + meta["optional-dependencies"]["dev"]
+
+
+def constraints() -> dict[str, str]:
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, version = line.split("==")
+            pins[canonicalize_name(name)] = version.strip()
+    return pins
+
+
+def compile_for(platform: str, python: str, requirements_in: Path, out_dir: Path) -> Resolution:
+    _, triple, extra_env = next(p for p in PLATFORMS if p[0] == platform)
+    output = out_dir / f"{platform}-py{python}.txt"
+    command = [
+        str(UV), "pip", "compile", str(requirements_in),
+        "-c", str(ROOT / "constraints.txt"),
+        "--only-binary", ":all:",
+        "--python-platform", triple,
+        "--python-version", python,
+        "--no-header", "--color", "never",
+        # Nothing is built, so this interpreter does: without these, uv looks for (and tries to
+        # download) a Python of the target version first.
+        "--python", sys.executable, "--no-python-downloads",
+        "--output-file", str(output),
+    ]
+    env = {**os.environ, **extra_env}
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=540)
+    except subprocess.TimeoutExpired as timeout:
+        return Resolution(-1, f"uv did not finish in {timeout.timeout} s", {})
+    pins = {}
+    if done.returncode == 0:
+        for line in output.read_text().splitlines():
+            match = re.match(r"([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", line)
+            if match:
+                pins[canonicalize_name(match[1])] = match[2]
+    return Resolution(done.returncode, done.stderr, pins)
+
+
+@pytest.fixture(scope="session")
+def resolutions(tmp_path_factory) -> dict[tuple[str, str], Resolution]:
+    """All nine resolutions, run concurrently (uv's cache is shared safely between processes)."""
+    if not UV.exists():
+        pytest.fail(f"uv is not in the venv ({UV}); `pip install -c constraints.txt -e '.[dev]'` installs it")
+    out_dir = tmp_path_factory.mktemp("wheels")
+    requirements_in = out_dir / "requirements.in"
+    requirements_in.write_text("\n".join(requirements()) + "\n")
+    with ThreadPoolExecutor(len(TARGETS)) as pool:
+        futures = {target: pool.submit(compile_for, *target, requirements_in, out_dir) for target in TARGETS}
+        return {target: future.result() for target, future in futures.items()}
+
+
+@pytest.mark.parametrize("platform,python", TARGETS, ids=[f"{p}-py{v}" for p, v in TARGETS])
+def test_pinned_set_resolves_as_wheels(resolutions, platform, python):
+    target = f"{platform}, Python {python}"
+    assert SpecifierSet(project()["requires-python"]).contains(f"{python}.0"), (
+        f"pyproject.toml's requires-python does not admit Python {python}, which this test checks"
+    )
+    result = resolutions[(platform, python)]
+    if result.returncode != 0:
+        if "No solution found" not in result.stderr and NETWORK_ERROR.search(result.stderr):
+            message = f"{target}: uv could not reach the package index:\n{result.stderr}"
+            if os.environ.get("CI"):
+                pytest.fail(message + "\n(CI installs from the index, so it must reach it)")
+            pytest.skip(message)
+        pytest.fail(f"{target}: the pinned set does not resolve as wheels only. uv says:\n{result.stderr}")
+
+    pins = constraints()
+    moved = {name: (pins[name], version) for name, version in result.pins.items()
+             if name in pins and pins[name] != version}
+    assert not moved, f"{target}: resolved away from constraints.txt (pinned, resolved): {moved}"
+    for line in requirements():
+        requirement = Requirement(line)
+        name = canonicalize_name(requirement.name)
+        assert name in result.pins, f"{target}: {requirement} is missing from the resolution"
+        assert requirement.specifier.contains(result.pins[name], prereleases=True), (
+            f"{target}: {requirement} resolved to {result.pins[name]}"
+        )
