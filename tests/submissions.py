@@ -201,6 +201,7 @@ FFN_5_2 = grade_ids(FFN, "test-5-2")
 # Task 6.1's cells. 6.2 and 6.4 hold the learner's BertLayer but are judged with HF's in its place,
 # so a wrong BertLayer costs these 3 points only.
 LAYER_CELLS = grade_ids(MODEL, "test-6-1")
+ATTENTION_CALL = "        attention_output, _ = self.attention(hidden_states, attention_mask, **kwargs)  # (B, T, H)"
 
 
 def _relu_ffn():
@@ -367,6 +368,29 @@ def _ffn_twice():
     return replace(right(MODEL), "bert-layer", "        return layer_output",
                    "        layer_output = self.output(self.intermediate(layer_output), layer_output)  # once more\n"
                    "        return layer_output")
+
+
+# The first Add & Norm done by hand with the attention output's own parts, as most published
+# student layers write it: the grader supplies HF's BertAttention, and its children are its parts.
+CHILDREN_ADD_NORM = ("        context = self.attention.self(hidden_states, attention_mask)[0]  # (B, T, H)\n"
+                     "        out = self.attention.output\n"
+                     "        attention_output = out.LayerNorm(out.dropout(out.dense(context)){residual})")
+
+
+@case("layer-calls-attention-children", MODEL, scores=13, status="passed", message=PASSED)
+def _layer_calls_attention_children():
+    """Task 6.1 calls ``self.attention.self`` and then ``attention.output``'s dense, dropout and
+    LayerNorm itself: the same numbers as HF's layer, so full marks. It was refused as a shortcut:
+    the parts the grader supplies were allowed, their children not."""
+    return replace(right(MODEL), "bert-layer", ATTENTION_CALL, CHILDREN_ADD_NORM.format(residual=" + hidden_states"))
+
+
+@case("layer-calls-attention-children-no-residual", MODEL, scores=10, status="failed",
+      message=r"(?is)\[Task 6\.1\].*differ", must_fail=LAYER_CELLS, forbid=r"transformers")
+def _layer_calls_attention_children_no_residual():
+    """The same hand-written first Add & Norm without its residual: told its values differ, not
+    that it uses transformers: 10/13."""
+    return replace(right(MODEL), "bert-layer", ATTENTION_CALL, CHILDREN_ADD_NORM.format(residual=""))
 
 
 @case("log-sum-exp-softmax", NUMPY, scores=13, status="passed", message=PASSED)

@@ -215,3 +215,49 @@ def test_the_not_broadcast_mask_simulation_is_what_the_code_computes(model, batc
         with torch.no_grad():
             learner(**corpus)
     assert flawed.outputs(model, corpus, "extended-mask-not-broadcast") == {}
+
+
+# -- Task 6.1: layers that call the parts' children, as most published student layers do ----------
+
+
+class ChildrenCalled(Layer):
+    """Right: calls the attention's self-attention, then does the first Add & Norm itself with the
+    attention output's own dense, dropout and LayerNorm (instead of calling ``attention.output``)."""
+
+    def first_add_norm(self, context, hidden_states):
+        out = self.attention.output
+        return out.LayerNorm(out.dropout(out.dense(context)) + hidden_states)
+
+    def forward(self, hidden_states, attention_mask=None, **kwargs):
+        context = self.attention.self(hidden_states, attention_mask)[0]  # (B, T, H)
+        attention_output = self.first_add_norm(context, hidden_states)
+        intermediate_output = self.intermediate.intermediate_act_fn(self.intermediate.dense(attention_output))
+        ffn = self.output.dropout(self.output.dense(intermediate_output))
+        return self.output.LayerNorm(ffn + attention_output)
+
+
+class ChildrenCalledNoFirstResidual(ChildrenCalled):
+    def first_add_norm(self, context, hidden_states):
+        out = self.attention.output
+        return out.LayerNorm(out.dropout(out.dense(context)))
+
+
+class ChildrenCalledNormBeforeAdd(ChildrenCalled):
+    def first_add_norm(self, context, hidden_states):
+        out = self.attention.output
+        return out.LayerNorm(out.dropout(out.dense(context))) + hidden_states
+
+
+def test_a_layer_that_calls_the_parts_children_itself_passes(capsys):
+    """The grader puts HF's parts in the learner's layer; calling their children is using them."""
+    check("6.1", ChildrenCalled)
+    assert "[Task 6.1] BertLayer passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("cls", [ChildrenCalledNoFirstResidual, ChildrenCalledNormBeforeAdd])
+def test_a_layer_that_calls_the_parts_children_wrongly_is_told_its_values_differ(cls):
+    with pytest.raises(CheckFailed) as err:
+        check("6.1", cls)
+    message = str(err.value)
+    assert "transformers" not in message, message
+    assert message.startswith("[Task 6.1] BertLayer: values differ from the pretrained layer 0"), message
