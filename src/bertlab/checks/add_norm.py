@@ -37,7 +37,7 @@ class AddNormTask(ModuleTask):
     """
 
     # Position-wise modules have no mask: their random-input check is called "batches".
-    stages = ("names", "shapes", "values", "batches", "config", "dropout", "gradients")
+    stages = ("names", "shapes", "values", "batches", "calls", "config", "dropout", "gradients")
     dropouts = {"dropout": "hidden_dropout_prob"}
     grad_inputs = ("hidden_states", "input_tensor")
 
@@ -114,7 +114,7 @@ class BertAttentionTask(BuiltOnParts, AddNormTask):
     lesson = "04-add-and-norm"
     hf_path = "encoder.layer.{layer}.attention"
     outputs = {"attention_output": CONTEXT_DIMS, "attn_weights": PROBS_DIMS}
-    stages = ("names", "shapes", "values", "masks", "config", "dropout", "gradients")
+    stages = ("names", "shapes", "values", "masks", "calls", "config", "dropout", "gradients")
     parts = {"self": "3.2", "output": "4.1"}
     # Its dropouts belong to its parts (HF's here); the dropout check sees that it runs them in train mode.
     dropouts = {}

@@ -62,7 +62,7 @@ class BertEmbeddingsTask(ModuleTask):
     dropouts = {"dropout": "hidden_dropout_prob"}
     grad_inputs = ()  # the inputs are integer ids: gradients flow to the tables only
     # No attention mask here: the random-batch check is named for what it varies.
-    stages = ("names", "shapes", "values", "batches", "config", "dropout", "gradients")
+    stages = ("names", "shapes", "values", "batches", "calls", "config", "dropout", "gradients")
 
     def captured(self, ctx, layer):
         call = ctx.capture.calls["embeddings"]

@@ -20,7 +20,7 @@ class BertIntermediateTask(ModuleTask):
     hf_path = "encoder.layer.{layer}.intermediate"
     outputs = {"hidden_states": HIDDEN_DIMS}
     # No dropout in this half of the FFN; its random-input check is called "batches" (no mask).
-    stages = ("names", "shapes", "values", "batches", "config", "gradients")
+    stages = ("names", "shapes", "values", "batches", "calls", "config", "gradients")
 
     def check_names(self, cls, ctx: Context) -> None:
         super().check_names(cls, ctx)

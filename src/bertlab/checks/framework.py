@@ -30,7 +30,8 @@ from bertlab import capture as capture_mod
 from bertlab import diagnose, reference
 from bertlab.checks import heatmap
 from bertlab.checks.compare import Difference, allclose, difference, worst_position
-from bertlab.checks.harness import describe_call, given, gradients_of, invoke_learner, load_weights, state_shapes
+from bertlab.checks.harness import (describe_call, given, gradients_of, invoke_learner, load_weights, state_digest,
+                                    state_shapes, weighted_sum)
 from bertlab.diagnose import common as placement
 from bertlab.diagnose.common import DropoutProbe
 
@@ -88,7 +89,7 @@ class Task:
     id: str
     title: str
     lesson: str
-    stages: tuple[str, ...] = ("names", "shapes", "values", "masks", "config", "dropout", "gradients")
+    stages: tuple[str, ...] = ("names", "shapes", "values", "masks", "calls", "config", "dropout", "gradients")
     atol: float = ATOL
 
     def run(self, obj, upto: str | None = None, only: str | None = None, seed: int = 0) -> str:
@@ -333,6 +334,44 @@ class ModuleTask(Task):
                 expected, got, self.outputs, f"HF's {self.title} on {description}", (hf, inputs)
             )
 
+    def check_calls(self, cls, ctx: Context) -> None:
+        """One module called again and again, with other inputs (and another mask) of the same
+        shape, answers each call as HF's does, and keeps nothing from one call to the next: no
+        call changes a parameter or buffer, and no call after the first changes an attribute."""
+        layer = self.layers(ctx)[0]
+        module = self.learner_for(cls, ctx, layer)
+        hf = self.reference(ctx, layer)
+        for _ in range(20):  # a batch with a mask to change, where the task takes one
+            first, description = self.random_inputs(ctx)
+            mask = first.get("attention_mask", "none taken")
+            if not isinstance(mask, torch.Tensor) or mask.shape[-1] > 1:
+                if mask is not None:
+                    break
+        second = other_inputs_of_the_same_shape(first, ctx.generator)
+        watched = isinstance(module, nn.Module)
+        before = state_digest(module) if watched else {}
+        weights = {k for k, v in before.items() if v.startswith("tensor ")}
+        last = before
+        calls = ((first, "a first call"), (second, "a second call with other inputs and mask of the same shape"),
+                 (first, "a third call, with the first call's inputs again"))
+        for number, (inputs, which) in enumerate(calls):
+            with torch.no_grad():
+                expected = {k: v.float() for k, v in self.call(hf, inputs).items()}
+                got = self.call(module, inputs)
+            if watched:
+                now = state_digest(module)
+                changed = sorted(k for k in last.keys() | now.keys() if last.get(k) != now.get(k)
+                                 and (number > 0 or k in weights))
+                if changed:
+                    self.fail(
+                        f"forward changes {', '.join(f'`self.{k}`' for k in changed[:5])} "
+                        f"({'on its first call' if number == 0 else 'from one call to the next'})",
+                        "A module's output depends on its inputs and weights only: keep nothing of a call "
+                        "(a mask, a cache by shape, a statistic) for the next, and never write to a parameter or buffer.",
+                    )
+                last = now
+            self.compare(expected, got, self.outputs, f"HF's {self.title} on {which} ({description})")
+
     def check_config(self, cls, ctx: Context) -> None:
         """Built from another config, the module equals HF's built from it: no size is wired in.
 
@@ -400,8 +439,26 @@ class ModuleTask(Task):
         """(callable, args, kwargs) that ``self.call(module, inputs)`` makes, for the gradients check."""
         return module, (), inputs
 
+    def raw_order(self, named: dict) -> list:
+        """``self.call``'s named outputs in the order the learner's forward returns its tensors."""
+        return list(named.values())
+
+    def reference_gradients(self, ctx: Context, layer, inputs: dict, seed: int) -> dict:
+        """HF's gradients under the learner's loss (``harness.weighted_sum`` of the same outputs)."""
+        hf = copy.deepcopy(self.reference(ctx, layer)).eval().requires_grad_(True)
+        kwargs = {k: (v.detach().clone().requires_grad_(True) if k in self.grad_inputs else v) for k, v in inputs.items()}
+        tensors = [t for t in self.raw_order(self.call(hf, kwargs)) if t.is_floating_point()]
+        weighted_sum(tensors, seed).backward()
+        return {"params": {n: p.grad for n, p in hf.named_parameters()},
+                "inputs": {k: kwargs[k].grad for k in self.grad_inputs if k in kwargs},
+                "shapes": [tuple(t.shape) for t in tensors]}
+
     def check_gradients(self, cls, ctx: Context) -> None:
-        module = self.learner_for(cls, ctx, self.layers(ctx)[0])
+        """In eval mode, under the same weights, inputs and upstream gradient, every parameter's
+        and every differentiable input's gradient equals HF's: a value computed right but cut
+        from the graph (``.detach()``, ``torch.no_grad()``, ``.data``) fails, named."""
+        layer = self.layers(ctx)[0]
+        module = self.learner_for(cls, ctx, layer)
         inputs, _ = self.random_inputs(ctx)
         fn, args, kwargs = self.call_spec(module, inputs)
         seed = int(torch.randint(2**31, (1,), generator=ctx.generator))
@@ -420,6 +477,54 @@ class ModuleTask(Task):
         bad = [n for n, g in params.items() if not bool(torch.isfinite(g).all())]
         if bad:
             self.fail(f"gradients of {', '.join(bad)} are not finite (NaN or inf)")
+        expected = self.reference_gradients(ctx, layer, inputs, seed)
+        if [tuple(s) for s in grads["shapes"]] != expected["shapes"]:
+            self.fail(f"forward returns tensors of shapes {grads['shapes']}; HF's returns {expected['shapes']}")
+        named = [(f"`{n}`", params.get(n), g) for n, g in expected["params"].items()]
+        named += [(f"the input `{k}`", grads["inputs"].get(k), g) for k, g in expected["inputs"].items()]
+        named = [(what, got, want) for what, got, want in named if want is not None and got is not None]
+        largest = max((float(want.abs().max()) for _, _, want in named), default=0.0)
+        for what, got, want in named:
+            worst = float((got - want).abs().max())
+            if worst > GRAD_RTOL * float(want.abs().max()) + GRAD_NOISE * largest:
+                self.fail(
+                    f"the gradient of {what} differs from HF's (max abs diff {worst:.1e}, largest "
+                    f"{float(want.abs().max()):.1e}), in eval mode, same weights, inputs and upstream gradient",
+                    "The values are right, so something is cut from the graph or computed outside it: "
+                    "a .detach(), .data, torch.no_grad() or a number taken out with .item().",
+                )
+
+
+def other_inputs_of_the_same_shape(inputs: dict, generator: torch.Generator) -> dict:
+    """``inputs`` with new random values of the same shapes and dtypes, and another padding in the mask."""
+    from bertlab.masks import additive_mask
+
+    other = {}
+    for name, value in inputs.items():
+        if not isinstance(value, torch.Tensor):
+            other[name] = value
+        elif name == "attention_mask":
+            padding = value if not value.is_floating_point() else (value[:, 0, -1, :] == 0).long()  # (B, T)
+            lengths = padding.sum(-1)
+            new = torch.randint(1, padding.shape[-1] + 1, lengths.shape, generator=generator)
+            if torch.equal(new, lengths):  # the same padding would test nothing: change one row
+                new[0] = lengths[0] - 1 if lengths[0] > 1 else padding.shape[-1]
+            padded = (torch.arange(padding.shape[-1])[None, :] < new[:, None]).to(padding.dtype)
+            other[name] = padded if not value.is_floating_point() else additive_mask(
+                padded, value.dtype, per_query=value.shape[-2] > 1)
+        elif value.is_floating_point():
+            other[name] = torch.randn(value.shape, generator=generator, dtype=value.dtype)
+        else:  # ids: new ones in the range the first ones used
+            other[name] = torch.randint(max(int(value.max()) + 1, 2) if value.numel() else 1, value.shape,
+                                        generator=generator, dtype=value.dtype)
+    return other
+
+
+# Gradients are sums over the batch and the sequence, taken in another order than HF's: float32
+# leaves them agreeing to a few parts in a million of their size. A gradient that is zero in exact
+# arithmetic (the key's bias: softmax ignores what all keys share) is float32 noise on both sides,
+# of the order of the largest gradient's rounding: hence a floor relative to the largest.
+GRAD_RTOL, GRAD_NOISE = 1e-3, 1e-5
 
 
 def is_reference(obj) -> bool:

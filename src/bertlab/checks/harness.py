@@ -18,6 +18,7 @@ A check never calls a learner's function or module directly: it goes through ``i
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import linecache
 import sys
 import traceback
@@ -297,6 +298,43 @@ def state_shapes(module) -> dict[str, tuple]:
     return {k: tuple(v.shape) for k, v in module.state_dict().items()}
 
 
+# What nn.Module keeps for itself: hooks and the like change with torch's own bookkeeping.
+_MODULE_INTERNALS = frozenset({"_parameters", "_buffers", "_modules", "_non_persistent_buffers_set",
+                               "_state_dict_hooks", "_state_dict_pre_hooks", "_load_state_dict_pre_hooks",
+                               "_load_state_dict_post_hooks", "_forward_hooks", "_forward_pre_hooks",
+                               "_backward_hooks", "_backward_pre_hooks", "_forward_hooks_with_kwargs",
+                               "_forward_pre_hooks_with_kwargs", "_forward_hooks_always_called",
+                               "_is_full_backward_hook", "_compiled_call_impl", GIVEN})
+
+
+def _fingerprint(value, depth: int = 0) -> str:
+    """A short text that changes when ``value`` does: a tensor's bytes, a container's items."""
+    if isinstance(value, torch.Tensor):
+        raw = value.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
+        return f"tensor {tuple(value.shape)} {value.dtype} {hashlib.sha1(raw.numpy().tobytes()).hexdigest()[:16]}"
+    if isinstance(value, (bool, int, float, str, bytes, type(None))):
+        return repr(value)[:200]
+    if depth < 3 and isinstance(value, (list, tuple)):
+        return f"{type(value).__name__}[" + ", ".join(_fingerprint(v, depth + 1) for v in value) + "]"
+    if depth < 3 and isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {_fingerprint(v, depth + 1)}" for k, v in value.items()) + "}"
+    return f"{type(value).__qualname__} #{id(value)}"
+
+
+def state_digest(module) -> dict[str, str]:
+    """Every parameter, buffer and attribute of ``module`` and its children -> a fingerprint,
+    computed where the module lives: what a forward that keeps state between calls changes."""
+    remote = getattr(type(module), "_remote_state_digest", None)
+    if remote is not None:
+        return dict(remote(module))
+    digest = {}
+    for prefix, sub in module.named_modules():
+        for name, value in [*vars(sub).items(), *sub._parameters.items(), *sub._buffers.items()]:
+            if name not in _MODULE_INTERNALS:
+                digest[f"{prefix}.{name}" if prefix else name] = _fingerprint(value)
+    return digest
+
+
 def load_weights(module, state: dict) -> None:
     """``module.load_state_dict(state, strict=True)``, then eval mode, where the module lives.
 
@@ -343,20 +381,22 @@ def gradients(fn, args: tuple, kwargs: dict, grad_names: tuple[str, ...], seed: 
               forbid_shortcuts: bool = True) -> Outcome:
     """Backpropagate a random weighting of ``fn(*args, **kwargs)``'s tensors; report the gradients.
 
-    Runs where ``fn`` lives. The value of an ``ok`` outcome is a dict: ``params`` (parameter name
-    -> gradient or None), ``inputs`` (name in ``grad_names`` -> gradient or None) and
-    ``connected`` (whether the output depends on anything that needs a gradient).
+    Runs where ``fn`` lives, in eval mode. The value of an ``ok`` outcome is a dict: ``params``
+    (parameter name -> gradient or None), ``inputs`` (name in ``grad_names`` -> gradient or None),
+    ``connected`` (whether the output depends on anything that needs a gradient) and ``shapes``
+    (the weighted tensors' shapes, in order: the judge weights HF's outputs the same way).
     """
     module = fn if isinstance(fn, nn.Module) else None
     if module is not None:
-        module.requires_grad_(True)
+        module.requires_grad_(True).eval()  # no dropout: the gradients are compared with HF's
+        for param in module.parameters():  # the grader's parts share their tensors between checks:
+            param.grad = None  # what an earlier check's backward left must not add to this one's
     kwargs = {k: (v.detach().clone().requires_grad_(True) if k in grad_names else _copy(v)) for k, v in kwargs.items()}
     outcome = invoke(fn, _copy(args), kwargs, grad=True, forbid_shortcuts=forbid_shortcuts)
     if outcome.kind != "ok":
         return outcome
     tensors = [t for t in _tensors(outcome.value) if t.is_floating_point()]
-    generator = torch.Generator().manual_seed(seed)
-    loss = sum((t * torch.randn(t.shape, generator=generator)).sum() for t in tensors)
+    loss = weighted_sum(tensors, seed)
     connected = isinstance(loss, torch.Tensor) and loss.requires_grad
     if connected:
         done = invoke(loss.backward, grad=True)
@@ -364,7 +404,14 @@ def gradients(fn, args: tuple, kwargs: dict, grad_names: tuple[str, ...], seed: 
             return done
     params = {n: (None if p.grad is None else p.grad.detach().clone()) for n, p in module.named_parameters()} if module else {}
     inputs = {k: (None if kwargs[k].grad is None else kwargs[k].grad.clone()) for k in grad_names if k in kwargs}
-    return Outcome("ok", value={"params": params, "inputs": inputs, "connected": connected})
+    return Outcome("ok", value={"params": params, "inputs": inputs, "connected": connected,
+                                "shapes": [tuple(t.shape) for t in tensors]})
+
+
+def weighted_sum(tensors: list[torch.Tensor], seed: int):
+    """The loss both sides backpropagate: each output times its own random weights, summed."""
+    generator = torch.Generator().manual_seed(seed)
+    return sum((t * torch.randn(t.shape, generator=generator)).sum() for t in tensors)
 
 
 def _tensors(value) -> list[torch.Tensor]:

@@ -69,6 +69,11 @@ class _VariantDiagnosis:
 class _HiddenStates(_VariantDiagnosis):
     """For outputs that include ``hidden_states``: a tuple flattened into ``hidden_states[i]``."""
 
+    def raw_order(self, named: dict) -> list:
+        """The learner returns ``(last_hidden_state[, pooler_output], hidden_states)``."""
+        hidden = [v for k, v in named.items() if k.startswith("hidden_states[")]
+        return [named[k] for k in ("last_hidden_state", "pooler_output") if k in named] + hidden
+
     def hidden_states(self, value) -> tuple:
         if not isinstance(value, (tuple, list)) or not all(isinstance(h, torch.Tensor) for h in value):
             self.fail(f"`hidden_states` must be a tuple of tensors (B, T, H); got {_describe(value)}")
@@ -133,7 +138,7 @@ class BertEncoderTask(BuiltOnParts, _HiddenStates, ModuleTask):
     parts = {"layer": "6.1"}  # a ModuleList of num_hidden_layers BertLayer
     stack = "layer"
     # No dropout of its own: the dropout check sees that it runs HF's layers as they are in train mode.
-    stages = ("names", "shapes", "values", "masks", "config", "dropout", "gradients")
+    stages = ("names", "shapes", "values", "masks", "calls", "config", "dropout", "gradients")
     random_trials = 3  # each runs every layer: fewer batches than for one layer
 
     def captured(self, ctx, layer):
@@ -176,7 +181,7 @@ class BertPoolerTask(_VariantDiagnosis, ModuleTask):
     lesson = LESSON
     hf_path = "pooler"
     outputs = {"pooled_output": ("batch", "dim")}
-    stages = ("names", "shapes", "values", "batches", "config", "gradients")  # no mask, no dropout
+    stages = ("names", "shapes", "values", "batches", "calls", "config", "gradients")  # no mask, no dropout
 
     def captured(self, ctx, layer):
         call = ctx.capture.calls["pooler"]
@@ -272,7 +277,7 @@ class BertModelTask(BuiltOnParts, _HiddenStates, ModuleTask):
     parts = {"embeddings": "2.1", "encoder": "6.2", "pooler": "6.3"}
     # No dropout of its own (its parts are checked in Tasks 2 to 6.1); one more check at the end:
     # the sentence embeddings of sentence-transformers.
-    stages = ("names", "shapes", "values", "masks", "config", "dropout", "gradients", "sentences")
+    stages = ("names", "shapes", "values", "masks", "calls", "config", "dropout", "gradients", "sentences")
 
 
     def check_shapes(self, cls, ctx):

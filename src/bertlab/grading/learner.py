@@ -136,6 +136,8 @@ class Server:
                 return self.answer(list(args[0]))
             if op == "state_shapes":
                 return self.answer(harness.state_shapes(args[0]))
+            if op == "state_digest":
+                return self.answer(harness.state_digest(args[0]))
             if op == "len":
                 return self.answer(len(args[0]))
             if op == "getitem":

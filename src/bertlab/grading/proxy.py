@@ -256,6 +256,10 @@ class Remote:
         """``harness.state_shapes(self)`` in the learner's process: names and shapes, no weights."""
         return self._learner.request("state_shapes", self)
 
+    def _remote_state_digest(self) -> dict:
+        """``harness.state_digest(self)`` in the learner's process: fingerprints, no weights."""
+        return self._learner.request("state_digest", self)
+
     def _remote_load_weights(self, state: dict) -> None:
         """``harness.load_weights(self, state)`` in the learner's process, on the held tensors
         themselves: loading copies them into the module's own parameters and only reads them.

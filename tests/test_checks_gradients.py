@@ -1,0 +1,94 @@
+"""Gradients are compared with HF's, not only found: values computed right but cut from the graph fail.
+
+Each wrong module below is written as a learner would write it, from the solution notebooks' right
+pieces: its forward values equal HF's, so every stage before ``gradients`` passes, and only the
+gradients tell it apart. The right modules pass the same check, on every module task.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bertlab.checks import TASKS, CheckFailed, check
+from tests.conftest import solution_namespace
+
+NB04 = solution_namespace("04-attention-output")
+NB05 = solution_namespace("05-feed-forward")
+NB06 = solution_namespace("06-bert-model")
+
+
+class LayerNormStatsDetached(NB04["BertSelfOutput"]):
+    """Add & Norm with a hand-written LayerNorm whose mean and variance are taken out of the graph."""
+
+    def forward(self, hidden_states, input_tensor):
+        x = self.dropout(self.dense(hidden_states)) + input_tensor  # (B, T, H)
+        mean = x.mean(-1, keepdim=True).detach()
+        var = x.var(-1, keepdim=True, unbiased=False).detach()
+        return (x - mean) / torch.sqrt(var + self.LayerNorm.eps) * self.LayerNorm.weight + self.LayerNorm.bias
+
+
+class ResidualDetached(NB05["BertOutput"]):
+    """The FFN's Add & Norm adds a detached copy of its residual input."""
+
+    def forward(self, hidden_states, input_tensor):
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor.detach())
+
+
+class HiddenStatesDetachedInLayer(NB06["BertLayer"]):
+    """A layer that hands the FFN a detached attention output (its second residual keeps the graph)."""
+
+    def forward(self, hidden_states, attention_mask=None, **kwargs):
+        attention_output, _ = self.attention(hidden_states, attention_mask)
+        return self.output(self.intermediate(attention_output.detach()), attention_output)
+
+
+class ScoresScaledByItem(NB04["BertAttention"]):
+    """BertAttention that rescales its output by a number taken out with .item() (1.0 here)."""
+
+    def forward(self, hidden_states, attention_mask=None, **kwargs):
+        attention_output, probs = super().forward(hidden_states, attention_mask, **kwargs)
+        norm = attention_output.norm().item()
+        return attention_output * norm / attention_output.norm(), probs
+
+
+@pytest.mark.parametrize(
+    "task, cls, said",
+    [
+        # Gradients reach everything here: only their values tell these from the right module.
+        ("4.1", LayerNormStatsDetached, "the gradient of `dense.weight` differs from HF's"),
+        ("6.1", HiddenStatesDetachedInLayer, "the gradient of `attention."),
+        ("4.2", ScoresScaledByItem, "the gradient of `"),
+        # Here no gradient reaches the residual input at all.
+        ("5.2", ResidualDetached, "no gradient reaches input_tensor"),
+    ],
+    ids=["layernorm-stats-detached", "layer-hidden-detached", "rescaled-by-item", "residual-detached"],
+)
+def test_a_module_cut_from_the_graph_passes_its_values_but_fails_its_gradients(task, cls, said):
+    check(task, cls, upto="dropout")  # every stage before the gradients: the values are right
+    with pytest.raises(CheckFailed) as err:
+        check(task, cls, only="gradients")
+    assert said in str(err.value), str(err.value)
+
+
+MODULE_TASKS = [task_id for task_id, task in TASKS.items() if "gradients" in task.stages]
+SOLUTIONS = {**solution_namespace("02-embeddings"), **solution_namespace("03-self-attention"), **NB04, **NB05, **NB06}
+
+
+@pytest.mark.parametrize("task_id", MODULE_TASKS)
+def test_every_module_task_compares_gradient_values_and_the_solution_passes(task_id, monkeypatch):
+    """The comparison runs (HF's gradients are computed and aligned) for every module task, and the
+    solution's gradients equal HF's."""
+    from bertlab.checks import framework
+
+    task = TASKS[task_id]
+    compared = []
+    real = framework.ModuleTask.reference_gradients
+
+    def spy(self, *args, **kwargs):
+        compared.append(self.id)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(framework.ModuleTask, "reference_gradients", spy)
+    check(task_id, SOLUTIONS[task.title], only="gradients")
+    assert compared == [task_id]
