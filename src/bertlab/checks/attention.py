@@ -13,6 +13,7 @@ from bertlab import diagnose
 from bertlab.checks.framework import CheckFailed, Context, ModuleTask, config_sizes
 from bertlab.checks.compare import allclose
 from bertlab.diagnose import attention as flawed  # noqa: F401  (registers the mistakes)
+from bertlab.diagnose import common as placement
 from bertlab.masks import additive_mask, random_padding
 
 CONTEXT_DIMS = ("batch", "token", "dim")
@@ -166,6 +167,21 @@ class EagerAttentionForwardTask(BertSelfAttentionTask):
                     f"with module.training=True and dropout={p}, the attention weights never change",
                     "Apply nn.functional.dropout(attn_weights, p=dropout, training=module.training).",
                 )
+            # The pretrained model's 0.1 typed in acts like `dropout` when dropout is 0.1: another p
+            # tells them apart. From one seed, HF's function and the learner's must drop alike.
+            other = {**inputs, "dropout": OTHER_DROPOUT}
+            got = self.call(fn, other, training=True, seed=placement.SEED)
+            expected = self.call(ctx.model.get_submodule(self.hf_path.format(layer=0)), other, training=True,
+                                 seed=placement.SEED)
+            if not all(allclose(expected[k], got[k], self.atol) for k in expected):
+                self.fail(
+                    f"with module.training=True and dropout={OTHER_DROPOUT}, the attention weights differ from "
+                    "HF's from the same seed: is the probability typed in instead of read from `dropout`?",
+                    "Apply nn.functional.dropout(attn_weights, p=dropout, training=module.training).",
+                )
+
+
+OTHER_DROPOUT = 0.3  # not the pretrained model's 0.1
 
 
 def _hf_eager_attention_forward():

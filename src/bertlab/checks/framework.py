@@ -434,6 +434,12 @@ class ModuleTask(Task):
                 mistake=diagnose.REGISTRY.get("dropout-in-eval"),
             )
         check_dropout_placement(self, cls, ctx, layer, inputs, module)
+        # The pretrained model uses 0.1 for every dropout, so a probability typed in as a number,
+        # or read from the other field, acts exactly like the right one on it. Another config,
+        # whose probabilities differ from 0.1 and from each other, tells them apart by behaviour.
+        other = ctx.other()
+        other_inputs, _ = self.random_inputs(other)
+        check_dropout_placement(self, cls, other, self.layers(other)[0], other_inputs, other_config=True)
 
     def call_spec(self, module, inputs: dict) -> tuple[Callable, tuple, dict]:
         """(callable, args, kwargs) that ``self.call(module, inputs)`` makes, for the gradients check."""
@@ -711,7 +717,8 @@ def set_submodule(module: nn.Module, path: str, value: nn.Module) -> None:
     setattr(module, last, value)
 
 
-def check_dropout_placement(task: "ModuleTask", cls, ctx: Context, layer, inputs: dict, module=None) -> None:
+def check_dropout_placement(task: "ModuleTask", cls, ctx: Context, layer, inputs: dict, module=None,
+                            other_config: bool = False) -> None:
     """In train mode, the learner's module equals HF's when dropout acts in the same places.
 
     First with every nn.Dropout of both modules (same attribute paths) replaced by a
@@ -722,6 +729,8 @@ def check_dropout_placement(task: "ModuleTask", cls, ctx: Context, layer, inputs
     Args:
         module: the learner's module, loaded for ``layer``, if one was built already (its
             dropouts are replaced by probes).
+        other_config: ``ctx`` is another config's (``Context.other``): a failure names its
+            dropout probabilities, which differ from the pretrained model's 0.1.
     """
     reference_module = task.reference(ctx, layer)
     paths = [name for name, sub in reference_module.named_modules() if isinstance(sub, nn.Dropout) and sub.p > 0]
@@ -756,6 +765,15 @@ def check_dropout_placement(task: "ModuleTask", cls, ctx: Context, layer, inputs
     got, expected = from_seed
     name = next(k for k in expected if tuple(got[k].shape) != tuple(expected[k].shape)
                 or not allclose(expected[k], got[k], task.atol))
+    if other_config:
+        config = ctx.model.config
+        task.fail(
+            f"in train mode, built from another config (hidden_dropout_prob {config.hidden_dropout_prob:g}, "
+            f"attention_probs_dropout_prob {config.attention_probs_dropout_prob:g}), `{name}` differs from HF's "
+            f"{task.title} from the same seed, though it matched with the pretrained model's 0.1 everywhere",
+            "Read each dropout probability from config: config.hidden_dropout_prob after a dense layer and on "
+            "the embeddings, config.attention_probs_dropout_prob on the attention weights; never type 0.1.",
+        )
     task.fail(
         f"in train mode, `{name}` differs from HF's {task.title}, both with the same fixed dropout masks "
         "and from the same seed: dropout does not act where HF's does",
