@@ -393,6 +393,42 @@ def _layer_calls_attention_children_no_residual():
     return replace(right(MODEL), "bert-layer", ATTENTION_CALL, CHILDREN_ADD_NORM.format(residual=""))
 
 
+@case("layernorm-stats-detached", ADD_NORM, scores=9, status="failed", message=r"(?is)\[Task 4\.1\].*gradient",
+      must_fail=("test-4-1-gradients",))
+def _layernorm_stats_detached():
+    """Task 4.1's LayerNorm written by hand with its mean and variance detached: every value is
+    HF's, only the gradients differ. The last 4.1 cell (dropout and gradients) fails: 9/10."""
+    return replace(right(ADD_NORM), "bert-self-output",
+                   "        hidden_states = self.LayerNorm(hidden_states + input_tensor)  # add first, then normalise",
+                   "        x = hidden_states + input_tensor  # (B, T, H)\n"
+                   "        mean = x.mean(-1, keepdim=True).detach()  # statistics as constants\n"
+                   "        var = x.var(-1, keepdim=True, unbiased=False).detach()\n"
+                   "        hidden_states = (x - mean) / torch.sqrt(var + self.LayerNorm.eps) * self.LayerNorm.weight "
+                   "+ self.LayerNorm.bias")
+
+
+@case("dropout-probability-typed", ADD_NORM, scores=9, status="failed",
+      message=r"(?is)\[Task 4\.1\].*another config", must_fail=("test-4-1-gradients",))
+def _dropout_probability_typed():
+    """Task 4.1's dropout written with BERT's 0.1 typed in: the pretrained model (0.1 everywhere)
+    cannot tell it from config.hidden_dropout_prob; another config can. 9/10."""
+    return replace(right(ADD_NORM), "bert-self-output",
+                   "        hidden_states = self.dropout(hidden_states)  # drops part of the update, never the residual",
+                   "        hidden_states = nn.functional.dropout(hidden_states, 0.1, self.training)  # BERT's 0.1")
+
+
+@case("mask-cached-by-shape", ATTENTION, scores=7, status="failed", message=r"(?is)\[Task 3\.2\].*second call",
+      must_fail=("test-3-2-gradients",))
+def _mask_cached_by_shape():
+    """Task 3.2 keeps the first mask it sees for each mask shape: right on every single call, wrong
+    when called again with another mask of the same shape. The full 3.2 check fails: 7/8."""
+    return replace(right(ATTENTION), "bert-self-attention", "        B, T, _ = hidden_states.shape\n",
+                   "        B, T, _ = hidden_states.shape\n"
+                   "        if attention_mask is not None:  # one batch shape, one mask\n"
+                   "            attention_mask = self.__dict__.setdefault('masks', {}).setdefault(\n"
+                   "                tuple(attention_mask.shape), attention_mask)\n")
+
+
 @case("log-sum-exp-softmax", NUMPY, scores=13, status="passed", message=PASSED)
 def _log_sum_exp_softmax_numpy():
     """Task 1.1 as exp(x - logsumexp(x)), logsumexp shifted by the row maximum: another stable

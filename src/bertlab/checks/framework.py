@@ -352,8 +352,9 @@ class ModuleTask(Task):
         before = state_digest(module) if watched else {}
         weights = {k for k, v in before.items() if v.startswith("tensor ")}
         last = before
-        calls = ((first, "a first call"), (second, "a second call with other inputs and mask of the same shape"),
-                 (first, "a third call, with the first call's inputs again"))
+        calls = ((first, f"a first call, on {description}"),
+                 (second, "a second call with other inputs and mask of the same shape (another padding)"),
+                 (first, f"a third call, on the first call's inputs again ({description})"))
         for number, (inputs, which) in enumerate(calls):
             with torch.no_grad():
                 expected = {k: v.float() for k, v in self.call(hf, inputs).items()}
@@ -370,7 +371,7 @@ class ModuleTask(Task):
                         "(a mask, a cache by shape, a statistic) for the next, and never write to a parameter or buffer.",
                     )
                 last = now
-            self.compare(expected, got, self.outputs, f"HF's {self.title} on {which} ({description})")
+            self.compare(expected, got, self.outputs, f"HF's {self.title} on {which}")
 
     def check_config(self, cls, ctx: Context) -> None:
         """Built from another config, the module equals HF's built from it: no size is wired in.
@@ -916,6 +917,9 @@ class BuiltOnParts:
 
     def check_masks(self, cls, ctx):
         self._on_parts(super().check_masks, cls, ctx)
+
+    def check_calls(self, cls, ctx):
+        self._on_parts(super().check_calls, cls, ctx)
 
     def check_config(self, cls, ctx):
         self._on_parts(super().check_config, cls, ctx)

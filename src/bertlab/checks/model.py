@@ -277,7 +277,7 @@ class BertModelTask(BuiltOnParts, _HiddenStates, ModuleTask):
     parts = {"embeddings": "2.1", "encoder": "6.2", "pooler": "6.3"}
     # No dropout of its own (its parts are checked in Tasks 2 to 6.1); one more check at the end:
     # the sentence embeddings of sentence-transformers.
-    stages = ("names", "shapes", "values", "masks", "calls", "config", "dropout", "gradients", "sentences")
+    stages = ("names", "shapes", "values", "masks", "calls", "arguments", "config", "dropout", "gradients", "sentences")
 
 
     def check_shapes(self, cls, ctx):
@@ -370,6 +370,30 @@ class BertModelTask(BuiltOnParts, _HiddenStates, ModuleTask):
                 else "Use HF's attribute names exactly: embeddings, encoder, pooler.",
             )
         self.load(module, ctx, None)
+
+    def check_arguments(self, cls, ctx):
+        """Each optional argument of forward is used as HF's BertModel uses it: called with
+        ``position_ids`` (random positions) and with ``inputs_embeds`` (random word vectors, no
+        ``input_ids``), the outputs equal HF's. A model that drops either would pass the rest."""
+        self._on_parts(self._check_arguments, cls, ctx)
+
+    def _check_arguments(self, cls, ctx):
+        module, hf = self.learner_for(cls, ctx, None), self.reference(ctx, None)
+        base, description = random_model_batch(ctx)
+        (B, T), g, config = base["input_ids"].shape, ctx.generator, ctx.model.config
+        forms = {
+            "position_ids": {**base, "position_ids": torch.randint(config.max_position_embeddings, (B, T), generator=g)},
+            "inputs_embeds": {**{k: v for k, v in base.items() if k != "input_ids"},
+                              "inputs_embeds": torch.randn(B, T, config.hidden_size, generator=g)},
+        }
+        for argument, inputs in forms.items():
+            with torch.no_grad():
+                expected, got = self.call(hf, inputs), self.call(module, inputs)
+            try:
+                self.compare(expected, got, self.outputs, f"HF's BertModel called with `{argument}` on {description}")
+            except CheckFailed as err:
+                raise CheckFailed(f"{err}\n  Pass `{argument}` on to self.embeddings, as HF's BertModel does: "
+                                  f"the caller's `{argument}` must change the output.", err.mistake) from None
 
     def check_sentences(self, cls, ctx):
         self._on_parts(self._check_sentences, cls, ctx)
