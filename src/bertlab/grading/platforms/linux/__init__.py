@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 from bertlab.grading.platforms.linux import heap, landlock, procstat
 
@@ -43,11 +44,44 @@ def prepare_learners() -> None:
     ForkServer.fork_here()
 
 
+_SUBREAPER = 36  # PR_SET_CHILD_SUBREAPER: orphans below this process are reparented to it, not to init
+
+
+def become_subreaper() -> None:
+    """Keep every process started below this one below it, even when its own parent ends: a
+    learner's child that detaches itself (``setsid``, a double fork) can then still be found."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(_SUBREAPER, 1)
+
+
+def end_tree(root: int, include_root: bool = True) -> None:
+    """Kill every process under ``root`` (and ``root``), stopped first so that none forks meanwhile.
+
+    Below a subreaper nothing leaves the tree, however it detaches, so a few rounds end it all."""
+    for _ in range(20):
+        below = procstat.descendants(root)
+        if not below:
+            break
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for pid in below:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+        time.sleep(0.005)
+    if include_root:
+        try:
+            os.kill(root, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 class TemplateChild:
     """A learner process forked by the template: a grandchild of the judge, known by its pid."""
 
-    def __init__(self, pid: int):
-        self.pid = pid
+    def __init__(self, pid: int, template: int | None = None):
+        self.pid, self.template = pid, template
 
     def alive(self) -> bool:
         return procstat.running(self.pid)
@@ -56,11 +90,13 @@ class TemplateChild:
         return procstat.rss_mb(self.pid)
 
     def kill(self) -> None:
+        """The learner's process and everything it started, detached or not: what detached itself
+        and outlived the learner's process was adopted by the template (a subreaper), whose only
+        children are this judge's learner processes, one at a time."""
         if self.alive():
-            try:
-                os.killpg(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            end_tree(self.pid)
+        if self.template is not None:
+            end_tree(self.template, include_root=False)
 
     def how_ended(self) -> str:
         return ""
@@ -77,7 +113,8 @@ class Child(TemplateChild):
         return self.proc.poll() is None
 
     def kill(self) -> None:
-        super().kill()
+        if self.alive():
+            end_tree(self.pid)
         self.proc.wait()
 
     def how_ended(self) -> str:
@@ -94,7 +131,8 @@ def start_learner(cwd: str, env: dict | None):
             raise OSError("an environment of its own needs a process of its own")
         from bertlab.grading.platforms.linux.template import ForkServer
 
-        process = TemplateChild(ForkServer.shared().spawn(to_learner_r, from_learner_w, cwd))
+        template = ForkServer.shared()
+        process = TemplateChild(template.spawn(to_learner_r, from_learner_w, cwd), template.proc.pid)
     except OSError:
         process = Child(subprocess.Popen(
             [sys.executable, "-m", "bertlab.grading.learner", str(to_learner_r), str(from_learner_w)],
@@ -124,6 +162,7 @@ def guard_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
     if os.getppid() == 1:  # the parent ended before the line above
         os._exit(0)
+    become_subreaper()  # what the learner's code starts stays below it, for end_tree
 
 
 def restrict_writes(folder: str) -> bool:

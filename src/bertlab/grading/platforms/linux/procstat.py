@@ -7,6 +7,8 @@ was not yet collected by its parent (state ``Z``) or is being torn down (``X``) 
 
 from __future__ import annotations
 
+import os
+
 
 def _stat(pid: int) -> list[str] | None:
     """The fields of ``/proc/PID/stat`` after the name (state, parent, ...), or None when gone."""
@@ -39,3 +41,17 @@ def rss_mb(pid: int) -> float:
     except OSError:
         pass
     return 0.0
+
+
+def descendants(root: int) -> list[int]:
+    """Every process under ``root`` (children, their children, ...), read from ``/proc``."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (up := parent(int(entry))) is not None:
+            children.setdefault(up, []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.append(child)
+            todo.append(child)
+    return found

@@ -53,6 +53,9 @@ class ForkServer:
         if pid == 0:
             try:
                 ours.close()
+                # A session of its own: a judge killed with its process group leaves the template
+                # alive for the moment it takes to see the judge gone and end what it adopted.
+                os.setsid()
                 devnull = os.open(os.devnull, os.O_RDWR)
                 for fd in (0, 1, 2):  # the judge's pipes must see EOF when the judge itself dies
                     os.dup2(devnull, fd)
@@ -101,11 +104,18 @@ def _serve(sock: socket.socket) -> None:
     # Everything a notebook's first cells import and load, so that a fork starts with it in memory.
     import bertlab.grading.learner as learner
 
+    from bertlab.grading.platforms import linux
+
     learner.preload()
+    linux.become_subreaper()  # a learner's detached children come here when the learner ends
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # forks are reaped by the system
     while True:
-        message, fds, _, _ = socket.recv_fds(sock, 4096, 2)
-        if not message:
+        try:
+            message, fds, _, _ = socket.recv_fds(sock, 4096, 2)
+        except OSError:
+            message = b""
+        if not message:  # the judge is gone: nothing of its learners' may outlive it
+            linux.end_tree(os.getpid(), include_root=False)
             return
         options = json.loads(message)
         pid = os.fork()

@@ -1,0 +1,93 @@
+"""A learner's cell that starts a process and detaches it (``setsid``, a double fork) leaves nothing
+running once its notebook is graded, on the Linux path, however the grading ended.
+
+The learner's process and its template are subreapers: whatever the learner's code starts stays
+below them however it detaches, and the judge ends that whole tree when the notebook is done;
+the template ends it too when its judge is killed. The portable path has no such interface: the
+honest-grading page says so.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tests.conftest import ROOT
+from tests.grading_paths import path_env, processes_with
+
+pytestmark = pytest.mark.slow
+TASK = "05-feed-forward"
+MARKER = "BERTLAB_TEST_RUN"
+
+# Each form starts a process that outlives its cell, detached from the learner's process group.
+ESCAPES = {
+    "setsid-subprocess": "import subprocess\nsubprocess.Popen(['sleep', '600'], start_new_session=True)",
+    "double-fork": ("import os, time\n"
+                    "if os.fork() == 0:\n"
+                    "    os.setsid()\n"
+                    "    if os.fork() == 0:\n"
+                    "        time.sleep(600)\n"
+                    "    os._exit(0)\n"),
+}
+
+
+def course(folder: Path, escape: str, then: str = "") -> Path:
+    (folder / TASK).mkdir(parents=True)
+    nb = nbformat.read(ROOT / "solutions" / TASK / f"{TASK}.ipynb", as_version=4)
+    nb.cells[:0] = [nbformat.v4.new_code_cell(escape)] + ([nbformat.v4.new_code_cell(then)] if then else [])
+    nbformat.write(nb, folder / TASK / f"{TASK}.ipynb")
+    return folder
+
+
+def wait_until_gone(marker: str, seconds: float = 10) -> list:
+    deadline = time.monotonic() + seconds
+    while processes_with(MARKER, marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = processes_with(MARKER, marker)
+    for proc in left:  # not left running when the test fails
+        proc.kill()
+    return left
+
+
+@pytest.mark.parametrize("form", ESCAPES)
+def test_a_detached_child_is_ended_with_its_notebook(tmp_path, form):
+    marker = uuid.uuid4().hex
+    folder = course(tmp_path, ESCAPES[form])
+    proc = subprocess.run([sys.executable, "-m", "bertlab.cli", "grade", "--cold", "--path", str(folder), "--json",
+                           "--no-progress"], cwd=ROOT, env={**path_env("linux"), MARKER: marker},
+                          capture_output=True, text=True, timeout=600)
+    task = json.loads(proc.stdout)["tasks"][0]
+    assert task["score"] == task["max_score"] > 0, task  # the escape costs no point: it is not graded
+    left = wait_until_gone(marker)
+    assert not left, f"still running after `bertlab grade` ended: {[p.cmdline() for p in left]}"
+
+
+def test_a_detached_child_is_ended_when_its_judge_is_killed(tmp_path):
+    """The judge is killed outright while the notebook loops after detaching a child: the
+    template, in a session of its own, sees its judge gone and ends everything it adopted."""
+    marker = uuid.uuid4().hex
+    folder = course(tmp_path, ESCAPES["setsid-subprocess"], then="while True:\n    pass")
+    client = subprocess.Popen([sys.executable, "-m", "bertlab.cli", "grade", "--cold", "--path", str(folder),
+                               "--json", "--no-progress"], cwd=ROOT, env={**path_env("linux"), MARKER: marker},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline, looping = time.monotonic() + 120, []
+        while not looping and time.monotonic() < deadline:
+            time.sleep(0.2)
+            looping = [p for p in processes_with(MARKER, marker) if p.name() == "sleep"]
+        assert looping, "the detached child never started"
+        judge = next(p for p in processes_with(MARKER, marker) if p.pid != client.pid
+                     and any(q.pid == client.pid for q in p.parents()[:2]) and p.parent().pid != client.pid)
+        judge.kill()  # the judge, forked by the factory (a child of the command)
+        client.communicate(timeout=120)
+    finally:
+        client.kill()
+    left = wait_until_gone(marker)
+    assert not left, f"still running after the judge was killed: {[p.cmdline() for p in left]}"
