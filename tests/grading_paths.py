@@ -32,8 +32,25 @@ def processes_with(name: str, value: str) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter():
         try:
-            if proc.environ().get(name) == value and proc.status() != psutil.STATUS_ZOMBIE:
+            if proc.status() != psutil.STATUS_ZOMBIE and proc.environ().get(name) == value:
                 found.append(proc)
         except psutil.Error:
             continue
     return found
+
+
+def gone_within(name: str, value: str, seconds: float) -> list[str]:
+    """The command lines of the processes with ``name=value`` still running after ``seconds``
+    (a process that ends with its parent may take a moment), each killed: none outlives a test."""
+    import contextlib
+    import time
+
+    deadline = time.monotonic() + seconds
+    while processes_with(name, value) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = []
+    for proc in processes_with(name, value):
+        with contextlib.suppress(psutil.Error):
+            left.append(" ".join(proc.cmdline()))
+            proc.kill()
+    return left

@@ -129,8 +129,10 @@ def model(mask=lambda m: additive_mask(m, per_query=False), keep=slice(None), sh
     ``keep`` selects the hidden states returned, ``shift`` moves the last hidden state."""
 
     class Model(solution()["BertModel"]):
-        def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, **kwargs):
-            embedding_output = self.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)  # (B, T, H)
+        def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
+                    inputs_embeds=None, **kwargs):
+            embedding_output = self.embeddings(input_ids=input_ids, token_type_ids=token_type_ids,
+                                               position_ids=position_ids, inputs_embeds=inputs_embeds)  # (B, T, H)
             encoder_mask = None if attention_mask is None else mask(attention_mask)
             last, states = self.encoder(embedding_output, encoder_mask)
             return last + shift, self.pooler(last), states[keep]

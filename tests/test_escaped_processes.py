@@ -20,7 +20,7 @@ import nbformat
 import pytest
 
 from tests.conftest import ROOT
-from tests.grading_paths import path_env, processes_with
+from tests.grading_paths import gone_within, path_env, processes_with
 
 pytestmark = pytest.mark.slow
 TASK = "05-feed-forward"
@@ -46,16 +46,6 @@ def course(folder: Path, escape: str, then: str = "") -> Path:
     return folder
 
 
-def wait_until_gone(marker: str, seconds: float = 10) -> list:
-    deadline = time.monotonic() + seconds
-    while processes_with(MARKER, marker) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    left = processes_with(MARKER, marker)
-    for proc in left:  # not left running when the test fails
-        proc.kill()
-    return left
-
-
 @pytest.mark.parametrize("form", ESCAPES)
 def test_a_detached_child_is_ended_with_its_notebook(tmp_path, form):
     marker = uuid.uuid4().hex
@@ -65,8 +55,8 @@ def test_a_detached_child_is_ended_with_its_notebook(tmp_path, form):
                           capture_output=True, text=True, timeout=600)
     task = json.loads(proc.stdout)["tasks"][0]
     assert task["score"] == task["max_score"] > 0, task  # the escape costs no point: it is not graded
-    left = wait_until_gone(marker)
-    assert not left, f"still running after `bertlab grade` ended: {[p.cmdline() for p in left]}"
+    left = gone_within(MARKER, marker, 10)
+    assert not left, f"still running after `bertlab grade` ended: {left}"
 
 
 def test_a_detached_child_is_ended_when_its_judge_is_killed(tmp_path):
@@ -89,5 +79,5 @@ def test_a_detached_child_is_ended_when_its_judge_is_killed(tmp_path):
         client.communicate(timeout=120)
     finally:
         client.kill()
-    left = wait_until_gone(marker)
-    assert not left, f"still running after the judge was killed: {[p.cmdline() for p in left]}"
+    left = gone_within(MARKER, marker, 10)
+    assert not left, f"still running after the judge was killed: {left}"

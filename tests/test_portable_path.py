@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.grading_paths import PATHS, path_env, processes_with
+from tests.grading_paths import PATHS, gone_within, path_env, processes_with
 from tests.submissions import CASES, build_course
 from tests.test_bad_submissions import OPTIONS, describe, problems_with
 
@@ -67,10 +67,8 @@ def grade(folder: Path, path: str, run: str) -> dict:
                           env={**path_env(path), MARKER: marker}, timeout=1200)
     assert proc.stdout.strip(), f"no report on the {path} path:\n{proc.stderr[-3000:]}"
     assert digest(folder) == before, f"grading on the {path} path changed or added files under {folder}"
-    left = processes_with(MARKER, marker)
-    for leftover in left:  # not left running when this test fails
-        leftover.kill()
-    assert not left, f"the {path} path left processes behind: {[p.cmdline() for p in left]}"
+    left = gone_within(MARKER, marker, 10)  # a learner's watchdog ends it as its judge ends: moments later
+    assert not left, f"the {path} path left processes behind: {left}"
     return {t["task"]: t for t in json.loads(proc.stdout)["tasks"]}
 
 
@@ -202,12 +200,7 @@ def test_a_judge_killed_mid_notebook_costs_that_notebook_only_and_leaves_no_proc
     report = json.loads(out)["tasks"][0]
     assert report["status"] == "error" and report["score"] == 0, report
     assert "the grading process died" in report["checks"][0]["message"], report["checks"][0]["message"]
-    deadline = time.monotonic() + 10
-    while processes_with(MARKER, marker) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    left = processes_with(MARKER, marker)
-    for leftover in left:
-        leftover.kill()
-    assert not left, [p.cmdline() for p in left]
+    left = gone_within(MARKER, marker, 10)
+    assert not left, left
     _, alive = psutil.wait_procs(looping, timeout=10)  # a killed process may take a moment to be torn down
     assert not alive, "the looping notebook's process outlived its judge"

@@ -14,7 +14,7 @@ import nbformat
 import pytest
 
 from tests.conftest import ROOT
-from tests.grading_paths import PATHS, path_env, processes_with
+from tests.grading_paths import PATHS, gone_within, path_env, processes_with
 
 pytestmark = pytest.mark.slow
 TASK = "05-feed-forward"
@@ -128,13 +128,8 @@ def test_stop_ends_the_server_and_its_judges(tmp_path, path):
     assert len(processes_with("BERTLAB_TEST_JUDGES", str(tmp_path))) >= 3
     stopped = bertlab("judges", "stop", env=env)
     assert stopped.stdout.strip() == "warm judges stopped"
-    deadline = time.monotonic() + 10
-    while processes_with("BERTLAB_TEST_JUDGES", str(tmp_path)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    left = processes_with("BERTLAB_TEST_JUDGES", str(tmp_path))
-    for proc in left:  # not left running when this test fails
-        proc.kill()
-    assert not left, [proc.cmdline() for proc in left]
+    left = gone_within("BERTLAB_TEST_JUDGES", str(tmp_path), 10)
+    assert not left, left
     assert bertlab("judges", "stop", env=env).stdout.strip() == "no warm judges were running"
 
 

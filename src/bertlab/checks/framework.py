@@ -753,8 +753,13 @@ def check_dropout_placement(task: "ModuleTask", cls, ctx: Context, layer, inputs
 
     def same(pair) -> bool:
         got, expected = pair
-        return all(tuple(got[k].shape) == tuple(expected[k].shape) and allclose(expected[k], got[k], task.atol)
-                   for k in expected)
+        # Another config's random weights give larger values than the pretrained ones: as in the
+        # config check, float32's relative precision is allowed on top (a right softmax written
+        # another way differs by that much, a wrong probability by far more).
+        return all(tuple(got[k].shape) == tuple(expected[k].shape) and (
+            allclose(expected[k], got[k], task.atol) or (other_config and bool(torch.allclose(
+                got[k].detach().float(), expected[k].float(), atol=task.atol, rtol=1e-5))))
+            for k in expected)
 
     probed = run(probes=True, module=module)
     if same(probed):
