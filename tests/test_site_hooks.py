@@ -136,35 +136,27 @@ def _processes_with(marker: str) -> list[str]:
     return found
 
 
-def test_lessons_run_in_kernels_forked_from_a_template_that_ends_with_the_build(tmp_path, monkeypatch):
-    """The kernel starts with torch imported (an ordinary kernel would not have it: the lesson
-    never imports it), draws its figure, and no process of the build outlives it."""
-    lesson = LESSON + '\n# %%\nimport sys\nprint("torch already imported:", "torch" in sys.modules)\n'
-    marker = f"BERTLAB_TEST_BUILD={tmp_path}"
-    monkeypatch.setenv("BERTLAB_TEST_BUILD", str(tmp_path))
-    ok, log, site = build(project(tmp_path, lesson=lesson))
-    assert ok, log
-    page = (site / "lessons" / "01-demo" / "index.html").read_text()
-    assert "torch already imported: True" in page
-    assert len(re.findall(r'<img [^>]*src="data:image/png[^>]*>', page)) == 1
-    assert not _processes_with(marker), _processes_with(marker)
-
-
-def test_on_the_portable_path_lessons_run_in_ordinary_kernels_without_forking(tmp_path, monkeypatch):
-    """Where forking after torch's imports is unsafe (macOS; emulated: no os.fork anywhere in the
-    build), each lesson runs in a kernel started anew: the page and its figure are the same."""
+@pytest.mark.parametrize("path", ["linux", "portable"])
+def test_lessons_run_in_kernels_that_end_with_the_build(tmp_path, monkeypatch, path):
+    """On Linux the kernel is a fork of a template: it starts with torch imported (an ordinary
+    kernel would not have it: the lesson never imports it). On the portable path, where forking
+    after torch's imports is unsafe (macOS; emulated: no os.fork anywhere in the build), it is an
+    ordinary kernel. Either way it draws its figure, and no process of the build outlives it."""
     from tests.grading_paths import path_env
 
     lesson = LESSON + '\n# %%\nimport sys\nprint("torch already imported:", "torch" in sys.modules)\n'
+    marker = f"BERTLAB_TEST_BUILD={tmp_path}"
     for name in ("BERTLAB_PORTABLE", "PYTHONPATH"):
-        monkeypatch.setenv(name, path_env("portable")[name])
+        monkeypatch.delenv(name, raising=False)
+        if name in path_env(path):
+            monkeypatch.setenv(name, path_env(path)[name])
     monkeypatch.setenv("BERTLAB_TEST_BUILD", str(tmp_path))
     ok, log, site = build(project(tmp_path, lesson=lesson))
     assert ok, log
     page = (site / "lessons" / "01-demo" / "index.html").read_text()
-    assert "torch already imported: False" in page
+    assert f"torch already imported: {path == 'linux'}" in page
     assert len(re.findall(r'<img [^>]*src="data:image/png[^>]*>', page)) == 1
-    assert not _processes_with(f"BERTLAB_TEST_BUILD={tmp_path}")
+    assert not _processes_with(marker), _processes_with(marker)
 
 
 def test_planted_missing_pages_anchors_and_descriptions_fail_the_build(tmp_path):
