@@ -25,7 +25,7 @@ The interface:
   ``alive()``, ``rss_mb()``, ``kill()`` (its whole process group) and ``how_ended()``.
 - ``guard_parent()``: in the learner's process, end it when its judge is gone.
 - ``restrict_writes(folder)``: in the learner's process; True when writes are now confined.
-- ``running(pid)``, ``parent(pid)``: another process's state, without signalling it.
+- ``running(pid)``: whether another process runs, read without signalling it.
 - ``release_memory()``: give the heap a graded notebook freed back to the system.
 """
 

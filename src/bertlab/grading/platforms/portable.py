@@ -48,13 +48,6 @@ def running(pid: int) -> bool:
         return False
 
 
-def parent(pid: int) -> int | None:
-    try:
-        return psutil.Process(pid).ppid()
-    except psutil.Error:
-        return None
-
-
 def rss_mb(pid: int) -> float:
     try:
         return psutil.Process(pid).memory_info().rss / 2**20

@@ -16,8 +16,6 @@ from bertlab.grading.platforms.linux import heap, landlock, procstat
 
 name = "linux"
 running = procstat.running
-parent = procstat.parent
-rss_mb = procstat.rss_mb
 release_memory = heap.release
 
 
