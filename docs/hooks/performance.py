@@ -1,16 +1,21 @@
 """The Performance page's tables, generated from ``bench/results.json`` when the site is built.
 
 The figures are whatever ``make bench`` last measured and committed: the page never types a
-number, and says so when the file or a key is missing.
+number, and says so when the file or a key is missing. The prose quotes a figure of the current
+results as ``{{ bench: key }}``, filled from the same file, so it cannot disagree with the table.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+
+from mkdocs.exceptions import PluginError
 
 PAGE = "performance.md"
 MARKER = "<!-- bench results -->"
+FIGURE = re.compile(r"\{\{\s*bench\s*:\s*(\w+)\s*\}\}")
 # Each key's meaning, in the order the page lists them.
 KEYS = {
     "floor_s": ("s", "`python -c \"import torch, transformers\"`: the import floor"),
@@ -65,14 +70,29 @@ def _verdict(value: float, goal: dict | None) -> str:
     return "met" if ok else "**missed**"
 
 
+def shown(value: float, unit: str) -> str:
+    return {"s": f"{value:.3g} s", "MB": f"{value:.0f} MB"}.get(unit, f"{value:.2f}x")
+
+
+def figures(markdown: str, results: dict) -> str:
+    """``markdown`` with each ``{{ bench: key }}`` replaced by the key's current figure."""
+    def figure(found: re.Match) -> str:
+        key = found.group(1)
+        if key not in KEYS or results.get(key) is None:
+            raise PluginError(f"{PAGE}: {found.group(0)} names no measured figure of bench/results.json")
+        return shown(results[key], KEYS[key][0])
+
+    return FIGURE.sub(figure, markdown)
+
+
 def table(results: dict) -> str:
     goals = results.get("goals", {})
     rows = ["| Figure | What is timed | Measured | Goal | |", "|---|---|---|---|---|"]
     for key, (unit, what) in KEYS.items():
         value = results.get(key)
-        shown = "not measured yet" if value is None else {"s": f"{value:.3g} s", "MB": f"{value:.0f} MB"}.get(unit, f"{value:.2f}x")
+        text = "not measured yet" if value is None else shown(value, unit)
         verdict = "" if value is None else _verdict(value, goals.get(key))
-        rows.append(f"| `{key}` | {what} | {shown} | {_goal(goals.get(key), unit)} | {verdict} |")
+        rows.append(f"| `{key}` | {what} | {text} | {_goal(goals.get(key), unit)} | {verdict} |")
     machine = results.get("feedback_machine") or (results.get("class_grading") or {}).get("machine") or {}
     if machine:
         rows += ["", f"Measured on {machine.get('cpus')} CPUs ({machine.get('processor')}, "
@@ -87,5 +107,6 @@ def on_page_markdown(markdown, page, config, files):
         return markdown
     path = Path(config.config_file_path).parent / "bench" / "results.json"
     if not path.is_file():
-        return markdown.replace(MARKER, "No results yet: run `make bench`.")
-    return markdown.replace(MARKER, table(json.loads(path.read_text())))
+        return FIGURE.sub("(not measured yet)", markdown.replace(MARKER, "No results yet: run `make bench`."))
+    results = json.loads(path.read_text())
+    return figures(markdown.replace(MARKER, table(results)), results)
