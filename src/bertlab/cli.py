@@ -97,14 +97,17 @@ def _autograde_parser(sub) -> None:
         help="instructors: grade every collected submission in parallel, into nbgrader's gradebook",
         description=(
             "Grade every submission collected in the nbgrader course (submitted/<student>/<assignment>/) "
-            "in parallel worker processes, and record the results as `nbgrader autograde` does: "
+            "in parallel worker processes (on this machine, or on a Dask cluster's workers with --scheduler), "
+            "and record the results as `nbgrader autograde` does: "
             "autograded/ notebooks and gradebook rows that `nbgrader export`, `nbgrader generate_feedback` "
             "and the formgrader read. Only submissions whose files changed since their last autograde are "
             "graded again, unless --force. A submission that hangs, crashes or is not a notebook gets 0 "
-            "with the reason. Exit status: 0 graded, 2 nothing could be graded."
+            "with the reason. Exit status: 0 graded, 2 nothing could be graded, 130 stopped by Ctrl-C "
+            "(what was recorded is kept; the rest is graded next run)."
         ),
         epilog=("Examples: bertlab autograde | bertlab autograde 05-feed-forward --jobs 2 | "
-                "bertlab autograde --course path/to/course --timeout 120 --force"),
+                "bertlab autograde --course path/to/course --timeout 120 --force | "
+                "bertlab autograde --scheduler tcp://grading-host:8786"),
     )
     autograde.add_argument("assignments", nargs="*", metavar="ASSIGNMENT",
                            help="assignment names, e.g. 05-feed-forward (default: every collected one)")
@@ -118,6 +121,10 @@ def _autograde_parser(sub) -> None:
                            help="memory a submission's process may use (default: bertlab.toml's grade.memory_limit, else 4096)")
     autograde.add_argument("--student", action="append", metavar="ID",
                            help="grade only this student's submissions (repeat for several; default: everyone)")
+    autograde.add_argument("--scheduler", metavar="ADDRESS",
+                           help="grade on the workers of the Dask scheduler at ADDRESS (e.g. tcp://host:8786), "
+                                "not on this machine; each worker judges as many at once as it has threads, and --jobs is "
+                                "not used (default: bertlab.toml's grade.scheduler, else this machine)")
     autograde.add_argument("--force", action="store_true", help="regrade every submission, changed or not")
     autograde.add_argument("--json", action="store_true", help="print the outcomes as JSON instead of a table")
 

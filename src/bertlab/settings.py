@@ -5,6 +5,7 @@
 timeout = 300        # seconds per notebook
 memory_limit = 4096  # MB for the process running a notebook's cells
 jobs = 2             # notebooks graded at once
+scheduler = "tcp://grading-host:8786"  # bertlab autograde: a Dask scheduler's address (optional)
 ```
 """
 
@@ -14,7 +15,7 @@ import tomllib
 from pathlib import Path
 
 FILE = "bertlab.toml"
-GRADE_KEYS = {"timeout": float, "memory_limit": float, "jobs": int}
+GRADE_KEYS = {"timeout": float, "memory_limit": float, "jobs": int, "scheduler": str}
 
 
 class SettingsError(Exception):
@@ -35,6 +36,11 @@ def grade_settings(root: Path | None) -> dict:
         if key not in GRADE_KEYS:
             raise SettingsError(f"{path}: unknown key grade.{key}; known: {', '.join(GRADE_KEYS)}")
         kind = GRADE_KEYS[key]
+        if kind is str:
+            if not isinstance(value, str) or not value.strip():
+                raise SettingsError(f"{path}: grade.{key} must be an address in quotes, e.g. \"tcp://host:8786\", got {value!r}")
+            settings[key] = value.strip()
+            continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 or (kind is int and value != int(value)):
             raise SettingsError(f"{path}: grade.{key} must be a positive {'whole ' if kind is int else ''}number, got {value!r}")
         settings[key] = kind(value)

@@ -248,24 +248,29 @@ def _run_worker(nb, limits: Limits, pool: WorkerPool) -> tuple[str, list[CheckRe
     return ("passed" if all(c.passed for c in checks) else "failed"), checks
 
 
-def _expected_notebooks(name: str, paths: list[Path]) -> list[tuple[Path, Path | None]]:
+def _expected_notebooks(name: str, paths: list[Path], sources: list[Path] | None = None) -> list[tuple[Path, Path | None]]:
     """(learner notebook, its source) pairs to grade for task folder ``name``.
 
     Where the course has a source for this task, its notebooks are the ones graded, found by
     name in the learner's folder (a missing one scores 0); others in the folder are skipped.
+    ``sources``, when given, are the task's source notebooks (else found in the course's
+    ``solutions/`` above the learner's folder).
     """
     if not paths:
         return []
-    sources = notebooks.source_notebooks(paths[0].parent)
+    if sources is None:
+        sources = notebooks.source_notebooks(paths[0].parent)
     if not sources:
         return [(path, None) for path in paths]
     return [(paths[0].parent / src.name, src) for src in sources]
 
 
-def grade_task(name: str, paths: list[Path], limits: Limits, pool: WorkerPool) -> TaskResult:
+def grade_task(name: str, paths: list[Path], limits: Limits, pool: WorkerPool,
+               sources: list[Path] | None = None) -> TaskResult:
+    """Judge task ``name``'s notebooks ``paths`` against its ``sources`` (see ``_expected_notebooks``)."""
     start = time.perf_counter()
     status, checks = "passed", []
-    for path, source_path in _expected_notebooks(name, paths):
+    for path, source_path in _expected_notebooks(name, paths, sources):
         source = notebooks.read(source_path) if source_path else None
         problem = None
         if not path.is_file():

@@ -20,7 +20,6 @@ import logging
 import os
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -58,34 +57,38 @@ class _Collect(logging.Handler):
 
 def autograde(root: Path, assignments: list[str], students: list[str] | None = None, jobs: int = 2,
               timeout: float = 300.0, memory_limit: float = 4096.0, force: bool = False,
-              progress: bool = True) -> list[Outcome]:
+              progress: bool = True, scheduler: str | None = None) -> list[Outcome]:
     """Grade every collected submission of ``assignments`` (all when empty) in course ``root``.
 
     Args:
         students: grade only these students' submissions (everyone's when empty).
-        jobs: submissions judged at once, each in its own warm worker process.
+        jobs: submissions judged at once, each in its own warm worker process (on this machine).
         timeout: seconds per notebook for all its cells and checks.
         memory_limit: MB the learner's process may use.
         force: regrade submissions whose files did not change since their last grading.
+        scheduler: a Dask scheduler's address: the submissions are judged by its workers, not here.
 
     Returns:
         One outcome per submission, in the order they were found (skipped ones included).
     """
-    from bertlab.grading.runner import Limits, WorkerPool, worker_env
+    from bertlab.grading.runner import Limits
 
-    # The judge workers start first: their imports and model load (seconds each) then overlap
-    # nbgrader's import and the reading of the gradebook and the submissions below.
-    pool = WorkerPool(worker_env(jobs))
-    for _ in range(max(1, jobs)):
-        pool.warm_up()
+    if scheduler:
+        from bertlab.instructor.cluster_judges import ClusterJudges
+
+        judges = ClusterJudges(scheduler)
+    else:
+        from bertlab.instructor.local_judges import LocalJudges
+
+        judges = LocalJudges(jobs)
     try:
-        return _grade_all(root, assignments, students, jobs, Limits(timeout, memory_limit), force, progress, pool)
+        return _grade_all(root, assignments, students, Limits(timeout, memory_limit), force, progress, judges)
     finally:
-        pool.close()
+        judges.close()
 
 
-def _grade_all(root, assignments, students, jobs, limits, force, progress, pool) -> list[Outcome]:
-    from bertlab.grading.runner import grade_cells, grade_task
+def _grade_all(root, assignments, students, limits, force, progress, judges) -> list[Outcome]:
+    from bertlab.grading.runner import grade_cells
     from bertlab.instructor import lighter_nbgrader
 
     lighter_nbgrader.install()
@@ -106,22 +109,18 @@ def _grade_all(root, assignments, students, jobs, limits, force, progress, pool)
     # Longest first: a long submission left for the end keeps one worker busy while the others idle.
     todo.sort(key=lambda sub: grade_cells(sub.notebooks()), reverse=True)
     bar = Progress(len(todo)) if progress and todo else None
+    if bar:
+        bar.say(f"grading {len(todo)} submission(s), {judges.describe()}")
 
-    def judge(sub: course.Submission):
-        return grade_task(sub.assignment, sub.notebooks(), limits, pool)
-
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as threads_pool:
-        futures = {threads_pool.submit(judge, s): s for s in todo}
-        for future in as_completed(futures):  # record each as it comes, while the others are judged
-            sub = futures[future]
-            outcome = _record(config, coursedir, sub, future.result())
-            outcomes[sub.key] = outcome
-            # A file nbgrader cannot read leaves no autograded copy: that is not a reason to regrade it.
-            state[sub.key] = {"fingerprint": prints[sub.key], "autograded": _graded(coursedir, sub)}
-            state_path.parent.mkdir(parents=True, exist_ok=True)
-            state_path.write_text(json.dumps(state, indent=1, sort_keys=True))
-            if bar:
-                bar.step(f"{sub.key}: {outcome.score:g}/{outcome.max_score:g} {outcome.status}")
+    for sub, result in judges.judged(todo, limits):  # record each as it comes, while the others are judged
+        outcome = _record(config, coursedir, sub, result)
+        outcomes[sub.key] = outcome
+        # A file nbgrader cannot read leaves no autograded copy: that is not a reason to regrade it.
+        state[sub.key] = {"fingerprint": prints[sub.key], "autograded": _graded(coursedir, sub)}
+        state_path.parent.mkdir(parents=True, exist_ok=True)
+        state_path.write_text(json.dumps(state, indent=1, sort_keys=True))
+        if bar:
+            bar.step(f"{sub.key}: {outcome.score:g}/{outcome.max_score:g} {outcome.status}")
     return [outcomes[s.key] for s in found]
 
 

@@ -1,0 +1,126 @@
+"""Submissions judged on a Dask cluster (``bertlab autograde --scheduler ADDRESS``).
+
+Each submission becomes one Dask task (``bertlab.grading.cluster.judge_submission``) carrying its
+notebooks and its assignment's source notebooks as bytes; the verdict comes back as data, and the
+instructor's process records it in the gradebook as on the local path. What Dask does for us:
+
+- a worker that dies mid-submission (killed, out of memory) costs nothing: the scheduler gives
+  the task to another worker, up to its ``distributed.scheduler.allowed-failures`` (3 by default)
+  deaths; a submission that kills every worker it reaches then ends as ``KilledWorker``, recorded
+  as 0 on every grade cell with that reason, not retried forever;
+- a task that raises (the worker's disk full, say) is run again ``RETRIES`` times;
+- cancelling the futures (Ctrl-C) removes the class's tasks from the cluster.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from importlib import metadata
+from typing import Iterator
+
+from bertlab.instructor.course import CourseError
+
+RETRIES = 1  # runs again of a task that raised; deaths of its worker are the scheduler's to count
+WAIT_FOR_WORKERS = 60.0  # seconds for the scheduler to answer, and for a first worker to join it
+
+
+class ClusterError(CourseError):
+    """The cluster cannot grade this class; the message says why and what to run."""
+
+
+class ClusterJudges:
+    """The judges of a Dask cluster's workers; ``judged`` yields each verdict as it finishes."""
+
+    def __init__(self, address: str, say=lambda line: print(line, file=sys.stderr, flush=True)):
+        from distributed import Client
+
+        self.address, self.say, self.pending = address, say, []
+        try:
+            # Security (TLS certificates) comes from Dask's own configuration, as for `dask worker`.
+            self.client = Client(address, timeout=WAIT_FOR_WORKERS, set_as_default=False)
+        except OSError as err:
+            raise ClusterError(f"no Dask scheduler answers at {address} ({err}); start one with `dask scheduler`") from err
+        try:
+            self._check_workers()
+            from bertlab.grading.cluster import WarmJudges
+
+            self.client.register_plugin(WarmJudges())  # every worker starts its judges now, and each new one
+        except BaseException:
+            self.client.close()
+            raise
+
+    def _check_workers(self) -> None:
+        """Refuse a cluster without workers, or with a worker whose bertlab is not this one's version."""
+        from bertlab.grading.cluster import installed_version
+
+        try:
+            self.client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS)
+        except TimeoutError as err:
+            raise ClusterError(f"no Dask worker joined the scheduler at {self.address} within {WAIT_FOR_WORKERS:g} s; "
+                               f"start some with `dask worker {self.address}`") from err
+        ours = installed_version()
+        try:
+            # The standard library's own function: it answers on a worker with any version of bertlab.
+            theirs = self.client.run(metadata.version, "bertlab")
+        except metadata.PackageNotFoundError as err:
+            raise ClusterError(f"a Dask worker of {self.address} has no bertlab installed; install the course's "
+                               f"package, version {ours}, on every worker") from err
+        wrong = {worker: version for worker, version in theirs.items() if version != ours}
+        if wrong:
+            named = "; ".join(f"the worker at {worker} has bertlab {version}" for worker, version in sorted(wrong.items()))
+            raise ClusterError(f"{named}, this command bertlab {ours}: install bertlab {ours} on every worker "
+                               f"(verdicts of another version could differ)")
+
+    def describe(self) -> str:
+        info = self.client.scheduler_info()
+        threads = sum(w.get("nthreads", 0) for w in info["workers"].values())
+        dashboard = f"; dashboard {self.client.dashboard_link}" if "dashboard" in info.get("services", {}) else ""
+        return f"on the Dask cluster at {self.address} ({len(info['workers'])} workers, {threads} threads{dashboard})"
+
+    def judged(self, todo: list, limits) -> Iterator[tuple[object, object]]:
+        """(submission, TaskResult) pairs, in the order they finish."""
+        from distributed import as_completed
+
+        from bertlab.grading import notebooks
+        from bertlab.grading.cluster import installed_version, judge_submission
+
+        version, sources, futures = installed_version(), {}, {}
+        for rank, sub in enumerate(todo):
+            if sub.assignment not in sources:
+                sources[sub.assignment] = {p.name: p.read_bytes() for p in notebooks.source_notebooks(sub.folder)}
+            future = self.client.submit(
+                judge_submission, sub.assignment, {p.name: p.read_bytes() for p in sub.notebooks()},
+                sources[sub.assignment], limits, version,
+                key=f"autograde {sub.key} {uuid.uuid4().hex[:8]}", pure=False, retries=RETRIES,
+                priority=len(todo) - rank)  # in the order given: the longest first
+            futures[future] = sub
+        self.pending = list(futures)
+        for future in as_completed(futures, loop=self.client.loop):
+            sub = futures[future]
+            yield sub, self._verdict(future, sub, sources[sub.assignment])
+
+    def _verdict(self, future, sub, sources: dict[str, bytes]):
+        from distributed import KilledWorker
+
+        from bertlab.grading.cluster import VersionMismatch, lost
+
+        try:
+            return future.result()
+        except KilledWorker as err:
+            return lost(sub.assignment, sources,
+                        f"grading this notebook ended the grading process {err.allowed_failures + 1} times "
+                        f"(it was killed, or ran out of memory); it was not tried again")
+        except VersionMismatch as err:
+            raise ClusterError(f"{err}: install the same version on every worker") from err
+        except Exception as err:  # the task raised after its retries: nothing recorded, graded again next run
+            raise ClusterError(f"{sub.key} could not be judged on the cluster ({type(err).__name__}: {err}); "
+                               f"the submissions recorded so far are kept, run the command again") from err
+
+    def close(self) -> None:
+        """Cancel the class's tasks still on the cluster (Ctrl-C, an error), and disconnect."""
+        unfinished = [f for f in self.pending if not f.done()]
+        if unfinished:
+            self.client.cancel(unfinished)
+            self.say(f"cancelled {len(unfinished)} submission(s) on the cluster; they are graded next run")
+        self.client.close()
