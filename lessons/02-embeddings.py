@@ -36,6 +36,7 @@ import torch.nn.functional as F
 
 from bertlab import corpus
 from bertlab.capture import capture
+from bertlab.experiments import claims
 from bertlab.reference import load_model, load_tokenizer
 
 model, tokenizer = load_model(), load_tokenizer()
@@ -105,10 +106,25 @@ print(f"by hand vs hidden_states[0] of the model:  max abs diff {(e - capture().
 var_unbiased = z.var(-1, keepdim=True, unbiased=True)
 e_wrong = emb.LayerNorm.weight * (z - mu) / torch.sqrt(var_unbiased + eps) + emb.LayerNorm.bias
 print(f"same, with the unbiased variance (H - 1): max abs diff {(e_wrong - library).abs().max().item():.1e}")
+with_skip = z + e  # what a residual around the embeddings' LayerNorm would give: z + LN(z)
+print(f"z + LN(z), a residual the layers have:    max abs diff {(with_skip - library).abs().max().item():.1e}")
+claims.value("no_skip_diff", (e - library).abs().max(), "{:.1e}")
+claims.value("with_skip_diff", (with_skip - library).abs().max(), "{:.2g}")
+claims.claim("embeddings_have_no_residual", (e - library).abs().max(), "<",
+             (with_skip - library).abs().max() / 1000,
+             "LN(z) reproduces the embeddings; z + LN(z), a residual around them, does not")
 
 # %% [markdown]
 # The by-hand result matches the module to float32 rounding. Dividing by $H-1$ instead of $H$
 # is a visible error, which is why the checks of this course use a tight tolerance.
+#
+# Note what the embeddings' LayerNorm lacks: a residual. Every sub-layer of the encoder computes
+# $\mathrm{LN}(x + F(x))$, but the embeddings compute $\mathrm{LN}(z)$: there is no stream yet
+# to carry around them, and nothing for a skip to preserve, since $z$ is the first thing the
+# model computes from the token ids. $\mathrm{LN}(z)$ matches the module to {{ no_skip_diff }};
+# $z + \mathrm{LN}(z)$ is off by {{ with_skip_diff }} {{ claim: embeddings_have_no_residual }}.
+# The LayerNorm's output *starts* the residual stream, $x_0$, which every layer then adds its
+# updates to.
 #
 # ## How big is each part?
 #
@@ -195,6 +211,89 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
+# ## Added, not concatenated
+#
+# The position vector is *added* to the word vector, $E_\text{word}[w_t] + E_\text{pos}[t]$,
+# rather than written beside it. Concatenation would give each token $H_\text{word} +
+# H_\text{pos}$ features: either the stream gets wider than $H$, and with it every matrix of every
+# layer, or, at the same $H$, the word part shrinks to make room, by a split fixed in advance.
+# The residual stream keeps one width from the embeddings to the last layer (lesson 8), and the
+# sum keeps it. Devlin et al. (2019) sum the three embeddings without discussing the
+# alternative, as did Vaswani et al. (2017, Section 3.5) for their sinusoids.
+#
+# Does the sum mix the two kinds of information beyond recovery? Not in the trained model: the
+# two tables occupy different directions of the $H$ dimensions. The principal directions of each
+# table (of its rows, centred) say how many dimensions each needs, and projecting one table onto
+# the other's leading directions says how much of it lives there:
+
+# %% alt="Cumulative share of the variance of the word table and of the position table against the number of principal directions, log scale, with the share a random subspace of that size would hold for comparison."
+def principal(table):
+    """Principal directions (rows of an (H, H) matrix) and cumulative variance share of a table's rows."""
+    centred = table - table.mean(0)
+    _, sv, directions = torch.linalg.svd(centred, full_matrices=False)
+    return directions, (sv**2).cumsum(0) / (sv**2).sum(), centred
+
+
+def share_in(centred, directions):
+    """Share of a centred table's variance inside the span of ``directions`` (k, H)."""
+    return ((centred @ directions.T).pow(2).sum() / centred.pow(2).sum()).item()
+
+
+with torch.no_grad():
+    word_dirs, word_cum, word_c = principal(emb.word_embeddings.weight)
+    pos_dirs, pos_cum, pos_c = principal(emb.position_embeddings.weight)
+H = word_c.shape[1]
+k_pos = int((pos_cum < 0.9).sum()) + 1  # directions holding 90% of the position table's variance
+k_word = int((word_cum < 0.9).sum()) + 1
+word_in_pos = share_in(word_c, pos_dirs[:k_pos])
+pos_in_word = share_in(pos_c, word_dirs[:k_word])
+print(f"90% of the variance: position table {k_pos} directions, word table {k_word}, of H = {H}")
+print(f"word table's variance in the position table's top {k_pos} directions: {word_in_pos:.2%} "
+      f"(a random {k_pos}-dimensional subspace holds {k_pos / H:.2%} on average)")
+print(f"position table's variance in the word table's top {k_word} directions: {pos_in_word:.2%} "
+      f"(random: {k_word / H:.2%})")
+claims.value("k_pos", k_pos, "{:.0f}")
+claims.value("k_word", k_word, "{:.0f}")
+claims.value("hidden", H, "{:.0f}")
+claims.value("word_in_pos", 100 * word_in_pos, "{:.2g}%")
+claims.value("word_in_random", 100 * k_pos / H, "{:.2g}%")
+claims.value("pos_in_word", 100 * pos_in_word, "{:.2g}%")
+claims.value("pos_in_random", 100 * k_word / H, "{:.2g}%")
+claims.claim("positions_need_few_directions", k_pos, "<", k_word / 10,
+             "the position table needs fewer than a tenth of the word table's directions")
+claims.claim("words_avoid_position_directions", word_in_pos, "<", k_pos / H / 2,
+             "the word table holds less than half a random subspace's share in the position directions")
+claims.claim("positions_avoid_word_directions", pos_in_word, "<", k_word / H / 2,
+             "the position table holds less than half a random subspace's share in the word directions")
+
+fig, ax = plt.subplots(figsize=(5.5, 3.2))
+dims = torch.arange(1, H + 1)
+ax.plot(dims, word_cum, label="word table")
+ax.plot(dims, pos_cum, label="position table")
+ax.plot(dims, dims / H, ":", color="gray", label="random subspace")
+ax.axhline(0.9, color="gray", lw=0.8, ls="--")
+ax.set_xscale("log")
+ax.set_xlabel("principal directions kept")
+ax.set_ylabel("share of the table's variance")
+ax.legend(frameon=False)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Nine tenths of the position table's variance lies in {{ k_pos }} of the {{ hidden }}
+# directions, where the word table needs {{ k_word }} {{ claim: positions_need_few_directions }}.
+# And the two avoid each other: the word table keeps {{ word_in_pos }} of its variance in the
+# position table's {{ k_pos }} leading directions, where a random subspace of that size would
+# hold {{ word_in_random }} {{ claim: words_avoid_position_directions }}; the position table
+# keeps {{ pos_in_word }} in the word table's {{ k_word }}, against {{ word_in_random }} for a
+# random one of {{ k_pos }} and {{ pos_in_random }} for one of {{ k_word }}
+# {{ claim: positions_avoid_word_directions }}. So training did, within one width, what
+# concatenation would have fixed by hand: it gave positions a few directions of their own and left
+# the rest to the words, with the split learned rather than chosen. A linear map of a later layer
+# can read the position out of $z_t$ by projecting onto those few directions, as it would read a
+# concatenated part (nearly: the split is not exact, and the LayerNorm mixes in each token's
+# mean and scale).
+#
 # ## Dropout
 #
 # In training, `BertEmbeddings` zeroes each feature with probability $p$
@@ -219,6 +318,14 @@ print(f"p = {p}: fraction zeroed {1 - kept.float().mean().item():.4f}; "
 #   to 0 (segment A).
 # - The position embeddings are the model's only knowledge of word order: with every token at
 #   the same position, a sentence and its reordering get the same sentence embedding.
+# - Positions are added, not concatenated, so the stream keeps one width; in the trained tables
+#   positions occupy {{ k_pos }} directions the words mostly avoid
+#   {{ claim: words_avoid_position_directions }}.
+# - There is no residual around the embeddings' LayerNorm: it starts the residual stream
+#   {{ claim: embeddings_have_no_residual }}.
 #
 # **Exercise:** [02-embeddings](../exercises/02-embeddings/02-embeddings.ipynb): open it with
 # `make lab`, then grade it with `bertlab grade 02`.
+
+# %% tags=["remove-input"]
+claims.publish()  # the numbers and claims above, for the build that renders this page

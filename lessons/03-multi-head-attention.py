@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from bertlab.capture import capture
+from bertlab.experiments import claims, products
 from bertlab.experiments.heads import median_times, ov_circuits, projection_variants
 from bertlab.masks import additive_mask
 from bertlab.reference import load_model, load_tokenizer
@@ -136,6 +137,45 @@ print(f"additive_mask(attention_mask) equals the mask the model passed: {torch.e
 probs = torch.softmax(scores + mask, dim=-1)  # (B, A, T, T)
 on_padding = probs * (1 - pad)[:, None, None, :]  # probability that lands on padding keys
 print(f"largest probability on a padding key: {on_padding.max().item():.1e}")
+
+# %% [markdown]
+# ### The mask's shape on its way to the scores
+#
+# Exercise 06 builds the mask as (B, 1, 1, T), one row per sentence; the model passed the
+# layers the (B, 1, T, T) printed below. Which one does this version of transformers use, and
+# does it matter? `BertModel.forward` hands the (B, T) `attention_mask` to
+# `masking_utils.create_bidirectional_mask`, which for eager attention returns one row *per
+# query*, (B, 1, T, T): the same function builds causal masks, where each query row differs.
+# A padding mask depends only on the key, so all $T$ rows of a sentence are the same, and
+# broadcasting does the rest: added to the (B, A, T, T) scores, a (B, 1, 1, T) mask is copied
+# over the heads and the queries, a (B, 1, T, T) one over the heads only, and the sums are equal
+# bit for bit:
+
+# %%
+import transformers
+from transformers.models.bert import modeling_bert
+
+row_mask = (1 - pad[:, None, None, :].float()) * torch.finfo(torch.float32).min  # (B, 1, 1, T)
+rows_differ = (mask != mask[:, :, :1, :]).sum().item()  # entries where a query row differs from row 0
+shape_gap = (scores + row_mask - (scores + mask)).abs().max().item()
+claims.value("transformers_version", transformers.__version__)
+claims.value("mask_shape", str(tuple(mask.shape)))
+claims.value("mask_rows_differ", rows_differ, "{:.0f}")
+claims.claim("mask_rows_alike", rows_differ, "==", 0, "every query row of the (B, 1, T, T) mask is the same")
+claims.claim("mask_shapes_add_alike", shape_gap, "==", 0, "scores + a (B, 1, 1, T) mask equal scores + the (B, 1, T, T) one")
+print(f"transformers {transformers.__version__}: BertModel builds its mask with "
+      f"{'create_bidirectional_mask' if hasattr(modeling_bert, 'create_bidirectional_mask') else '(another function)'}; "
+      f"layer {LAYER} received {tuple(mask.shape)}")
+print(f"entries where a query row differs from the first: {rows_differ}; "
+      f"scores + (B, 1, 1, T) mask vs scores + (B, 1, T, T) mask: max abs diff {shape_gap}")
+
+# %% [markdown]
+# In transformers {{ transformers_version }} the layers receive a mask of shape
+# {{ mask_shape }}, whose query rows differ in {{ mask_rows_differ }} entries
+# {{ claim: mask_rows_alike }}, and the two shapes give the same sums
+# {{ claim: mask_shapes_add_alike }}. The (B, 1, 1, T) form is what transformers' older
+# `get_extended_attention_mask` returned; it holds $T$ times fewer numbers and says the same,
+# which is why the exercises build it.
 
 # %% [markdown]
 # Why *add* the mask to the scores, rather than *multiply* by the 0/1 mask? Two multiplicative
@@ -362,13 +402,15 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# ## Why one matrix: speed
+# ## Why one matrix: one product instead of many
 #
 # Storing the heads side by side lets the hardware do one large matrix product instead of many
 # small ones. The three variants below (from `bertlab.experiments.heads`) compute identical
-# queries, keys and values for all heads: 36 small products (3 roles × 12 heads), three
+# queries, keys and values for all heads: $3A$ small products (3 roles × $A$ heads), three
 # $H \times H$ products (what `BertSelfAttention` does), or one fused $H \times 3H$ product.
-# Timed on a batch of 4 random sequences of 64 tokens, median of interleaved runs:
+# What is exact is counted: the multiply-adds (PyTorch's FLOP counter) and the product kernels
+# each variant calls (`bertlab.experiments.products`). The time is measured too, on a batch of 4
+# random sequences of 64 tokens, median of interleaved runs:
 
 # %%
 torch.manual_seed(0)
@@ -381,17 +423,28 @@ for name, qkv in results.items():
     diff = max((a - b).abs().max().item() for a, b in zip(qkv, reference_qkv))
     print(f"{name:<20} same q, k, v as one matrix per role: max abs diff {diff:.1e}")
 
+work = {name: products.count(fn, xb) for name, fn in variants.items()}
 times = median_times(variants, xb, rounds=20)
-slowest = times["per head"]
 for name, t in times.items():
-    print(f"{name:<20} {t * 1e3:7.3f} ms   speed-up over per head: {slowest / t:4.1f}x")
+    print(f"{name:<20} {work[name].kernels:3d} product kernel(s), {work[name].multiply_adds:,} multiply-adds; "
+          f"{t * 1e3:7.3f} ms on this machine, this build")
+macs = [w.multiply_adds for w in work.values()]
+claims.value("heads_kernels", work["per head"].kernels, "{:.0f}")
+claims.value("role_kernels", work["one matrix per role"].kernels, "{:.0f}")
+claims.value("fused_kernels", work["fused QKV"].kernels, "{:.0f}")
+claims.claim("same_multiply_adds", max(macs) - min(macs), "==", 0, "the three variants do the same multiply-adds")
+claims.claim("per_head_most_kernels", work["per head"].kernels, "==", 3 * A * work["fused QKV"].kernels,
+             "per head calls 3A times as many product kernels as the fused product")
 
 # %% [markdown]
-# The printed ratios come from this machine and this run, so the exact factors vary. Many small
-# products each pay a fixed overhead and keep the arithmetic units less busy than one large
-# product of the same total size, which is why the per-head form is expected to come out
-# slowest. Between three $H \times H$ products and one fused $H \times 3H$ product the gap is
-# small at this size, and on a busy machine it can go either way.
+# The three variants do exactly the same multiply-adds {{ claim: same_multiply_adds }}; what
+# differs is how they are cut: {{ heads_kernels }} product kernels per head and role,
+# {{ role_kernels }} per role, {{ fused_kernels }} fused {{ claim: per_head_most_kernels }}.
+# Each kernel call pays a fixed overhead (dispatch, memory traffic, a thread pool woken up), and a
+# small product keeps the arithmetic units less busy than a large one of the same total size:
+# that is the argument for one matrix. The times printed are from this machine and this build,
+# and on a shared machine at this size their order can change from one build to the next, so the
+# page claims nothing about them.
 #
 # ## What we found
 #
@@ -400,8 +453,9 @@ for name, t in times.items():
 #   block of $W^O$ is the matching columns of `attention.output.dense.weight`.
 # - Running the heads separately on their own slices and summing reproduced the pretrained
 #   layer (differences printed above), and each head's $W_i^V W^O_i$ has rank at most $d$.
-# - One large product computes all heads faster than many small ones (timings above, from the
-#   machine that built this page).
+# - One large product does the same multiply-adds as $3A$ small ones, in one kernel call instead
+#   of {{ heads_kernels }} {{ claim: per_head_most_kernels }}; the timings above are this
+#   machine's, this build's.
 # - Along the way: the scores are scaled by $1/\sqrt{d}$, padding is removed by an **additive**
 #   float mask (a bool mask is silently wrong; multiplying the scores by 0/1 leaves padding a
 #   share of the attention; multiplying the probabilities needs a renormalisation to give the
@@ -410,3 +464,6 @@ for name, t in times.items():
 #
 # **Exercise:** [03-self-attention](../exercises/03-self-attention/03-self-attention.ipynb): open it
 # with `make lab`, then grade it with `bertlab grade 03`.
+
+# %% tags=["remove-input"]
+claims.publish()  # the numbers and claims above, for the build that renders this page

@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from transformers.models.bert import modeling_bert
 
 from bertlab.capture import capture
+from bertlab.experiments import claims
 from bertlab.experiments.variants import ARRANGEMENTS, drift, encode
 from bertlab.masks import additive_mask
 from bertlab.reference import load_model
@@ -129,6 +130,14 @@ with torch.no_grad():
     }
 for label, candidate in candidates.items():
     print(f"{label:<48} vs attention.output: max abs diff {(candidate - h).abs().max().item():.1e}")
+claims.value("eps_effect_layer0", (candidates[f"mistake: eps {torch_eps:g} instead of {so.LayerNorm.eps:g}"] - h)
+             .abs().max(), "{:.1e}")
+
+# %% [markdown]
+# PyTorch's default $\varepsilon$ moves this LayerNorm by up to {{ eps_effect_layer0 }}. How far
+# it moves one depends on the variances that reach it: across the model's LayerNorms the effect
+# runs from {{ 06-layernorm: eps_effect_min }} to {{ 06-layernorm: eps_effect_max }}
+# ([lesson 6](06-layernorm.py) measures each).
 
 # %% [markdown]
 # ## The second Add & Norm
@@ -161,8 +170,16 @@ p = so.dropout.p
 with torch.no_grad():
     a_dropped = F.dropout(a, p=p, training=True)  # only the branch
     h_train = so.LayerNorm(x + a_dropped)
+    h_dropped_after = F.dropout(so.LayerNorm(x + a), p=p, training=True)  # dropout moved after the LayerNorm
+cos_branch = F.cosine_similarity(h_train[real], h[real], dim=-1).mean().item()
+cos_after = F.cosine_similarity(h_dropped_after[real], h[real], dim=-1).mean().item()
 print(f"p = {p}: zeroed fraction of the branch {(a_dropped == 0).float().mean().item():.3f}; "
-      f"mean cosine of the token vectors to eval mode {F.cosine_similarity(h_train[real], h[real], dim=-1).mean().item():.4f}")
+      f"mean cosine of the token vectors to eval mode {cos_branch:.4f}")
+print(f"dropout after the LayerNorm instead: mean cosine to eval mode {cos_after:.4f}")
+claims.value("dropout_branch_cosine", cos_branch, "{:.4f}")
+claims.value("dropout_after_ln_cosine", cos_after, "{:.4f}")
+claims.claim("dropout_after_ln_worse", cos_after, "<", cos_branch,
+             "dropout after the LayerNorm moves the token vectors more than dropout on the branch")
 
 # %% [markdown]
 # ## How much each sub-layer writes
@@ -228,7 +245,9 @@ for i, x_i in enumerate(cap.hidden_states):
 # Dropout keeps its place in either arrangement: on the branch, before the add (see
 # "Dropout on the branch, never on the residual" above). Placed after the LayerNorm it would
 # also drop features of the residual stream, the one path that is supposed to carry $x$ through
-# unchanged.
+# unchanged: in the draw above, the token vectors keep a mean cosine of
+# {{ dropout_after_ln_cosine }} to eval mode, against {{ dropout_branch_cosine }} with dropout on
+# the branch {{ claim: dropout_after_ln_worse }}.
 #
 # The weights of a pretrained model only make sense in the arrangement they were trained in.
 # `bertlab.experiments.variants.encode` runs the pretrained sub-modules with the residuals and
@@ -261,3 +280,6 @@ for name, formula in ARRANGEMENTS.items():
 #
 # **Exercise:** [04-attention-output](../exercises/04-attention-output/04-attention-output.ipynb):
 # open it with `make lab`, then grade it with `bertlab grade 04`.
+
+# %% tags=["remove-input"]
+claims.publish()  # the numbers and claims above, for the build that renders this page

@@ -29,7 +29,8 @@ import torch.nn.functional as F
 from transformers import get_linear_schedule_with_warmup
 
 from bertlab import corpus
-from bertlab.experiments import lesions, rank_collapse
+from bertlab.experiments import claims, lesions, rank_collapse
+from bertlab.experiments.layernorm_eps import eps_effect
 from bertlab.masks import additive_mask
 from bertlab.reference import load_model, load_tokenizer
 
@@ -72,6 +73,31 @@ print(f"per-token variance of x + a over real tokens: min {var[real].min().item(
 # The by-hand version matches to float rounding. The unbiased variance shrinks every normalised
 # value by a factor $\sqrt{(H-1)/H}$ before $\gamma$ and $\beta$, a small but systematic error; the default $\varepsilon$ matters less here
 # because the per-token variances (printed) are far larger than either $\varepsilon$.
+#
+# How much PyTorch's default $\varepsilon$ moves a LayerNorm depends on the variances that reach
+# it, so one LayerNorm does not speak for all. Every LayerNorm of the model, each on its own
+# recorded input (`bertlab.experiments.layernorm_eps`):
+
+# %%
+default_eps = torch.nn.LayerNorm(H).eps
+effects = eps_effect(model, batch, default_eps)  # {LayerNorm name: max abs diff over real tokens}
+for name, moved in effects.items():
+    print(f"{name:<45} PyTorch's default eps moves it by up to {moved:.1e}")
+smallest, largest = min(effects, key=effects.get), max(effects, key=effects.get)
+claims.value("eps_effect_min", effects[smallest], "{:.1e}")
+claims.value("eps_effect_max", effects[largest], "{:.1e}")
+claims.value("eps_effect_here", effects[f"encoder.layer.{LAYER}.attention.output.LayerNorm"], "{:.1e}")
+claims.value("eps_effect_smallest", smallest)
+claims.value("eps_effect_largest", largest)
+claims.claim("eps_effect_spread", effects[largest], ">", 10 * effects[smallest],
+             "the effect of the default eps spans more than a factor of ten across the LayerNorms")
+
+# %% [markdown]
+# The default $\varepsilon$ moves this layer's first LayerNorm by up to {{ eps_effect_here }},
+# and the model's LayerNorms by {{ eps_effect_min }} (`{{ eps_effect_smallest }}`) to
+# {{ eps_effect_max }} (`{{ eps_effect_largest }}`), more than a factor of ten apart
+# {{ claim: eps_effect_spread }}: every difference is far above float32 rounding, so a check with
+# a tight tolerance catches the wrong $\varepsilon$ wherever it is.
 #
 # ## What LayerNorm forgets
 #
@@ -444,3 +470,6 @@ assert all(st["gamma_median"] < 1 for st in affine.values())  # "the median gain
 #   Bidirectional Transformers for Language Understanding. *NAACL*.
 # - Xiong, R., Yang, Y., He, D., et al. (2020). On Layer Normalization in the Transformer
 #   Architecture. *ICML*. arXiv:2002.04745.
+
+# %% tags=["remove-input"]
+claims.publish()  # the numbers and claims above, for the build that renders this page

@@ -13,7 +13,7 @@
 # $$x_L = x_0 + \sum_{l=0}^{L-1} F_l(x_l),$$
 #
 # so the input reaches the output directly, and the gradient
-# $\partial x_L / \partial x_l = I + \partial\big(\sum_{i \ge l} F_i\big)/\partial x_l$ always
+# $\partial x_L / \partial x_l = \mathrm{Id} + \partial\big(\sum_{i \ge l} F_i\big)/\partial x_l$ always
 # contains the identity (He, Zhang, Ren & Sun 2016b, "Identity Mappings in Deep Residual
 # Networks", ECCV: their derivation assumes an identity skip and nothing after the addition, the
 # case without LayerNorms written here). Veit et al. (2016) read the unrolled sum as an
@@ -61,7 +61,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from bertlab import corpus
-from bertlab.experiments import lesions, rank_collapse
+from bertlab.experiments import claims, lesions, rank_collapse
 from bertlab.experiments.lesions import LESIONS
 from bertlab.reference import load_model, load_tokenizer
 
@@ -190,16 +190,30 @@ plt.show()
 
 for k in kinds:
     print(f"{k:<15} mean cosine averaged over layers {by_kind[k].mean().item():.3f}  (worst layer {int(by_kind[k].argmin())})")
-skip_worse = all(by_kind[s].mean() < by_kind["layer"].mean() for s in ("attention_skip", "ffn_skip"))
-print(f"removing a skip connection hurts more than removing the whole layer, on average: {skip_worse}")
+for k in ("layer", "attention_skip", "ffn_skip"):
+    claims.value(f"{k}_mean_cosine", by_kind[k].mean(), "{:.3f}")
+for s in ("attention_skip", "ffn_skip"):
+    worse_in = by_kind[s] < by_kind["layer"]  # (L,): layers where losing the skip hurts more
+    claims.value(f"{s}_worse_layers", worse_in.sum(), "{:.0f}")
+    claims.claim(f"{s}_worse_on_average", by_kind[s].mean(), "<", by_kind["layer"].mean(),
+                 f"removing {s}'s skip hurts more than removing the layer, averaged over the layers")
+    print(f"{s}: hurts more than removing the whole layer in layers {torch.nonzero(worse_in).flatten().tolist()}")
+claims.value("layers", L, "{:.0f}")
+claims.claim("skip_not_worse_everywhere", int((by_kind["attention_skip"] < by_kind["layer"]).all()), "==", 0,
+             "in some layer, removing attention's skip hurts less than removing the layer")
 
 # %% [markdown]
 # Reading the table: skipping a whole layer, or one of its blocks, moves the embeddings but
 # mostly leaves the search results in place, as in Veit et al.'s residual networks: the rest of
 # the model still receives a stream of the kind it expects. Removing only the *skip* while
-# keeping the block is worse than removing the whole layer (compare the averages printed above):
-# the layer then passes on only its update, which on its own is not a stream the following layers
-# know how to read. Removing the last layer moves the embedding a lot (the output space is that
+# keeping the block is worse than removing the whole layer *on average over the layers*: mean
+# cosine {{ attention_skip_mean_cosine }} without attention's skip
+# {{ claim: attention_skip_worse_on_average }} and {{ ffn_skip_mean_cosine }} without the FFN's
+# {{ claim: ffn_skip_worse_on_average }}, against {{ layer_mean_cosine }} without the layer. It is
+# not so in every layer: losing attention's skip hurts more in {{ attention_skip_worse_layers }}
+# of the {{ layers }} layers {{ claim: skip_not_worse_everywhere }}, losing the FFN's in
+# {{ ffn_skip_worse_layers }} (the table lists each). Where it hurts more, the layer passes on
+# only its update, which on its own is not a stream the following layers know how to read. Removing the last layer moves the embedding a lot (the output space is that
 # layer's), yet most queries still find the same sentence: lesions change the geometry of the
 # embeddings more than their ranking.
 #
@@ -288,7 +302,7 @@ except RuntimeError as err:
     print(f"x + F(x) with F: {H} -> {H + 128}: RuntimeError: {err}")
 
 # %% [markdown]
-# He, Zhang, Ren & Sun (2016, "Deep Residual Learning for Image Recognition") met this where
+# He, Zhang, Ren & Sun (2016a, "Deep Residual Learning for Image Recognition", CVPR) met this where
 # their network changes width between stages. They compare (A) zero-padding the extra
 # dimensions of the skip, (B) a learned projection $W_s x$ on the skip only where the width
 # changes, identity everywhere else, and (C) projections on every skip; they find the
@@ -369,7 +383,9 @@ print(f"no normalisation: block 0's gradient with default projections is "
 #   identical within a few layers, and faster than exponentially; at initialisation within one
 #   layer. With the skip they stay distinct (curves above). The FFN alone does not prevent it.
 # - Removing a whole layer or one block at test time changes the sentence embeddings but mostly
-#   not the search results; removing a skip connection is worse than removing the layer.
+#   not the search results; removing a skip connection is worse than removing the layer on
+#   average over the layers {{ claim: attention_skip_worse_on_average }}, though not in every
+#   layer {{ claim: skip_not_worse_everywhere }} (the table above).
 # - Any single attention head can be masked with a small effect; the last layer's heads matter
 #   most.
 # - Each block's update is of the order of the stream, attention's always smaller: the stream
@@ -386,9 +402,14 @@ print(f"no normalisation: block 0's gradient with default projections is "
 #
 # - Dong, Y., Cordonnier, J.-B., & Loukas, A. (2021). Attention is not all you need: pure
 #   attention loses rank doubly exponentially with depth. *ICML*. arXiv:2103.03404.
+# - He, K., Zhang, X., Ren, S., & Sun, J. (2016a). Deep Residual Learning for Image
+#   Recognition. *CVPR*.
 # - He, K., Zhang, X., Ren, S., & Sun, J. (2016b). Identity Mappings in Deep Residual Networks.
 #   *ECCV*.
 # - Michel, P., Levy, O., & Neubig, G. (2019). Are Sixteen Heads Really Better than One?
 #   *NeurIPS*.
 # - Veit, A., Wilber, M., & Belongie, S. (2016). Residual Networks Behave Like Ensembles of
 #   Relatively Shallow Networks. *NeurIPS*.
+
+# %% tags=["remove-input"]
+claims.publish()  # the numbers and claims above, for the build that renders this page

@@ -39,7 +39,13 @@ def _number(x) -> float:
 
 
 def value(name: str, number, fmt: str = "{:.3g}"):
-    """Record ``number`` for the prose's ``{{ name }}``, shown with ``fmt``; returns ``number``."""
+    """Record ``number`` for the prose's ``{{ name }}``, shown with ``fmt``; returns ``number``.
+
+    A string (a library's version, say) is quoted as it is and cannot take part in a claim.
+    """
+    if isinstance(number, str):
+        _values[name] = {"value": None, "text": number}
+        return number
     x = _number(number)
     _values[name] = {"value": x, "text": fmt.format(x)}
     return number
@@ -63,6 +69,8 @@ def claim(name: str, left, op: str, right, says: str) -> bool:
     if op not in OPS:
         raise ValueError(f"claim {name!r}: unknown comparison {op!r} (one of {', '.join(OPS)})")
     sides = [_values[s]["value"] if isinstance(s, str) else _number(s) for s in (left, right)]
+    if None in sides:
+        raise ValueError(f"claim {name!r} compares a value recorded as text")
     record = {"left": sides[0], "op": op, "right": sides[1], "says": says}
     _claims[name] = record
     if not holds(record):
