@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from sentence_transformers import SentenceTransformer
 
 from bertlab import corpus
-from bertlab.experiments import lesions
+from bertlab.experiments import claims, layer_cost, lesions
 from bertlab.reference import bundled_model_dir, load_model, load_tokenizer
 
 model, tokenizer = load_model(), load_tokenizer()
@@ -232,6 +232,105 @@ for i, j in enumerate(best.tolist()):
     print(f"{i}: nearest other sentence {j} (cosine {sim[i, j].item():.3f})")
 
 # %% [markdown]
+# ## What one layer costs, and which part dominates
+#
+# How does a layer's work grow with the sentence length $T$ and the width $H$? Count the
+# multiply-adds for one sentence (a product of an $n \times k$ by a $k \times m$ matrix is
+# $nkm$ of them; $A$ heads of size $d$ with $Ad = H$):
+#
+# | part | multiply-adds |
+# |---|---|
+# | $Q$, $K$, $V$ projections | $3TH^2$ |
+# | scores $Q_iK_i^\top$, all heads | $A T^2 d = T^2 H$ |
+# | weighted sum $P_i V_i$, all heads | $T^2 H$ |
+# | $W^O$ | $TH^2$ |
+# | FFN, $W_1$ and $W_2$ | $2 \cdot T \cdot H \cdot 4H = 8TH^2$ |
+#
+# In all, $12TH^2 + 2T^2H$: linear in $T$ but for the attention pattern, quadratic in $H$. The
+# $T^2$ terms catch up with the rest when $2T^2H = 12TH^2$, at $T = 6H$. PyTorch's FLOP counter
+# (`torch.utils.flop_counter`, which counts $2nkm$ per product) checks the table on layer 0 of
+# the pretrained model, part by part (`bertlab.experiments.layer_cost`), for a few lengths; the
+# time is measured beside it, fastest of three runs:
+
+# %%
+H, I = model.config.hidden_size, model.config.intermediate_size
+layer0 = model.encoder.layer[0]
+lengths = [8, 32, 128, model.config.max_position_embeddings]
+mismatch = 0
+for T_ in lengths:
+    formula, measured = layer_cost.multiply_adds(T_, H, I), layer_cost.counted(layer0, T_)
+    mismatch += sum(abs(formula[p] - measured[p]) for p in layer_cost.PARTS)
+    seconds = layer_cost.fastest_seconds(layer0, T_)
+    print(f"T = {T_:>3}: " + ", ".join(f"{p} {measured[p]:,}" for p in layer_cost.PARTS)
+          + f"; {seconds * 1e3:.2f} ms on this machine, this build")
+claims.value("cost_mismatch", mismatch, "{:.0f}")
+claims.claim("cost_formula_counts", mismatch, "==", 0, "the FLOP counter counts the formula's multiply-adds exactly")
+claims.value("cost_lengths", ", ".join(map(str, lengths)))
+
+# %% [markdown]
+# The counter agrees with the table at T = {{ cost_lengths }}: {{ cost_mismatch }} multiply-adds
+# apart in all {{ claim: cost_formula_counts }}. The share of each part, from the same
+# formula, against $T$:
+
+# %% alt="Share of one layer's multiply-adds taken by each part (the Q, K, V projections, the scores and weighted sum, W^O and the FFN) against the sentence length T on a log scale, with vertical lines at the model's longest input, at T = 6H, and a band over the lengths of the course's sentences."
+sweep = torch.unique(torch.logspace(0, torch.log10(torch.tensor(8.0 * H)), 200).round().long()).tolist()
+shares = {p: [] for p in layer_cost.PARTS}
+for T_ in sweep:
+    parts = layer_cost.multiply_adds(T_, H, I)
+    for p in layer_cost.PARTS:
+        shares[p].append(parts[p] / sum(parts.values()))
+lengths_here = mask.sum(1)  # (B,): the course's sentences, in tokens
+cross = layer_cost.crossover(H, I)
+fig, ax = plt.subplots(figsize=(7, 3.4))
+for p in layer_cost.PARTS:
+    ax.plot(sweep, shares[p], label=p)
+ax.axvspan(lengths_here.min().item(), lengths_here.max().item(), color="gray", alpha=0.2, label="course's sentences")
+ax.axvline(model.config.max_position_embeddings, color="gray", ls=":", label="longest input (max positions)")
+ax.axvline(cross, color="black", ls="--", label=f"T = 6H = {cross}")
+ax.set_xscale("log")
+ax.set_xlabel("tokens per sentence, T")
+ax.set_ylabel("share of the layer's multiply-adds")
+ax.legend(frameon=False, fontsize=7, loc="center left")
+fig.tight_layout()
+plt.show()
+
+longest = lengths_here.max().item()
+at_longest = layer_cost.multiply_adds(longest, H, I)
+ffn_share = at_longest["FFN"] / sum(at_longest.values())
+quadratic_share = at_longest["scores and weighted sum"] / sum(at_longest.values())
+at_max = layer_cost.multiply_adds(model.config.max_position_embeddings, H, I)
+quadratic_at_max = at_max["scores and weighted sum"] / sum(at_max.values())
+print(f"6H = {6 * H}; crossover of the formula: T = {cross}; longest input the model takes: "
+      f"{model.config.max_position_embeddings}")
+print(f"course's longest sentence, T = {longest}: FFN {ffn_share:.0%}, scores and weighted sum {quadratic_share:.1%}")
+claims.value("cross", cross, "{:.0f}")
+claims.value("six_h", 6 * H, "{:.0f}")
+claims.value("max_positions", model.config.max_position_embeddings, "{:.0f}")
+claims.value("course_longest", longest, "{:.0f}")
+claims.value("ffn_share_here", 100 * ffn_share, "{:.0f}%")
+claims.value("quadratic_share_here", 100 * quadratic_share, "{:.1f}%")
+claims.value("quadratic_share_max", 100 * quadratic_at_max, "{:.0f}%")
+claims.claim("crossover_is_6h", cross, "==", 6 * H, "the T^2 terms overtake the rest at T = 6H")
+claims.claim("crossover_beyond_max_positions", cross, ">", model.config.max_position_embeddings,
+             "the crossover lies beyond the longest input the model takes")
+claims.claim("ffn_dominates_here", ffn_share, ">", 0.5,
+             "the FFN does more than half the work for the course's longest sentence")
+claims.claim("quadratic_small_here", quadratic_share, "<", 0.02,
+             "the T^2 terms are under 2% of the work for the course's sentences")
+
+# %% [markdown]
+# For this model the $T^2$ terms would overtake at $T = 6H$ = {{ six_h }} tokens
+# {{ claim: crossover_is_6h }}, beyond the {{ max_positions }} positions it can take at all
+# {{ claim: crossover_beyond_max_positions }}; even at {{ max_positions }} they are
+# {{ quadratic_share_max }} of the work. The course's sentences, {{ course_longest }} tokens at
+# most, sit at the far left: there the FFN does {{ ffn_share_here }} of the work
+# {{ claim: ffn_dominates_here }} and the scores and weighted sum {{ quadratic_share_here }}
+# {{ claim: quadratic_small_here }}. For short sentences a layer's cost is its matrices, and the
+# FFN's are $8H^2$ of the $12H^2$ weights a token meets; attention's quadratic cost matters for
+# long inputs, not here. bert-base ($H = 768$, 512 positions) has the same curve, stretched: its
+# crossover is at $6 \cdot 768$ tokens. The times printed are this machine's, this build's, and
+# the page claims nothing about them.
+#
 # ## What we found
 #
 # - The encoder composed by hand from the pretrained sub-modules reproduces `BertModel` exactly,
@@ -241,6 +340,10 @@ for i, j in enumerate(best.tolist()):
 #   sentence's vector depends on the padding of its batch.
 # - Cosine similarity of these vectors ranks the corpus sentences by topic for queries that
 #   share few words with them.
+# - One layer does $12TH^2 + 2T^2H$ multiply-adds (checked with PyTorch's FLOP counter
+#   {{ claim: cost_formula_counts }}); for the course's sentences the FFN does most of it
+#   {{ claim: ffn_dominates_here }}, and the $T^2$ terms would overtake only at $T = 6H$,
+#   beyond the model's longest input {{ claim: crossover_beyond_max_positions }}.
 #
 # **Exercise:** [06-bert-model](../exercises/06-bert-model/06-bert-model.ipynb): open it with
 # `make lab`, then grade it with `bertlab grade 06`.
@@ -251,3 +354,6 @@ for i, j in enumerate(best.tolist()):
 #   BERT-Networks. *EMNLP-IJCNLP*.
 # - Devlin, J., Chang, M.-W., Lee, K., & Toutanova, K. (2019). BERT: Pre-training of Deep
 #   Bidirectional Transformers for Language Understanding. *NAACL*.
+
+# %% tags=["remove-input"]
+claims.publish()  # the numbers and claims above, for the build that renders this page
