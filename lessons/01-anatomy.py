@@ -22,6 +22,7 @@ from transformers import BertConfig, BertModel
 from transformers.models.bert.modeling_bert import BertLayer
 
 from bertlab.capture import capture
+from bertlab.experiments import claims
 from bertlab.experiments.census import GROUPS, PARTS, census, ffn_share, locate
 from bertlab.reference import load_model
 
@@ -56,6 +57,11 @@ columns = {"all-MiniLM-L6-v2": sizes(config), "bert-base (BertConfig())": sizes(
 print(f"{'':<31}" + "".join(f"{name:>26}" for name in columns))
 for row in columns["all-MiniLM-L6-v2"]:
     print(f"{row:<31}" + "".join(f"{col[row]:>26,}" for col in columns.values()))
+# the sizes other pages (the FAQ) quote: read from the configs, never typed
+for prefix, cfg in (("", config), ("base_", BertConfig())):
+    for key, number in (("H", cfg.hidden_size), ("A", cfg.num_attention_heads), ("L", cfg.num_hidden_layers),
+                        ("I", cfg.intermediate_size), ("d", cfg.hidden_size // cfg.num_attention_heads)):
+        claims.value(prefix + key, number, "{:.0f}")
 
 # %% [markdown]
 # ## The layer in the papers
@@ -273,3 +279,6 @@ plt.show()
 #
 # **Exercise:** [01-numpy-bert](../exercises/01-numpy-bert/01-numpy-bert.ipynb): open it with
 # `make lab`, then grade it with `bertlab grade 01`.
+
+# %% tags=["remove-input"]
+claims.publish()  # the numbers above, for the build that renders this page
