@@ -393,6 +393,51 @@ def _layer_calls_attention_children_no_residual():
     return replace(right(MODEL), "bert-layer", ATTENTION_CALL, CHILDREN_ADD_NORM.format(residual=""))
 
 
+# The feed-forward block on chunks of four tokens, as HF's apply_chunking_to_forward runs it when
+# chunk_size_feed_forward is set: the dropout checks' fixed masks must not depend on the split.
+CHUNKED_FFN = ("        chunks = [self.output(self.intermediate(chunk), chunk)  # (B, 4, H) each\n"
+               "                  for chunk in attention_output.split(4, dim=1)]\n"
+               "        layer_output = torch.cat(chunks, dim=1)  # (B, T, H)")
+
+
+@case("layer-ffn-in-chunks", MODEL, scores=13, status="passed", message=PASSED)
+def _layer_ffn_in_chunks():
+    """Task 6.1's feed-forward block run on chunks of tokens: HF's numbers, so full marks. It
+    failed the train-mode dropout check, whose masks assumed one dropout call on the whole tensor."""
+    nb = replace(right(MODEL), "bert-layer", "        intermediate_output = self.intermediate(attention_output)  # (B, T, I)\n", "")
+    return replace(nb, "bert-layer", "        layer_output = self.output(intermediate_output, attention_output)  # (B, T, H)",
+                   CHUNKED_FFN)
+
+
+# BertSelfAttention one head at a time, with its own dropout module on each head's probabilities.
+ATTENTION_BODY = """        context_layer, attention_probs = eager_attention_forward(
+            self,
+            query_layer,
+            key_layer,
+            value_layer,
+            attention_mask,
+            scaling=self.scaling,
+            dropout=self.dropout.p if self.training else 0.0,
+        )
+        context_layer = context_layer.reshape(B, T, self.all_head_size)  # (B, T, h, d) -> (B, T, H)"""
+PER_HEAD_ATTENTION = """        contexts, probs = [], []
+        for h in range(self.num_attention_heads):  # one head at a time: (B, T, d) slices
+            scores = query_layer[:, h] @ key_layer[:, h].transpose(-1, -2) * self.scaling  # (B, T, T)
+            if attention_mask is not None:
+                scores = scores + attention_mask[:, 0]
+            p = self.dropout(torch.softmax(scores, dim=-1))
+            probs.append(p)
+            contexts.append(p @ value_layer[:, h])  # (B, T, d)
+        context_layer, attention_probs = torch.cat(contexts, dim=-1), torch.stack(probs, dim=1)"""
+
+
+@case("self-attention-one-head-at-a-time", ATTENTION, scores=8, status="passed", message=PASSED)
+def _self_attention_one_head_at_a_time():
+    """Task 3.2 computed head by head, dropout applied to each head's probabilities: HF's numbers,
+    so full marks. It failed the train-mode dropout check (masks drawn per call)."""
+    return replace(right(ATTENTION), "bert-self-attention", ATTENTION_BODY, PER_HEAD_ATTENTION)
+
+
 @case("layernorm-stats-detached", ADD_NORM, scores=9, status="failed", message=r"(?is)\[Task 4\.1\].*gradient",
       must_fail=("test-4-1-gradients",))
 def _layernorm_stats_detached():

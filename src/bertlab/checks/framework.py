@@ -28,7 +28,7 @@ from torch import nn
 
 from bertlab import capture as capture_mod
 from bertlab import diagnose, reference
-from bertlab.checks import heatmap
+from bertlab.checks import feature_dropout, heatmap
 from bertlab.checks.compare import Difference, allclose, difference, worst_position
 from bertlab.checks.harness import (describe_call, given, gradients_of, invoke_learner, load_weights, state_digest,
                                     state_shapes, weighted_sum)
@@ -141,8 +141,9 @@ class Task:
             seed: seed of torch's generator right before the call (dropout in train mode).
             grad: keep autograd on (the gradients check).
         """
+        # Inside ``feature_dropout.per_feature()`` here, the learner's process draws the same masks.
         outcome = invoke_learner(fn, args, kwargs, seed=seed, forbid_shortcuts=self.forbid_shortcuts, grad=grad,
-                                 threads=torch.get_num_threads())
+                                 threads=torch.get_num_threads(), per_feature_dropout=feature_dropout.active())
         return self.outcome_value(outcome, what, args, kwargs)
 
     def outcome_value(self, outcome, what: str, args: tuple = (), kwargs: dict | None = None):
@@ -732,9 +733,11 @@ def check_dropout_placement(task: "ModuleTask", cls, ctx: Context, layer, inputs
     """In train mode, the learner's module equals HF's when dropout acts in the same places.
 
     First with every nn.Dropout of both modules (same attribute paths) replaced by a
-    ``DropoutProbe``, whose masks depend on shapes only; else, unprobed, from the same seed, so
-    a rewrite that calls ``nn.functional.dropout(x, self.dropout.p, self.training)`` passes too.
-    Fails only when both differ, naming the placement mistake that explains the outputs, if any.
+    ``DropoutProbe``, whose masks depend on shapes only; then with every dropout drawing one
+    fixed mask over the last axis (``feature_dropout``), so right code that drops in pieces
+    (chunks of tokens, one head at a time) passes; else, unprobed, from the same seed, so a
+    rewrite that calls ``nn.functional.dropout(x, self.dropout.p, self.training)`` passes too.
+    Fails only when all three differ, naming the placement mistake that explains the outputs.
 
     Args:
         module: the learner's module, loaded for ``layer``, if one was built already (its
@@ -748,7 +751,7 @@ def check_dropout_placement(task: "ModuleTask", cls, ctx: Context, layer, inputs
         return
     seed = placement.SEED
 
-    def run(probes: bool, module=None) -> tuple[dict, dict]:
+    def run(probes: bool, module=None, per_feature: bool = False) -> tuple[dict, dict]:
         hf = copy.deepcopy(reference_module).train()
         module = (module if module is not None else task.learner_for(cls, ctx, layer)).train()
         if probes:
@@ -757,7 +760,7 @@ def check_dropout_placement(task: "ModuleTask", cls, ctx: Context, layer, inputs
                 set_submodule(hf, path, DropoutProbe(hf.get_submodule(path).p))
                 if isinstance(mine.get(path), nn.Dropout):
                     set_submodule(module, path, DropoutProbe(mine[path].p))
-        with torch.no_grad():
+        with torch.no_grad(), feature_dropout.per_feature() if per_feature else contextlib.nullcontext():
             return task.call(module, inputs, seed=seed), task.call(hf, inputs, seed=seed)
 
     def same(pair) -> bool:
@@ -771,7 +774,7 @@ def check_dropout_placement(task: "ModuleTask", cls, ctx: Context, layer, inputs
             for k in expected)
 
     probed = run(probes=True, module=module)
-    if same(probed):
+    if same(probed) or same(run(probes=False, per_feature=True)):
         return
     from_seed = run(probes=False)
     if same(from_seed):

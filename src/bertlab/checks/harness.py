@@ -28,6 +28,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from bertlab.checks import feature_dropout
+
 # Code of transformers' models (modeling_bert and its relatives): a learner's module that ends
 # up running it is HF's module, not the learner's.
 _HF_MODELS = ("transformers/models/", "transformers\\models\\")
@@ -220,11 +222,13 @@ def _weights_loaded_later(fn):
 
 
 def invoke(fn, args: tuple = (), kwargs: dict | None = None, *, seed: int | None = None,
-           forbid_shortcuts: bool = False, grad: bool = False, threads: int | None = None) -> Outcome:
+           forbid_shortcuts: bool = False, grad: bool = False, threads: int | None = None,
+           per_feature_dropout: bool = False) -> Outcome:
     """Call ``fn(*args, **kwargs)`` on copies of the arguments and report what happened.
 
     Args:
         seed: seed torch's global generator right before the call (dropout in train mode).
+        per_feature_dropout: every dropout draws ``feature_dropout``'s fixed mask (train mode).
         forbid_shortcuts: fail when the call runs transformers' model code (module tasks).
         grad: keep autograd on (the gradients check); otherwise the call runs under no_grad.
         threads: torch's thread count for the call (the grader's own, so sums split alike).
@@ -245,7 +249,8 @@ def invoke(fn, args: tuple = (), kwargs: dict | None = None, *, seed: int | None
     try:
         if watch is not None:
             sys.setprofile(watch)
-        with torch.set_grad_enabled(grad), _weights_loaded_later(fn):
+        probed = feature_dropout.per_feature() if per_feature_dropout else contextlib.nullcontext()
+        with torch.set_grad_enabled(grad), _weights_loaded_later(fn), probed:
             value = fn(*call_args, **call_kwargs)
     except NotImplementedError:
         return Outcome("not_implemented")
