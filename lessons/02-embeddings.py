@@ -285,8 +285,8 @@ plt.show()
 # And the two avoid each other: the word table keeps {{ word_in_pos }} of its variance in the
 # position table's {{ k_pos }} leading directions, where a random subspace of that size would
 # hold {{ word_in_random }} {{ claim: words_avoid_position_directions }}; the position table
-# keeps {{ pos_in_word }} in the word table's {{ k_word }}, against {{ word_in_random }} for a
-# random one of {{ k_pos }} and {{ pos_in_random }} for one of {{ k_word }}
+# keeps {{ pos_in_word }} of its variance in the word table's {{ k_word }} leading directions,
+# where a random subspace of that size would hold {{ pos_in_random }}
 # {{ claim: positions_avoid_word_directions }}. So training did, within one width, what
 # concatenation would have fixed by hand: it gave positions a few directions of their own and left
 # the rest to the words, with the split learned rather than chosen. A linear map of a later layer

@@ -30,7 +30,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from bertlab import corpus
-from bertlab.experiments import lesions
+from bertlab.experiments import claims, lesions
 from bertlab.experiments.heads import ov_circuits
 from bertlab.experiments.lesions import LESIONS, LayerEdit
 from bertlab.masks import additive_mask
@@ -187,22 +187,36 @@ plt.show()
 relu_wo, relu_skip = everywhere["ReLU after W_O"], everywhere["ReLU on the skips"]
 print(f"every layer: ReLU after W_O keeps mean cosine {relu_wo.mean_cosine:.3f}, "
       f"ReLU on the skips {relu_skip.mean_cosine:.3f}")
-print(f"ReLU on the skips is the more damaging edit in every single layer: "
-      f"{all(s.mean_cosine < w.mean_cosine for s, w in zip(per_layer['ReLU on the skips'], per_layer['ReLU after W_O']))}")
+cos = {name: torch.tensor([e.mean_cosine for e in effects]) for name, effects in per_layer.items()}  # (L,) each
+skip_margin = (cos["ReLU on the skips"] - cos["ReLU after W_O"]).max()  # < 0: the skips' ReLU worse in every layer
+block_margin = (cos["attention block removed"] - cos["ReLU after W_O"]).max()  # < 0: W_O's ReLU milder everywhere
+print(f"ReLU on the skips is the more damaging edit in every single layer: {bool(skip_margin < 0)}")
 print(f"ReLU after W_O in one layer costs less than removing that layer's attention block, in every layer: "
-      f"{all(w.mean_cosine > r.mean_cosine for w, r in zip(per_layer['ReLU after W_O'], per_layer['attention block removed']))}")
+      f"{bool(block_margin < 0)}")
+claims.value("relu_wo_cosine", relu_wo.mean_cosine, "{:.3f}")
+claims.value("relu_skip_cosine", relu_skip.mean_cosine, "{:.3f}")
+claims.claim("skip_relu_worse_every_layer", skip_margin, "<", 0,
+             "a ReLU on the skips costs more than a ReLU after W_O, in every layer")
+claims.claim("wo_relu_milder_than_removing", block_margin, "<", 0,
+             "a ReLU after W_O costs less than removing the attention block, in every layer")
+claims.claim("skip_relu_worse_everywhere", relu_skip.mean_cosine, "<", relu_wo.mean_cosine,
+             "in all layers at once, the ReLU on the skips leaves less of the embeddings")
+claims.claim("skip_relu_shuffles_scores", relu_skip.score_correlation, "<", relu_wo.score_correlation,
+             "the ReLU on the skips leaves a lower score correlation than the ReLU after W_O")
 
 # %% [markdown]
-# A ReLU after $W^O$ in every layer moves the embeddings by the amount printed, and the search
-# scores still move together with the intact ones ("score r"). In one layer at a time it costs
-# less than removing that layer's attention block altogether: the model loses the negative part
-# of what attention writes, but the stream itself is intact and the FFNs still read it. A ReLU on
-# the skips is worse in every layer, and in all layers together it leaves little of the
-# embeddings (mean cosine printed): it cuts the channel itself. Everything the embeddings and
+# A ReLU after $W^O$ in every layer keeps a mean cosine of {{ relu_wo_cosine }} to the intact
+# embeddings, and the search scores still move together with the intact ones ("score r"). In one
+# layer at a time it costs less than removing that layer's attention block altogether
+# {{ claim: wo_relu_milder_than_removing }}: the model loses the negative part of what attention
+# writes, but the stream itself is intact and the FFNs still read it. A ReLU on the skips is worse
+# in every layer {{ claim: skip_relu_worse_every_layer }}, and in all layers together it leaves a
+# mean cosine of {{ relu_skip_cosine }} {{ claim: skip_relu_worse_everywhere }}: it cuts the
+# channel itself. Everything the embeddings and
 # earlier layers stored in negative coordinates is gone after the first edited block, and no
 # later layer can recover it. The first search result of each query survives even that on this
 # small corpus (each query has one clearly best sentence, lesson 7), but the scores below it are
-# shuffled much more (the lower "score r").
+# shuffled more (the lower "score r") {{ claim: skip_relu_shuffles_scores }}.
 #
 # These weights were trained without either ReLU, so some damage is expected from any change.
 # The point is the difference between the two places: a nonlinearity *on a branch* changes one
@@ -217,9 +231,9 @@ print(f"ReLU after W_O in one layer costs less than removing that layer's attent
 # - The residual stream is a linear channel every sub-layer reads from and writes to by
 #   addition; a ReLU on it destroys what is stored in negative coordinates (their share is
 #   printed above) for all later layers.
-# - Measured on the pretrained model: a ReLU on the skip connections is far more damaging than a
-#   ReLU after $W^O$, which in any one layer costs less than removing that layer's attention
-#   (numbers above).
+# - Measured on the pretrained model: a ReLU on the skip connections is more damaging than a
+#   ReLU after $W^O$ {{ claim: skip_relu_worse_everywhere }}, which in any one layer costs less
+#   than removing that layer's attention {{ claim: wo_relu_milder_than_removing }}.
 #
 # **Exercise:** [07-why-measured](../exercises/07-why-measured/07-why-measured.ipynb): open it with
 # `make lab`, then grade it with `bertlab grade 07`.
@@ -230,3 +244,6 @@ print(f"ReLU after W_O in one layer costs less than removing that layer's attent
 #   Circuits. *Transformer Circuits Thread*, transformer-circuits.pub.
 # - He, K., Zhang, X., Ren, S., & Sun, J. (2016b). Identity Mappings in Deep Residual Networks.
 #   *ECCV*.
+
+# %% tags=["remove-input"]
+claims.publish()  # the numbers and claims above, for the build that renders this page

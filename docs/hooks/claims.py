@@ -9,6 +9,8 @@ lesson page, then, in every page (lessons, FAQ, guides):
 - ``{{ claim: name }}`` (or ``{{ claim: 05-feed-forward: name }}``) becomes a check mark whose
   tooltip shows the two numbers the sentence rests on.
 
+Placeholders inside code are left as they are: there they are examples of the syntax.
+
 The build fails when a placeholder names nothing recorded, or a claim does not hold: a sentence
 cannot say the opposite of its number. Lesson pages are read while pages are populated, the
 placeholders filled when they are built, so the FAQ can quote any lesson whatever the order.
@@ -31,6 +33,8 @@ log = logging.getLogger("mkdocs.hooks.claims")
 SCRIPT = re.compile(r'<script type="application/vnd\.bertlab\.claims\+json">(.*?)</script>', re.S)
 # {{ name }}, {{ 05-feed-forward: name }}, {{ claim: name }}, {{ claim: 05-feed-forward: name }}
 PLACEHOLDER = re.compile(r"\{\{\s*(claim\s*:\s*)?(?:(\d\d-[a-z0-9-]+)\s*:\s*)?([A-Za-z_][\w.]*)\s*\}\}")
+# Code, where a placeholder is an example (the API reference shows the syntax), not a number.
+CODE = re.compile(r"(<code[^>]*>.*?</code>|<pre[^>]*>.*?</pre>)", re.S)
 # The same comparisons as bertlab.experiments.claims.OPS: the hook must not import the course.
 OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
        "!=": operator.ne}
@@ -77,7 +81,14 @@ def fill(page_html: str, here: str | None, records: dict[str, dict]) -> tuple[st
         tip = f"Checked when this page was built: {record['left']:.4g} {record['op']} {record['right']:.4g}"
         return f'<span class="claim" title="{html.escape(tip)}" aria-label="checked claim">&#10003;</span>'
 
-    return PLACEHOLDER.sub(replace, page_html), problems
+    parts = CODE.split(page_html)  # odd parts are code: a placeholder shown as an example stays
+    return "".join(p if i % 2 else PLACEHOLDER.sub(replace, p) for i, p in enumerate(parts)), problems
+
+
+def unfilled(page_html: str) -> list[str]:
+    """The placeholders left in a built page's prose (code aside)."""
+    return [found.group(0) for i, part in enumerate(CODE.split(page_html)) if i % 2 == 0
+            for found in PLACEHOLDER.finditer(part)]
 
 
 def on_config(config):

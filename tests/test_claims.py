@@ -1,0 +1,121 @@
+"""Every sentence true to its number: the claims the prose makes, checked by the build and here.
+
+Lessons record the numbers their prose quotes and the comparisons it makes
+(``bertlab.experiments.claims``); the site build fills the numbers in and fails on a claim that
+does not hold (``docs/hooks/claims.py``). These tests read the built site (built once per run by
+the "site" group) and the course's prose:
+
+- every claim recorded on a built page holds, and no placeholder is left unfilled;
+- a planted contradicted claim, or a mark naming no claim, fails the build's hook;
+- every recorded claim is marked in some sentence, so none is checked without being said;
+- every comparative sentence of the lessons, the FAQ and the guides carries a claim mark or names
+  its paper, but for those listed in ``unclaimed_comparisons.txt``: a new one fails.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from types import SimpleNamespace
+
+import pytest
+
+from bertlab.experiments import claims
+from tests.comparisons import CLAIM, sources, unclaimed
+from tests.conftest import ROOT
+from tests.test_site import site  # noqa: F401  (a fixture)
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("site")]
+BASELINE = ROOT / "tests" / "unclaimed_comparisons.txt"
+
+
+def hook():
+    spec = importlib.util.spec_from_file_location("claims_hook", ROOT / "docs" / "hooks" / "claims.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def lesson_pages(site) -> dict[str, str]:
+    return {p.parent.name: p.read_text(encoding="utf-8") for p in sorted((site / "lessons").glob("*/index.html"))}
+
+
+def test_every_recorded_claim_holds_on_the_built_pages(site):
+    claims_hook = hook()
+    recorded = {stem: claims_hook.read(page) for stem, page in lesson_pages(site).items()}
+    recorded = {stem: r for stem, r in recorded.items() if r}
+    assert sum(len(r["claims"]) for r in recorded.values()) >= 20, "too few claims recorded: is publish() run?"
+    problems = [p for stem, r in recorded.items() for p in claims_hook.contradicted(stem, r)]
+    assert problems == []
+
+
+def test_no_placeholder_is_left_on_the_site(site):
+    claims_hook = hook()
+    left = [f"{page.relative_to(site)}: {placeholder}" for page in site.rglob("*.html")
+            for placeholder in claims_hook.unfilled(page.read_text(encoding="utf-8"))]
+    assert left == []
+    marks = sum(page.read_text(encoding="utf-8").count('class="claim"') for page in site.rglob("*.html"))
+    said = sum(len(CLAIM.findall(path.read_text())) for path in sources())
+    assert marks >= said > 0, (marks, said)  # every mark in the prose became a checked mark
+
+
+def _page(src_uri: str):
+    return SimpleNamespace(file=SimpleNamespace(src_uri=src_uri), content="")
+
+
+def test_a_planted_contradicted_claim_fails_the_build(site):
+    from mkdocs.exceptions import PluginError
+
+    claims_hook = hook()
+    page_html = lesson_pages(site)["08-residual-connections"]
+    records = claims_hook.read(page_html)
+    name, true_claim = next(iter(sorted(records["claims"].items())))
+    claims_hook.on_page_content(page_html, _page("lessons/08-residual-connections.py"), None, None)  # as built: passes
+    negation = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+    records["claims"]["planted"] = {**true_claim, "op": negation[true_claim["op"]], "says": "the opposite of " + name}
+    planted = claims_hook.SCRIPT.sub(lambda _: f'<script type="{claims.SCRIPT_TYPE}">'
+                                     + __import__("json").dumps(records) + "</script>", page_html)
+    with pytest.raises(PluginError, match="planted"):
+        claims_hook.on_page_content(planted, _page("lessons/08-residual-connections.py"), None, None)
+
+
+def test_a_mark_naming_no_claim_fails_the_build(site):
+    from mkdocs.exceptions import PluginError
+
+    claims_hook = hook()
+    claims_hook.on_page_content(lesson_pages(site)["08-residual-connections"],
+                                _page("lessons/08-residual-connections.py"), None, None)
+    page = _page("faq.md")
+    page.content = "<p>Removing a skip is worse {{ claim: 08-residual-connections: never_recorded }}.</p>"
+    with pytest.raises(PluginError, match="never_recorded"):
+        claims_hook.on_page_context({}, page, None, None)
+
+
+def test_every_recorded_claim_is_said_in_a_sentence(site):
+    claims_hook = hook()
+    text = {path.stem: path.read_text() for path in sources()}
+    marked = set()
+    for stem, body in text.items():
+        for found in claims_hook.PLACEHOLDER.finditer(body):
+            if found.group(1):
+                marked.add((found.group(2) or stem, found.group(3)))
+    recorded = {(stem, name) for stem, page in lesson_pages(site).items()
+                for name in (claims_hook.read(page) or {"claims": {}})["claims"]}
+    assert sorted(recorded - marked) == [], "claims checked by the build but said in no sentence"
+
+
+def test_a_claim_that_does_not_hold_fails_in_the_lesson():
+    with pytest.raises(claims.ClaimError, match="slower"):
+        claims.claim("slower", 2.0, "<", 1.0, "two is less than one")
+
+
+def test_comparative_sentences_carry_a_claim_or_are_listed():
+    """A new comparison in the prose must be a registered claim (or cite its paper)."""
+    found = unclaimed()
+    listed = [line for line in BASELINE.read_text().splitlines() if line and not line.startswith("#")]
+    new = [s for s in found if s not in listed]
+    gone = [s for s in listed if s not in found]
+    print(f"{len(found)} comparative sentences carry no registered claim yet (listed in {BASELINE.name})")
+    assert new == [], ("comparative sentences with no {{ claim: ... }} mark: register a claim in the lesson "
+                       "and mark the sentence, or cite the paper:\n" + "\n".join(new))
+    assert gone == [], f"no longer in the prose (remove them from {BASELINE.name}):\n" + "\n".join(gone)
