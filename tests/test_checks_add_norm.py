@@ -246,3 +246,84 @@ def test_the_given_self_attention_is_task_3s_solution():
     assert len(given) == 1 and not given[0].count("### BEGIN SOLUTION")
     squash = lambda s: re.sub(r"\s+", " ", s).strip()  # noqa: E731
     assert squash(given[0]) == squash("\n".join(solved))
+
+
+# -- a LayerNorm written by hand: its statistics mistakes are named, its eps message measured ------
+
+
+class StudentLayerNorm(nn.Module):
+    """A LayerNorm as published student code writes it: an ``eps`` attribute, torch.std (unbiased)."""
+
+    def __init__(self, size, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size))
+        self.bias = nn.Parameter(torch.zeros(size))
+        self.eps = eps
+
+    def forward(self, x):  # (B, T, H) -> (B, T, H)
+        mean, std = x.mean(-1, keepdim=True), x.std(-1, keepdim=True)
+        return self.weight * (x - mean) / (std + self.eps) + self.bias
+
+
+def with_layer_norm(base: type, norm) -> type:
+    """``base`` (BertSelfOutput or BertOutput) whose ``LayerNorm`` is ``norm(config)``."""
+
+    def __init__(self, config):
+        base.__init__(self, config)
+        self.LayerNorm = norm(config)
+
+    return type(f"{base.__name__}_hand_norm", (base,), {"__init__": __init__})
+
+
+def test_an_eps_message_measures_what_it_claims():
+    """The eps differs and so does the std: the message must not say the outputs differ by little."""
+    cls = with_layer_norm(NS["BertSelfOutput"], lambda config: StudentLayerNorm(config.hidden_size))
+    with pytest.raises(CheckFailed) as err:
+        check("4.1", cls, upto="names")
+    message = str(err.value)
+    alone, yours = (float(x) for x in re.findall(r"by up to ([\d.e+-]+)", message))
+    assert yours > 10 * alone, message
+    assert "more than the eps differs" in message, message
+    assert "only about" not in message
+
+
+class WrongAxis(nn.Module):
+    """Statistics over the tokens: ``x.mean(1)`` on a (B, T, H) tensor."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.weight, self.bias = nn.Parameter(torch.ones(config.hidden_size)), nn.Parameter(torch.zeros(config.hidden_size))
+        self.variance_epsilon = config.layer_norm_eps
+
+    def forward(self, x):
+        mean = x.mean(dim=1, keepdim=True)
+        var = ((x - mean) ** 2).mean(dim=1, keepdim=True)
+        return self.weight * (x - mean) * torch.rsqrt(var + self.variance_epsilon) + self.bias
+
+
+class UnbiasedVariance(WrongAxis):
+    def forward(self, x):
+        centred = x - x.mean(-1, keepdim=True)
+        var = centred.pow(2).sum(-1, keepdim=True) / (x.shape[-1] - 1)
+        return self.weight * centred / torch.sqrt(var + self.variance_epsilon) + self.bias
+
+
+class EpsOnStd(WrongAxis):
+    def forward(self, x):
+        centred = x - x.mean(-1, keepdim=True)
+        return self.weight * centred / (centred.pow(2).mean(-1, keepdim=True).sqrt() + self.variance_epsilon) + self.bias
+
+
+@pytest.mark.parametrize("task, base", [("4.1", "BertSelfOutput"), ("5.2", "BertOutput")])
+@pytest.mark.parametrize("norm, mistake", [
+    (WrongAxis, "layernorm-wrong-axis"),
+    (UnbiasedVariance, "unbiased-variance"),
+    (lambda config: StudentLayerNorm(config.hidden_size, config.layer_norm_eps), "unbiased-variance"),
+    (EpsOnStd, "layernorm-eps-outside-sqrt"),
+])
+def test_hand_written_layer_norm_mistakes_are_named(task, base, norm, mistake):
+    classes = NS if base in NS else solution_namespace("05-feed-forward")
+    with pytest.raises(CheckFailed) as err:
+        check(task, with_layer_norm(classes[base], norm))
+    assert err.value.mistake == mistake, str(err.value)
+    assert 'See lessons/06-layernorm (section "LayerNorm by hand")' in str(err.value)

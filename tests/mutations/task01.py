@@ -77,3 +77,9 @@ MUTATIONS = [
     ) + attention_output""",
     ),
 ]
+
+MUTATIONS += [
+    Mutation("layernorm-wrong-axis", NB, "np.mean(x, axis=-1, keepdims=True)  # (..., 1)\n"
+             "    var = np.var(x, axis=-1, keepdims=True)",
+             "np.mean(x, axis=-2, keepdims=True)\n    var = np.var(x, axis=-2, keepdims=True)"),
+]

@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import torch
 
 from bertlab import diagnose
@@ -30,8 +32,9 @@ def random_batch(ctx: Context, **widths: int) -> tuple[dict, str]:
 class AddNormTask(ModuleTask):
     """A module ending in ``LayerNorm(dropout(dense(x)) + input_tensor)``: Tasks 4.1, 4.2, 5.2.
 
-    Beyond ModuleTask's checks: the LayerNorm's eps is compared with the config (a wrong eps
-    changes outputs by only about 1e-4); values that differ because dropout stays on in eval mode
+    Beyond ModuleTask's checks: the LayerNorm's eps is compared with the config (the message
+    measures what that eps alone changes, and what the learner's module changes); values that
+    differ because dropout stays on in eval mode
     say so. Where dropout acts (ModuleTask's dropout check) names the Add & Norm placements:
     on the residual sum, after the LayerNorm, on the sub-layer's input, missing.
     """
@@ -54,9 +57,28 @@ class AddNormTask(ModuleTask):
                 default = eps == flawed.TORCH_LAYER_NORM_EPS
                 self.fail(
                     f"`self.{name}.eps` is {eps:g}, expected config.layer_norm_eps = {want:g}",
-                    "The outputs differ by only about 1e-4, but the pretrained weights were trained with this eps.",
+                    self.eps_effect(cls, ctx, name, eps),
+                    "The pretrained weights were trained with config.layer_norm_eps: pass it to nn.LayerNorm.",
                     mistake=diagnose.REGISTRY["layernorm-eps-default"] if default else None,
                 )
+
+    def eps_effect(self, cls, ctx: Context, name: str, eps: float) -> str:
+        """What ``eps`` alone changes in HF's module on the pretrained layer 0, and what the
+        learner's module changes: measured, since a LayerNorm written by hand may differ in more."""
+        layer = self.layers(ctx)[0]
+        inputs, expected = self.captured(ctx, layer)
+        output = next(iter(self.outputs))  # (B, T, H): the Add & Norm's own output
+        hf = copy.deepcopy(self.reference(ctx, layer))
+        hf.get_submodule(name).eps = eps
+        with torch.no_grad():
+            alone = float((self.call(hf, inputs)[output] - expected[output]).abs().max())
+            yours = float((self.call(self.learner_for(cls, ctx, layer), inputs)[output].float()
+                           - expected[output]).abs().max())
+        measured = (f"On {self.where(layer)}'s input, that eps alone moves HF's outputs by up to {alone:.1e}; "
+                    f"yours differ by up to {yours:.1e}")
+        if yours > 2 * alone + self.atol:
+            return measured + ", so more than the eps differs (the values check says what)."
+        return measured + "."
 
     def compare(self, expected, got, dims, against, diagnose_with=None):
         try:

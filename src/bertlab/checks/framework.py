@@ -408,8 +408,12 @@ class ModuleTask(Task):
                    for k, v in expected.items()):
                 continue
             try:
-                self.compare(expected, got, self.outputs, f"{against} on {description}")
+                # Diagnosed too: a mistake the pretrained model's tiny eps hides (eps added to the
+                # std, say) shows with this config's large one.
+                self.compare(expected, got, self.outputs, f"{against} on {description}", diagnose_with=(hf, inputs))
             except CheckFailed as err:
+                if err.mistake is not None:
+                    raise
                 hint = "Read every size from `config` (or from the inputs' shapes), never from the pretrained model."
                 raise CheckFailed(f"{err}\n  {hint}", err.mistake) from None
 

@@ -9,6 +9,7 @@ e.g. dropout left active in eval mode.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
@@ -52,6 +53,24 @@ def register(mistake: Mistake) -> Mistake:
         raise ValueError(f"duplicate mistake id {mistake.id}")
     REGISTRY[mistake.id] = mistake
     return mistake
+
+
+def name_also_in(mistake_id: str, tasks: tuple[str, ...], outputs: Callable) -> Mistake:
+    """Name a registered mistake in more tasks, simulated there by ``outputs``.
+
+    One mistake keeps one id wherever a learner can make it: the unbiased variance of a
+    hand-written LayerNorm is the same mistake in numpy (Task 1.2) and in a module (Task 4.1).
+    The simulation that runs is the one whose kind of task the check is: module tasks pass an
+    ``nn.Module`` as the reference, numpy tasks do not.
+    """
+    first = REGISTRY[mistake_id]
+
+    def either(reference, inputs):
+        chosen = outputs if isinstance(reference, torch.nn.Module) else first.outputs
+        return chosen(reference, inputs) if chosen is not None else {}
+
+    REGISTRY[mistake_id] = dataclasses.replace(first, tasks=first.tasks + tasks, outputs=either)
+    return REGISTRY[mistake_id]
 
 
 def for_task(task_id: str) -> list[Mistake]:

@@ -20,7 +20,8 @@ import inspect
 import torch
 from torch import nn
 
-from bertlab.diagnose import MATCH_ATOL, REGISTRY, Mistake, register
+from bertlab.diagnose import MATCH_ATOL, REGISTRY, Mistake, name_also_in, register
+from bertlab.diagnose import numpy_bert as by_hand
 from bertlab.diagnose.common import register_placements
 
 LESSON = "04-add-and-norm"
@@ -62,6 +63,8 @@ def add_norm(module, hidden_states, input_tensor, flaw=None, training=False, mak
 
     def norm(y):
         eps = TORCH_LAYER_NORM_EPS if flaw == "layernorm-eps-default" else module.LayerNorm.eps
+        if flaw in STATISTICS_FLAWS:  # a LayerNorm written by hand, as in Task 1.2
+            return by_hand.layer_norm(y, module.LayerNorm.weight, module.LayerNorm.bias, eps, flaw)
         return nn.functional.layer_norm(y, y.shape[-1:], module.LayerNorm.weight, module.LayerNorm.bias, eps)
 
     if flaw == "layernorm-before-residual":
@@ -135,6 +138,11 @@ for _id, _tasks, _description, _lesson, _section in [
      "03-multi-head-attention", "The additive mask"),
 ]:
     register(Mistake(_id, _tasks, _description, _lesson, _section, _flawed(_id)))
+
+# A LayerNorm written by hand can get its statistics wrong as in numpy (Task 1.2): the same ids.
+STATISTICS_FLAWS = ("unbiased-variance", "layernorm-eps-outside-sqrt", "layernorm-wrong-axis")
+for _id in STATISTICS_FLAWS:
+    name_also_in(_id, ADD_NORM, _flawed(_id))
 
 # Detected by the names check (the LayerNorm's ``eps``); when there is no ``eps`` to read, by
 # ``diagnose_near_miss``: its outputs are too close to the right ones for ``diagnose``.

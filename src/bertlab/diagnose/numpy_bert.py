@@ -26,8 +26,9 @@ def softmax(x, axis=-1, flaw=None):
 
 def layer_norm(x, weight, bias, eps, flaw=None):
     """LayerNorm over the last axis."""
-    mean = x.mean(-1, keepdim=True)
-    var = x.var(-1, keepdim=True, correction=1 if flaw == "unbiased-variance" else 0)
+    axis = -2 if flaw == "layernorm-wrong-axis" else -1
+    mean = x.mean(axis, keepdim=True)
+    var = x.var(axis, keepdim=True, correction=1 if flaw == "unbiased-variance" else 0)
     if flaw == "layernorm-eps-missing":
         std = var.sqrt()  # 0 on a constant row: 0 / 0 = NaN
     elif flaw == "layernorm-eps-outside-sqrt":
@@ -171,7 +172,12 @@ for _id, _tasks, _primitive, _description, _lesson, _section in [
      "a softmax normalised over axis 0 instead of over `axis` (the keys, axis -1)",
      ATTENTION, "Softmax over the keys"),
     ("unbiased-variance", (LAYERNORM, LAYER), layer_norm,
-     "LayerNorm with the UNBIASED variance (divided by H - 1, ddof=1) instead of the biased one (divided by H)",
+     "LayerNorm with the UNBIASED variance (divided by H - 1: ddof=1 in numpy, unbiased=True or torch.std in "
+     "torch) instead of the biased one (divided by H)",
+     NORM, "LayerNorm by hand"),
+    ("layernorm-wrong-axis", (LAYERNORM, LAYER), layer_norm,
+     "LayerNorm with its mean and variance taken over the TOKENS (axis -2) instead of over each token's "
+     "features (axis -1)",
      NORM, "LayerNorm by hand"),
     ("layernorm-eps-missing", (LAYERNORM,), layer_norm,
      "LayerNorm WITHOUT eps: a constant row gives 0 / 0 = NaN",
