@@ -10,6 +10,8 @@ instructor's process records it in the gradebook as on the local path. What Dask
   as 0 on every grade cell with that reason, not retried forever;
 - a task that raises (the worker's disk full, say) is run again ``RETRIES`` times;
 - cancelling the futures (Ctrl-C) removes the class's tasks from the cluster.
+
+The submissions are sent a few at a time, as the workers have threads (see ``judged``).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ class ClusterJudges:
     def __init__(self, address: str, say=lambda line: print(line, file=sys.stderr, flush=True)):
         from distributed import Client
 
-        self.address, self.say, self.pending = address, say, []
+        self.address, self.say, self.sent, self.waiting = address, say, {}, []
         try:
             # Security (TLS certificates) comes from Dask's own configuration, as for `dask worker`.
             self.client = Client(address, timeout=WAIT_FOR_WORKERS, set_as_default=False)
@@ -79,26 +81,43 @@ class ClusterJudges:
         return f"on the Dask cluster at {self.address} ({len(info['workers'])} workers, {threads} threads{dashboard})"
 
     def judged(self, todo: list, limits) -> Iterator[tuple[object, object]]:
-        """(submission, TaskResult) pairs, in the order they finish."""
+        """(submission, TaskResult) pairs, in the order they finish.
+
+        As many submissions are on the cluster at a time as its workers have threads (counted
+        again as workers come and go), the next sent as one finishes: a worker that dies holds
+        only the submissions it was grading, so only those count the death against them (a
+        worker holding a queue would have every submission in it blamed and sent elsewhere).
+        """
         from distributed import as_completed
 
         from bertlab.grading import notebooks
         from bertlab.grading.cluster import installed_version, judge_submission
 
-        version, sources, futures = installed_version(), {}, {}
-        for rank, sub in enumerate(todo):
-            if sub.assignment not in sources:
-                sources[sub.assignment] = {p.name: p.read_bytes() for p in notebooks.source_notebooks(sub.folder)}
-            future = self.client.submit(
-                judge_submission, sub.assignment, {p.name: p.read_bytes() for p in sub.notebooks()},
-                sources[sub.assignment], limits, version,
-                key=f"autograde {sub.key} {uuid.uuid4().hex[:8]}", pure=False, retries=RETRIES,
-                priority=len(todo) - rank)  # in the order given: the longest first
-            futures[future] = sub
-        self.pending = list(futures)
-        for future in as_completed(futures, loop=self.client.loop):
-            sub = futures[future]
+        version, run, sources = installed_version(), uuid.uuid4().hex[:8], {}
+        waiting = list(reversed(todo))  # popped from the end: in the order given, the longest first
+        finished = as_completed(loop=self.client.loop)
+
+        def send_more() -> None:
+            while waiting and len(self.sent) < self._threads():
+                sub = waiting.pop()
+                if sub.assignment not in sources:
+                    sources[sub.assignment] = {p.name: p.read_bytes() for p in notebooks.source_notebooks(sub.folder)}
+                # One key prefix for the whole class: one task group on the dashboard.
+                future = self.client.submit(judge_submission, sub.assignment, {p.name: p.read_bytes() for p in sub.notebooks()},
+                                            sources[sub.assignment], limits, version, key=("bertlab-autograde", run, sub.key),
+                                            pure=False, retries=RETRIES)
+                self.sent[future] = sub
+                finished.add(future)
+
+        self.waiting = waiting
+        send_more()
+        for future in finished:
+            sub = self.sent.pop(future)
+            send_more()  # before recording this one: no worker waits for the gradebook
             yield sub, self._verdict(future, sub, sources[sub.assignment])
+
+    def _threads(self) -> int:
+        return max(1, sum(self.client.nthreads().values()))
 
     def _verdict(self, future, sub, sources: dict[str, bytes]):
         from distributed import KilledWorker
@@ -119,8 +138,10 @@ class ClusterJudges:
 
     def close(self) -> None:
         """Cancel the class's tasks still on the cluster (Ctrl-C, an error), and disconnect."""
-        unfinished = [f for f in self.pending if not f.done()]
+        unfinished = [f for f in self.sent if not f.done()]
         if unfinished:
             self.client.cancel(unfinished)
-            self.say(f"cancelled {len(unfinished)} submission(s) on the cluster; they are graded next run")
+        if unfinished or self.waiting:
+            self.say(f"cancelled {len(unfinished)} submission(s) on the cluster, {len(self.waiting)} not sent yet: "
+                     f"they are graded next run")
         self.client.close()

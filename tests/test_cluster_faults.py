@@ -1,0 +1,178 @@
+"""``bertlab autograde --scheduler`` when things go wrong: nothing is lost, nothing runs forever.
+
+One Dask ``LocalCluster`` of two single-threaded worker processes (each restarted by its nanny when
+killed), with the scheduler allowing one worker death per task (``allowed-failures``: 1). Its
+tests, cheapest first:
+
+- a worker of another bertlab version is refused, both versions named, before anything is graded;
+- one run of three submissions: a worker killed while it grades one of them (that submission is
+  graded elsewhere, in full), and a submission whose every worker is killed (it ends as
+  KilledWorker after two deaths, and is recorded as 0 with that reason, not retried forever);
+- Ctrl-C on the instructor's command cancels the class's tasks on the cluster.
+
+Whether the class gets the same verdicts on a cluster as on this machine is test_class_agreement's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests import submissions as sub
+from tests.class_submissions import SUBMITTED, write_course
+from tests.conftest import ROOT
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+DASK = Path(sys.executable).parent / "dask"
+ASSIGNMENT = sub.NUMPY
+SLOW = "import time\ntime.sleep({})  # long enough to be killed in the middle of it"
+
+
+def _course(root: Path, notebooks: dict[str, object]) -> Path:
+    """A course with ``ASSIGNMENT`` in its gradebook and one submission per student."""
+    import nbformat
+
+    course = write_course(root, {ASSIGNMENT})
+    subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"], cwd=course,
+                   check=True, capture_output=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    for student, nb in notebooks.items():
+        folder = course / SUBMITTED / student / ASSIGNMENT
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / f"{ASSIGNMENT}.ipynb")
+    return course
+
+
+def _slow(seconds: float):
+    """A right notebook that takes ``seconds`` longer to grade."""
+    return sub.insert_after(sub.right(ASSIGNMENT), "softmax", SLOW.format(seconds))
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    import dask
+    from distributed import Client, LocalCluster
+
+    # Where an operator sets them: the scheduler's configuration (DASK_DISTRIBUTED__SCHEDULER__...).
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
+        local = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0")
+    client = Client(local, set_as_default=False)
+    try:
+        yield local, client
+    finally:
+        client.close()
+        local.close()
+
+
+def test_a_worker_of_another_version_is_refused_naming_both(tmp_path):
+    from distributed import LocalCluster
+
+    from bertlab.grading.cluster import installed_version
+    from bertlab.instructor.autograde import autograde
+    from bertlab.instructor.cluster_judges import ClusterError
+
+    # A worker whose installed bertlab says 0.0.1: what a stale venv on a worker machine reports.
+    stale = tmp_path / "stale"
+    (stale / "bertlab-0.0.1.dist-info").mkdir(parents=True)
+    (stale / "bertlab-0.0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: bertlab\nVersion: 0.0.1\n")
+    with LocalCluster(n_workers=0, processes=True, dashboard_address=":0") as empty:
+        worker = subprocess.Popen([str(DASK), "worker", empty.scheduler_address, "--nthreads", "1", "--no-nanny"],
+                                  env={**os.environ, "PYTHONPATH": str(stale)}, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        try:
+            with pytest.raises(ClusterError) as refused:
+                autograde(tmp_path / "no-course-needed", [], scheduler=empty.scheduler_address, progress=False)
+        finally:
+            worker.kill()
+            worker.wait()
+    message = str(refused.value)
+    assert "bertlab 0.0.1" in message and f"bertlab {installed_version()}" in message, message
+
+
+def _kill_while_grading(client, students: list[str], hits: dict[str, int], stop: threading.Event) -> None:
+    """Kill every worker process that grades "always", and one that grades "once" (unless a kill of
+    the first kind took it already); ``hits`` counts the kills each student's submission was at."""
+
+    def held(worker) -> set[str]:
+        keys = [str(k) for k in client.processing().get(worker, ())]
+        return {s for s in students if any(f"{s}/" in k for k in keys)}
+
+    def wanted(here: set[str]) -> bool:
+        return "always" in here or ("once" in here and hits["once"] == 0)
+
+    while not stop.is_set():
+        for worker in list(client.processing()):
+            if not wanted(held(worker)):
+                continue
+            time.sleep(1.0)  # in the middle of the submission: its notebook sleeps for longer
+            here = held(worker)
+            if not wanted(here):
+                continue
+            os.kill(client.run(os.getpid, workers=[worker])[worker], signal.SIGKILL)
+            for student in here:
+                hits[student] += 1
+            while worker in client.scheduler_info()["workers"] and not stop.is_set():
+                time.sleep(0.1)  # gone from the scheduler: the tasks are back in its hands
+        time.sleep(0.2)
+
+
+def test_a_killed_worker_loses_nothing_and_a_killing_submission_ends_at_zero(cluster, tmp_path):
+    from nbgrader.api import Gradebook
+
+    from bertlab.instructor.autograde import autograde
+
+    local, client = cluster
+    course = _course(tmp_path / "course", {"once": _slow(3), "always": _slow(3), "quiet": sub.exercise(ASSIGNMENT)})
+    hits, stop = {"once": 0, "always": 0, "quiet": 0}, threading.Event()
+    killer = threading.Thread(target=_kill_while_grading, args=(client, list(hits), hits, stop), daemon=True)
+    killer.start()
+    try:
+        outcomes = {o.student: o for o in autograde(course, [], scheduler=local.scheduler_address, timeout=60,
+                                                    progress=False)}
+    finally:
+        stop.set()
+        killer.join()
+    full = sub.max_points(ASSIGNMENT)
+    # allowed-failures 1: a second death ends it; one death is retried elsewhere.
+    assert hits["always"] == 2 and hits["once"] == 1 and hits["quiet"] <= 1, hits
+    assert (outcomes["once"].status, outcomes["once"].score) == ("passed", full), outcomes["once"]
+    assert (outcomes["always"].status, outcomes["always"].score, outcomes["always"].max_score) == ("error", 0, full)
+    assert "was not tried again" in outcomes["always"].reason and "2 times" in outcomes["always"].reason
+    assert outcomes["quiet"].status == "failed" and outcomes["quiet"].score == 0
+    # In the gradebook as on the command's table, and the reason where the feedback is made from.
+    with Gradebook(f"sqlite:///{course}/instructor/gradebook.db", "bertlab") as gb:
+        assert gb.find_submission(ASSIGNMENT, "once").score == full
+        assert gb.find_submission(ASSIGNMENT, "always").score == 0
+    graded = course / "instructor" / "autograded" / "always" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    assert "was not tried again" in graded.read_text()
+
+
+def test_ctrl_c_cancels_the_class_on_the_cluster(cluster, tmp_path):
+    local, client = cluster
+    course = _course(tmp_path / "course", {f"s{i}": _slow(20) for i in range(3)})
+    command = subprocess.Popen([sys.executable, "-m", "bertlab.cli", "autograde", "--course", str(course),
+                                "--scheduler", local.scheduler_address, "--timeout", "8", "--json"],
+                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not any(client.processing().values()) and time.monotonic() < deadline and command.poll() is None:
+        time.sleep(0.2)
+    assert command.poll() is None, command.communicate()
+    command.send_signal(signal.SIGINT)
+    out, err = command.communicate(timeout=60)
+    assert command.returncode == 130, err
+    assert "cancelled 2 submission(s) on the cluster, 1 not sent yet" in err, err
+    # The scheduler forgets them: nothing of the class is left to run.
+    deadline = time.monotonic() + 10
+    while client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)) == 0
+    state = course / "instructor" / "autograded" / ".bertlab-autograde.json"
+    assert not state.exists() or json.loads(state.read_text()) == {}
