@@ -89,15 +89,24 @@ claims.value("eps_effect_max", effects[largest], "{:.1e}")
 claims.value("eps_effect_here", effects[f"encoder.layer.{LAYER}.attention.output.LayerNorm"], "{:.1e}")
 claims.value("eps_effect_smallest", smallest)
 claims.value("eps_effect_largest", largest)
+rounding = (y_hand - y_module).abs().max()
+claims.value("ln_rounding", rounding, "{:.1e}")
+claims.claim("eps_effect_above_rounding", effects[smallest], ">", rounding,
+             "the smallest effect of the default eps is larger than the by-hand LayerNorm's rounding difference")
+claims.claim("eps_effect_near_rounding", effects[smallest], "<", 10 * rounding,
+             "the smallest effect is less than ten times that rounding difference")
 claims.claim("eps_effect_spread", effects[largest], ">", 10 * effects[smallest],
              "the effect of the default eps spans more than a factor of ten across the LayerNorms")
 
 # %% [markdown]
 # The default $\varepsilon$ moves this layer's first LayerNorm by up to {{ eps_effect_here }},
-# and the model's LayerNorms by {{ eps_effect_min }} (`{{ eps_effect_smallest }}`) to
-# {{ eps_effect_max }} (`{{ eps_effect_largest }}`), more than a factor of ten apart
-# {{ claim: eps_effect_spread }}: every difference is far above float32 rounding, so a check with
-# a tight tolerance catches the wrong $\varepsilon$ wherever it is.
+# and the model's LayerNorms by {{ eps_effect_min }} ({{ eps_effect_smallest }}) to
+# {{ eps_effect_max }} ({{ eps_effect_largest }}), more than a factor of ten apart
+# {{ claim: eps_effect_spread }}. Even the smallest is larger than the rounding difference
+# between the by-hand LayerNorm and the module, {{ ln_rounding }}
+# {{ claim: eps_effect_above_rounding }}, though by less than a factor of ten
+# {{ claim: eps_effect_near_rounding }}: a check must
+# compare with a tolerance near float32 rounding to catch the wrong $\varepsilon$ everywhere.
 #
 # ## What LayerNorm forgets
 #

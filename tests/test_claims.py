@@ -59,6 +59,13 @@ def test_no_placeholder_is_left_on_the_site(site):
     assert marks >= said > 0, (marks, said)  # every mark in the prose became a checked mark
 
 
+def test_no_placeholder_is_written_as_code():
+    """The build leaves placeholders in code alone (they are examples there): in prose, no backticks."""
+    quoted = [f"{path.relative_to(ROOT)}: {found.group(0)}" for path in sources()
+              for found in re.finditer(r"`[^`\n]*\{\{[^`\n]*`", path.read_text())]
+    assert quoted == []
+
+
 def _page(src_uri: str):
     return SimpleNamespace(file=SimpleNamespace(src_uri=src_uri), content="")
 
