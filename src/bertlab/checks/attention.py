@@ -41,6 +41,7 @@ class BertSelfAttentionTask(ModuleTask):
     lesson = "03-multi-head-attention"
     hf_path = "encoder.layer.{layer}.attention.self"
     outputs = {"context_layer": CONTEXT_DIMS, "attention_probs": PROBS_DIMS}
+    computed_in_order = ["attention_probs", "context_layer"]  # the probabilities weight the values
     dropouts = {"dropout": "attention_probs_dropout_prob"}
 
     def captured(self, ctx, layer):
@@ -78,6 +79,7 @@ class EagerAttentionForwardTask(BertSelfAttentionTask):
     title = "eager_attention_forward"
     stages = ("shapes", "values", "masks", "config", "dropout", "gradients")
     outputs = {"attn_output": ("batch", "token", "head", "dim"), "attn_weights": PROBS_DIMS}
+    computed_in_order = ["attn_weights", "attn_output"]
     grad_inputs = ("query", "key", "value")
 
     def build(self, fn, ctx):

@@ -28,6 +28,78 @@ def worst_position(expected: torch.Tensor, got: torch.Tensor, dims: tuple[str, .
     )
 
 
+def non_finite(outputs: dict, dims: dict, order: list[str] | None = None) -> str | None:
+    """None when every output is finite, else a line saying where NaN (or inf) first appears.
+
+    Args:
+        outputs: output name -> the learner's tensor.
+        dims: output name -> a name per dimension.
+        order: the outputs' names in the order the computation makes them (HF's attention makes
+            its probabilities before the context they weight); default: ``outputs``' order. The
+            first output with a NaN is where to look: the later ones inherit it.
+    """
+    found = []
+    for name in order or list(outputs):
+        value = outputs.get(name)
+        if not isinstance(value, torch.Tensor) or not value.is_floating_point():
+            continue
+        bad = ~torch.isfinite(value.detach())
+        if bad.any():
+            index = tuple(int(i) for i in bad.nonzero()[0])
+            what = "NaN" if bool(value.detach().isnan().any()) else "inf"
+            found.append(f"`{name}` ({int(bad.sum())} of {value.numel()} values {what}, the first at "
+                         f"{_where(index, dims.get(name, ()))})")
+    if not found:
+        return None
+    later = f"; then in {', '.join(found[1:])}" if len(found) > 1 else ""
+    return f"NaN or inf first appears in {found[0]}{later}."
+
+
+def close_where_finite(got: torch.Tensor, wrong: torch.Tensor, expected: torch.Tensor, atol: float) -> bool:
+    """Whether ``got`` (which holds NaN or inf) is what the mistake that gives ``wrong`` gives.
+
+    Where a mistake overflows (a mask multiplied with the scores: score x float32's min) depends
+    on the order of the learner's operations: NaN lands elsewhere than in the simulation, and an
+    exact match is hopeless. The evidence kept: wherever both are finite they agree, and there the
+    mistake changes a tenth of the output at least (a few finite values agreeing by chance prove
+    nothing).
+    """
+    if got.shape != wrong.shape or got.shape != expected.shape:
+        return False
+    got, wrong = got.detach().float(), wrong.detach().float()
+    both = torch.isfinite(got) & torch.isfinite(wrong)
+    if not both.any() or bool(torch.isfinite(got).all()):
+        return False
+    near = lambda a, b: (a - b).abs() <= atol + atol * b.abs()  # noqa: E731
+    changed = ~torch.isfinite(wrong) | ~near(wrong, expected)  # where the mistake acts
+    return bool(near(got[both], wrong[both]).all()) and int(changed[both].sum()) >= got.numel() / 10
+
+
+def diagnose_non_finite(task_id: str, reference_module, inputs: dict, got: dict, expected: dict):
+    """The known mistake of ``task_id`` whose simulation ``got`` (NaN or inf in it) matches where
+    both are finite (``close_where_finite``), or None; ``diagnose.diagnose`` asks for NaN in the
+    very same places, which a mistake that overflows rarely gives twice."""
+    from bertlab import diagnose
+
+    if all(torch.isfinite(v.detach()).all() for v in got.values() if isinstance(v, torch.Tensor)):
+        return None
+    for mistake in diagnose.for_task(task_id):
+        if mistake.outputs is None:
+            continue
+        with torch.no_grad():
+            wrong = mistake.outputs(reference_module, inputs)
+        names = [n for n in wrong if n in got and n in expected]
+        if names and all(
+            close_where_finite(got[n], wrong[n], expected[n], diagnose.MATCH_ATOL)
+            if not bool(torch.isfinite(got[n].detach()).all())
+            else got[n].shape == wrong[n].shape and bool(torch.allclose(
+                got[n].detach().float(), wrong[n].float(), atol=diagnose.MATCH_ATOL, rtol=diagnose.MATCH_ATOL))
+            for n in names
+        ):
+            return mistake
+    return None
+
+
 def allclose(expected: torch.Tensor, got: torch.Tensor, atol: float) -> bool:
     if got.numel() == 0:
         return got.shape == expected.shape

@@ -29,7 +29,8 @@ from torch import nn
 from bertlab import capture as capture_mod
 from bertlab import diagnose, reference
 from bertlab.checks import feature_dropout, heatmap
-from bertlab.checks.compare import Difference, allclose, difference, worst_position
+from bertlab.checks.compare import (Difference, allclose, diagnose_non_finite, difference, non_finite,
+                                    worst_position)
 from bertlab.checks.harness import (describe_call, given, gradients_of, invoke_learner, load_weights, state_digest,
                                     state_shapes, weighted_sum)
 from bertlab.diagnose import common as placement
@@ -91,6 +92,7 @@ class Task:
     lesson: str
     stages: tuple[str, ...] = ("names", "shapes", "values", "masks", "calls", "config", "dropout", "gradients")
     atol: float = ATOL
+    computed_in_order: list[str] | None = None  # outputs in the order forward makes them (default: as returned)
 
     def run(self, obj, upto: str | None = None, only: str | None = None, seed: int = 0) -> str:
         """Run the checks in order up to and including ``upto`` (default: all), or just ``only``."""
@@ -199,10 +201,12 @@ class Task:
             what = "values" if len(expected) == 1 else f"`{name}` values"
             mistake = None
             if diagnose_with is not None:
-                mistake = diagnose.diagnose(self.id, *diagnose_with, got, expected)
+                mistake = (diagnose.diagnose(self.id, *diagnose_with, got, expected)
+                           or diagnose_non_finite(self.id, *diagnose_with, got, expected))
             self.fail(
                 f"{what} differ from {against} (atol {self.atol:g})",
                 worst_position(want, have, dims[name]),
+                non_finite(got, dims, self.computed_in_order),
                 mistake=mistake,
                 values=difference(name, expected, got, dims[name]),
             )

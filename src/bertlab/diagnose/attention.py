@@ -32,6 +32,10 @@ def attention(query, key, value, attention_mask, scaling, flaw=None):
             scores = scores * attention_mask
         elif flaw == "mask-wrong-sign":
             scores = scores - attention_mask
+        elif flaw == "mask-over-queries":
+            # A padding mask depends on the key only (its rows are alike): transposed, it masks
+            # the padded queries' rows instead, and every query attends to the padding keys.
+            scores = scores + attention_mask.transpose(-1, -2)
         elif flaw != "mask-ignored":
             scores = scores + attention_mask
     probs = torch.softmax(scores, dim=-2 if flaw == "softmax-wrong-axis" else -1)
@@ -50,8 +54,19 @@ def self_attention(module, hidden_states, attention_mask=None, flaw=None):
         return x.view(B, T, h, d).transpose(1, 2)
 
     q, k, v = (split(layer(hidden_states)) for layer in (module.query, module.key, module.value))
-    context, probs = attention(q, k, v, attention_mask, module.attention_head_size**-0.5, flaw)
-    return {"context_layer": context.reshape(B, T, h * d), "attention_probs": probs}
+    context, probs = attention(q, k, v, attention_mask, module.attention_head_size**-0.5, flaw)  # (B, T, h, d)
+    return {"context_layer": merge(context, flaw), "attention_probs": probs}
+
+
+def merge(context, flaw=None):
+    """(B, T, h, d) -> (B, T, h*d), head i on features i*d .. (i+1)*d - 1, with an optional flaw."""
+    B, T, h, d = context.shape
+    if flaw == "heads-merged-without-transpose":
+        # The heads' axis never moved back after the tokens': (B, h, T, d) memory read as (B, T, h*d).
+        return context.transpose(1, 2).reshape(B, T, h * d)
+    if flaw == "heads-merged-dims-swapped":
+        return context.transpose(-1, -2).reshape(B, T, h * d)  # features in (d, h) order: heads interleaved
+    return context.reshape(B, T, h * d)
 
 
 def _flawed(flaw):
@@ -75,7 +90,14 @@ for _id, _tasks, _description, _section in [
     ("mask-ignored", BOTH, "attention that ignores the mask, so padding tokens are attended to", "The additive mask"),
     ("mask-multiplied", BOTH, "the mask MULTIPLIED with the scores instead of added to them", "The additive mask"),
     ("mask-wrong-sign", BOTH, "the mask SUBTRACTED from the scores, so only padding is attended to", "The additive mask"),
+    ("mask-over-queries", BOTH, "the mask broadcast over the QUERIES instead of the keys (its last two axes "
+     "swapped, e.g. `attention_mask.transpose(-1, -2)` or a (B, 1, T, 1) mask): padded queries are masked, "
+     "padding keys are attended to", "The mask's shape on its way to the scores"),
     ("heads-split-wrong", ("3.2",), "heads split by `view(B, heads, T, d)` without the transpose: tokens and heads get mixed", "Splitting into heads"),
+    ("heads-merged-without-transpose", ("3.2",), "the heads merged from (B, heads, T, d) without moving the heads' "
+     "axis back after the tokens' (a transpose forgotten): tokens and heads get mixed", "Merging the heads"),
+    ("heads-merged-dims-swapped", ("3.2",), "the heads merged in (B, T, d, heads) order (a transpose of the last "
+     "two axes before the reshape): the heads' features are interleaved", "Merging the heads"),
 ]:
     register(Mistake(_id, _tasks, _description, LESSON, _section, _flawed(_id)))
 
