@@ -69,6 +69,7 @@ def judge_notebook(nb, timeout: float = DEFAULT_TIMEOUT, memory_mb: float = DEFA
     tampered = tamper.scan(nb)
     learner = Learner(timeout, memory_mb, env=env, cwd=cwd)
     first_error = None
+    gone_in = None  # the cell that was running when the learner's process was stopped
     # Cells after the last grade cell cannot change a verdict: they are not run (07's closing
     # figure alone took 1.1 s of its 7).
     graded_through = max((i for i, cell in enumerate(nb.cells) if grade_cell_meta(cell)), default=-1)
@@ -80,6 +81,7 @@ def judge_notebook(nb, timeout: float = DEFAULT_TIMEOUT, memory_mb: float = DEFA
             if meta is None:
                 if learner.gone is None:
                     first_error = _run_learner_cell(learner, cell.source, index, first_error)
+                    gone_in = index + 1 if learner.gone is not None else None
                 continue
             points = float(meta.get("points", 0))
             grade_id = meta.get("grade_id", f"cell-{index + 1}")
@@ -94,7 +96,8 @@ def judge_notebook(nb, timeout: float = DEFAULT_TIMEOUT, memory_mb: float = DEFA
                     _run_grade_cell(cell.source, learner, grade_id)
             except LearnerGone as err:
                 result.stopped = err.status
-                result.checks.append(CheckResult(grade_id, False, 0.0, points, f"{err} (at cell {index + 1})"))
+                gone_in = gone_in or index + 1
+                result.checks.append(CheckResult(grade_id, False, 0.0, points, f"{err} (cell {gone_in} was running)"))
             except Exception as err:  # a failed check, or the learner's name missing
                 result.checks.append(
                     CheckResult(grade_id, False, 0.0, points, _message(err, first_error), getattr(err, "mistake", None),

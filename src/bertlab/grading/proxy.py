@@ -114,7 +114,9 @@ class Learner:
         while True:
             left = self.deadline - time.monotonic()
             if left <= 0:
-                self.gone = LearnerGone(f"timed out after {self.timeout:g} s (raise it with --timeout)", "timeout")
+                # No advice on raising the limit: the learner reads this in feedback, and the
+                # limit is the instructor's (the commands' own output says how to raise it).
+                self.gone = LearnerGone(f"timed out after {self.timeout:g} s", "timeout")
                 raise wire.ChannelClosed("timeout")
             ready, _, _ = select.select([self.from_learner], [], [], min(left, 0.25))
             # Also after quick answers (memory grows between requests too), but at most every
@@ -125,8 +127,7 @@ class Learner:
             self.memory_checked = now
             if self.process.rss_mb() > self.memory_mb:
                 self.gone = LearnerGone(
-                    f"stopped: your code used more than {self.memory_mb:g} MB of memory "
-                    f"(raise it with --memory-limit)", "error")
+                    f"stopped: your code used more than {self.memory_mb:g} MB of memory", "error")
                 raise wire.ChannelClosed("memory")
             if ready:
                 return

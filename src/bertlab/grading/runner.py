@@ -236,7 +236,7 @@ def _run_worker(nb, limits: Limits, pool: WorkerPool) -> tuple[str, list[CheckRe
         with pool.worker() as worker:
             outcome = worker.judge(copy, result_file, limits)
         if outcome == "timeout":
-            return "timeout", _failed_all(nb, f"timed out after {limits.timeout:g} s (raise it with --timeout)")
+            return "timeout", _failed_all(nb, f"timed out after {limits.timeout:g} s")
         if outcome != "done" or not result_file.exists():
             return "error", _failed_all(nb, f"the grading process {outcome}")
         result = json.loads(result_file.read_text())

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import time
 import warnings
 from dataclasses import asdict, dataclass
@@ -166,6 +167,7 @@ def _record(config, coursedir, sub: course.Submission, result) -> Outcome:
     steps.insert(judge_at, recorded)
 
     coursedir = _for(coursedir, sub)
+    _forget_feedback(coursedir, sub)
     # nbgrader's gradebook code warns about its own session use on every submission; it is noise here.
     warnings.filterwarnings("ignore", module="nbgrader.api")
     log = logging.getLogger(f"bertlab.autograde.{sub.key}")
@@ -186,6 +188,16 @@ def _record(config, coursedir, sub: course.Submission, result) -> Outcome:
     status = "error" if reason else result.status
     return Outcome(sub.student, sub.assignment, score, max_score, status, reason or _first_failure(result),
                    result.seconds + time.perf_counter() - start)
+
+
+def _forget_feedback(coursedir, sub: course.Submission) -> None:
+    """Remove the feedback made from the submission's last grade, which this grading replaces.
+
+    ``nbgrader generate_feedback`` makes it again from the new autograded copy; a submission
+    regraded into an error has none, and nbgrader would skip it and leave the old feedback (and
+    its old score) for the learner to read.
+    """
+    shutil.rmtree(coursedir.format_path(coursedir.feedback_directory, sub.student, sub.assignment), ignore_errors=True)
 
 
 def _for(coursedir, sub: course.Submission):
@@ -238,8 +250,12 @@ def summary(outcomes: list[Outcome]) -> str:
     rows = [("student", "assignment", "score", "status", "first failure or reason")]
     rows += [(o.student, o.assignment, f"{o.score:g}/{o.max_score:g}" if o.status != "skipped" else "-",
               o.status, o.reason.splitlines()[0][:80] if o.reason else "") for o in outcomes]
+    from bertlab.grading.table import limit_advice
+
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4] for r in rows)
+    advice = limit_advice([o.reason for o in outcomes if o.status != "skipped"])
+    return "\n".join(["  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4] for r in rows]
+                     + [""] * bool(advice) + advice)
 
 
 def to_json(outcomes: list[Outcome]) -> str:
