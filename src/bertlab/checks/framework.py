@@ -31,6 +31,7 @@ from bertlab import diagnose, reference
 from bertlab.checks import feature_dropout, heatmap
 from bertlab.checks.compare import (Difference, allclose, diagnose_non_finite, difference, non_finite,
                                     worst_position)
+from bertlab.checks.feedback_traceback import learner_traceback
 from bertlab.checks.harness import (describe_call, given, gradients_of, invoke_learner, load_weights, state_digest,
                                     state_shapes, weighted_sum)
 from bertlab.diagnose import common as placement
@@ -49,6 +50,11 @@ class CheckFailed(AssertionError):
         super().__init__(message)
         self.mistake = mistake
         self.values = values
+
+    def _render_traceback_(self) -> list[str]:
+        """What IPython (JupyterLab) shows for this exception: the learner's own lines, then the
+        message. The grader's frames, and the source lines around them, say nothing to a learner."""
+        return learner_traceback(self)
 
 
 @dataclass
