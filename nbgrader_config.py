@@ -38,10 +38,11 @@ c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedE
 # Grade cells call the pretrained model: allow a slow first load, never hang forever.
 c.ExecutePreprocessor.timeout = 300
 # Feedback is rendered from the autograded notebooks, whose grade cells hold the hidden tests
-# again: nbgrader's default feedback would show them to the learner, so clear them first.
+# again: nbgrader's default feedback would show them to the learner, so clear them first (with
+# nbgrader's ClearHiddenTests, quiet about nbconvert's display settings: bertlab/nbgrader_feedback.py).
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
-    "nbgrader.preprocessors.ClearHiddenTests",
+    "bertlab.nbgrader_feedback.ClearHiddenTests",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
 # Autograde judges each notebook as `bertlab grade` does (the learner's code in its own process,
