@@ -5,7 +5,10 @@ A class of 20 submissions (tests/class_submissions.py) is graded by
   running the notebook sees), recorded before the judge's verdict replaces their outputs;
 - ``bertlab grade``;
 - ``nbgrader autograde`` with the repository's nbgrader_config.py (its gradebook);
-- ``bertlab autograde`` (its gradebook, in a second copy of the course).
+- ``bertlab autograde`` (its gradebook, in a second copy of the course);
+- ``bertlab autograde --scheduler`` on a Dask cluster of two single-worker processes on loopback,
+  started with Dask's own commands as the instructor guide says (its gradebook, in a third copy);
+  its gradebook export must equal the local one's too.
 
 Every grade cell of every submission gets the same points from all four, with one exception made
 on purpose: a notebook that rebinds ``check`` passes its own grade cells in the kernel, and both
@@ -18,6 +21,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -26,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from tests.class_submissions import kernel_recorder, roster, write_class, write_course, write_grade_view
+from tests.dask_loopback import log_tail, loopback_cluster
 from tests.conftest import ROOT
 
 # nbgrader autograde runs every submission in a kernel, then judges it: about 10 s each on a quiet
@@ -110,6 +115,8 @@ def graded(tmp_path_factory):
     for name in assignments:  # records each assignment's grade cells in the gradebook
         _run("generate_assignment", _nbgrader("generate_assignment", name, "--force"), bertlab_course)
     write_class(bertlab_course, students)
+    cluster_course = base / "bertlab-cluster"  # the same course, gradebook and submissions
+    shutil.copytree(bertlab_course, cluster_course)
 
     # nbgrader autograde grades one submission after another (a submission it cannot read makes it
     # exit 1); the hanging one on its own, with short limits for the kernel and the judge.
@@ -129,6 +136,18 @@ def graded(tmp_path_factory):
     rest = _run("bertlab autograde", _bertlab("autograde", "--course", str(bertlab_course), "--jobs", "2", "--json"), ROOT)
     second_run = {o["student"]: o for o in json.loads(rest.stdout)}
 
+    # The same two runs on a Dask cluster: the judges on its workers, the gradebook written here.
+    # One thread of BLAS per judge, as on this machine's two jobs: the two workers share two cores.
+    with loopback_cluster(2, base, env={"OMP_NUM_THREADS": "1"}) as scheduler:
+        try:
+            for s in hang:
+                _run("bertlab autograde --scheduler", _bertlab("autograde", "--course", str(cluster_course), "--student",
+                                                                s.id, "--timeout", str(HANG_LIMIT), "--scheduler", scheduler), ROOT)
+            _run("bertlab autograde --scheduler", _bertlab("autograde", "--course", str(cluster_course), "--scheduler",
+                                                            scheduler), ROOT)
+        except AssertionError as err:
+            raise AssertionError(f"{err}\n{log_tail(base)}") from None
+
     # bertlab grade: the class as task folders, the hanging one in a run of its own.
     view = write_grade_view(base / "grade", [s for s in students if not s.member.hangs])
     report = json.loads(_run("bertlab grade", _bertlab("grade", "--path", str(view), "--json"), base / "grade", ok=(0, 1)).stdout)
@@ -146,9 +165,11 @@ def graded(tmp_path_factory):
         "nbgrader autograde": {k: v for name, course in nbgrader_courses.items()
                                for k, v in _gradebook_scores(course, [s for s in students if s.assignment == name]).items()},
         "bertlab autograde": _gradebook_scores(bertlab_course, students),
+        "bertlab autograde --scheduler": _gradebook_scores(cluster_course, students),
     }
     print("\nclass agreement timings (s): " + ", ".join(f"{k} {v:.0f}" for k, v in TIMINGS.items()))
-    return {"students": students, "ways": ways, "nbgrader": nbgrader_courses, "bertlab": bertlab_course, "second_run": second_run}
+    return {"students": students, "ways": ways, "nbgrader": nbgrader_courses, "bertlab": bertlab_course,
+            "cluster": cluster_course, "second_run": second_run}
 
 
 def _cells(ways: dict, student) -> dict[str, dict[str, float]]:
@@ -179,6 +200,7 @@ def test_same_score_per_grade_cell(graded, index):
     judged = cells["bertlab grade"]
     assert cells["nbgrader autograde"] == judged, cells
     assert cells["bertlab autograde"] == judged, cells
+    assert cells["bertlab autograde --scheduler"] == judged, cells
     if student.member.kernel_differs:
         # The notebook rebinds `check`: its own grade cells pass in the kernel, the graders give 0.
         assert sum(judged.values()) == 0 and all(v > 0 for v in cells["in-notebook grade cells"].values()), cells
@@ -187,6 +209,7 @@ def test_same_score_per_grade_cell(graded, index):
 
 
 def _export(course: Path) -> list[tuple]:
+    """The rows ``nbgrader export`` writes for ``course``: (assignment, student, score, max score)."""
     _run("nbgrader export", _nbgrader("export", "--to", "instructor/grades.csv"), course)
     with open(course / "instructor" / "grades.csv") as f:
         return [(r["assignment"], r["student_id"], r["score"], r["max_score"]) for r in csv.DictReader(f)]
@@ -215,6 +238,15 @@ def test_bertlab_autograde_export_equals_nbgrader_autograde_export(graded):
         set(n for c in nbgrader_courses for n in _autograded(c)) - hangs)
 
 
+def test_cluster_gradebook_exports_as_this_machines(graded):
+    """Every row of ``nbgrader export`` (students, assignments, scores) the same, and the same
+    autograded notebooks, whether the class was judged here or on the Dask cluster."""
+    local, cluster = _export(graded["bertlab"]), _export(graded["cluster"])
+    assert len(local) == 2 * len(graded["students"])  # every student under both assignments
+    assert sorted(cluster) == sorted(local)
+    assert sorted(_autograded(graded["cluster"])) == sorted(_autograded(graded["bertlab"]))
+
+
 def test_hang_and_broken_notebook_are_recorded_with_a_reason(graded):
     """The hanging one was graded in a run of its own and skipped in the second; the second run
     recorded the unreadable notebook as an error with the reason."""
@@ -224,8 +256,16 @@ def test_hang_and_broken_notebook_are_recorded_with_a_reason(graded):
     broken = next(s.id for s in graded["students"] if s.member.name == "not-json")
     assert second[broken]["status"] == "error" and second[broken]["score"] == 0
     assert "not a valid notebook" in second[broken]["reason"]
-    graded_hang = (graded["bertlab"] / "instructor" / "autograded" / hang / "05-feed-forward" / "05-feed-forward.ipynb")
-    assert "timed out" in graded_hang.read_text()
+    # The cell that loops is named, not the grade cell after it; the learner's feedback is made
+    # from this copy, so it holds no advice meant for the instructor (who sets --timeout).
+    submitted = json.loads((graded["bertlab"] / "instructor" / "submitted" / hang / "05-feed-forward" /
+                            "05-feed-forward.ipynb").read_text())
+    loop_cell = 1 + next(i for i, c in enumerate(submitted["cells"]) if "while True" in "".join(c["source"]))
+    for course in (graded["bertlab"], graded["cluster"]):
+        graded_hang = course / "instructor" / "autograded" / hang / "05-feed-forward" / "05-feed-forward.ipynb"
+        text = graded_hang.read_text()
+        assert f"timed out after {HANG_LIMIT} s (cell {loop_cell} was running)" in text
+        assert "--timeout" not in text
 
 
 def test_rerun_grades_only_what_changed(graded):

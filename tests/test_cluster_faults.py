@@ -30,7 +30,7 @@ from tests import submissions as sub
 from tests.class_submissions import SUBMITTED, write_course
 from tests.conftest import ROOT
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cluster-faults"), pytest.mark.timeout(600)]
 
 DASK = Path(sys.executable).parent / "dask"
 ASSIGNMENT = sub.NUMPY
