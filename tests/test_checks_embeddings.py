@@ -197,7 +197,7 @@ class Shifted(Solution):
         (NoBuffers, r"`self.position_ids` is missing: the default position_ids are a buffer of shape \[1, 512\]"),
         (OnesTokenTypesBuffer, r"`self.token_type_ids` must be all zeros, of shape \[1, 512\]"),
         (IdsOnly, r"forward raised AttributeError: 'NoneType' object has no attribute 'shape'\n"
-                  r"(.*\n)*  the call: forward\(inputs_embeds=float32 tensor \[\d+, \d+, 384\]\)\n"
+                  r"(.*\n)*  the call: forward\(inputs_embeds=float32 tensor \[\d+, \d+, 384\], token_type_ids=int64 tensor \[\d+, \d+\]\)\n"
                   r"  With `inputs_embeds` given and no `input_ids`, the word vectors are `inputs_embeds`"),
         (IgnoresInputsEmbeds, r"values differ from HF's BertEmbeddings on random word vectors as inputs_embeds "
                               r"\(batch \d+, length \d+\), no input_ids"),

@@ -16,23 +16,27 @@ EMBEDDING_DIMS = ("batch", "token", "dim")
 NON_PERSISTENT = ("position_ids", "token_type_ids")
 
 # The random batches of the `batches` check, one per form: (token types given?, positions given?).
-# Every form is used, so the defaults and the explicit arguments are both exercised.
+# Every form is used, so default and explicit positions are both exercised (token types: all-zero or random).
 FORMS = ((False, False), (True, False), (True, True), (False, True))
 
 
 def random_ids_batch(ctx: Context, token_types: bool, positions: bool) -> tuple[dict, str]:
-    """Random token ids (B, T), optionally random token types and random position ids."""
+    """Random token ids (B, T), random or all-zero token types, and random or default positions.
+
+    Token types are always passed: the default ones come from the ``token_type_ids`` buffer, which
+    the ``buffers`` check grades on its own, so a missing buffer hides no other mistake.
+    """
     g, config = ctx.generator, ctx.model.config
     B, T = int(torch.randint(1, 5, (1,), generator=g)), int(torch.randint(1, 21, (1,), generator=g))
     inputs = {
         "input_ids": torch.randint(config.vocab_size, (B, T), generator=g),
-        "token_type_ids": torch.randint(config.type_vocab_size, (B, T), generator=g) if token_types else None,
+        "token_type_ids": (torch.randint(config.type_vocab_size, (B, T), generator=g) if token_types
+                           else torch.zeros(B, T, dtype=torch.long)),
         "position_ids": torch.randint(config.max_position_embeddings, (B, T), generator=g) if positions else None,
     }
-    given = [name for name in ("token_type_ids", "position_ids") if inputs[name] is not None]
     return inputs, (
-        f"random ids (batch {B}, length {T}, "
-        + (f"random {' and '.join(given)})" if given else "default token types and positions)")
+        f"random ids (batch {B}, length {T}, {'random' if token_types else 'all-zero'} token_type_ids, "
+        f"{'random position_ids' if positions else 'default positions'})"
     )
 
 
@@ -41,7 +45,8 @@ def random_embeds_batch(ctx: Context) -> tuple[dict, str]:
     g, config = ctx.generator, ctx.model.config
     B, T = int(torch.randint(1, 5, (1,), generator=g)), int(torch.randint(1, 21, (1,), generator=g))
     inputs_embeds = torch.randn(B, T, config.hidden_size, generator=g)
-    return {"inputs_embeds": inputs_embeds}, f"random word vectors as inputs_embeds (batch {B}, length {T}), no input_ids"
+    token_type_ids = torch.zeros(B, T, dtype=torch.long)  # given: the buffer is the buffers check's
+    return {"inputs_embeds": inputs_embeds, "token_type_ids": token_type_ids}, f"random word vectors as inputs_embeds (batch {B}, length {T}), no input_ids"
 
 
 def random_past_batch(ctx: Context) -> tuple[dict, str]:
@@ -49,7 +54,8 @@ def random_past_batch(ctx: Context) -> tuple[dict, str]:
     g, config = ctx.generator, ctx.model.config
     B, T = int(torch.randint(1, 5, (1,), generator=g)), int(torch.randint(1, 21, (1,), generator=g))
     past = int(torch.randint(1, config.max_position_embeddings - T + 1, (1,), generator=g))
-    inputs = {"input_ids": torch.randint(config.vocab_size, (B, T), generator=g), "past_key_values_length": past}
+    inputs = {"input_ids": torch.randint(config.vocab_size, (B, T), generator=g),
+              "token_type_ids": torch.zeros(B, T, dtype=torch.long), "past_key_values_length": past}
     return inputs, f"random ids (batch {B}, length {T}) and past_key_values_length={past}"
 
 
@@ -61,13 +67,18 @@ class BertEmbeddingsTask(ModuleTask):
     outputs = {"embeddings": EMBEDDING_DIMS}
     dropouts = {"dropout": "hidden_dropout_prob"}
     grad_inputs = ()  # the inputs are integer ids: gradients flow to the tables only
-    # No attention mask here: the random-batch check is named for what it varies.
-    stages = ("names", "shapes", "values", "batches", "calls", "config", "dropout", "gradients")
+    # No attention mask here: the random-batch check is named for what it varies. The default
+    # token types (the `token_type_ids` buffer) come last, graded by a cell of their own: every
+    # other check passes token types, so a missing buffer costs its point only.
+    stages = ("names", "shapes", "values", "batches", "calls", "config", "dropout", "gradients", "buffers")
 
     def captured(self, ctx, layer):
         call = ctx.capture.calls["embeddings"]
-        # HF's BertModel passes position_ids=None, so the default positions are checked here too.
+        # HF's BertModel passes position_ids=None, so the default positions are checked here too;
+        # it passes the tokenizer's token_type_ids (the buffer's default is the buffers check's).
         inputs = {k: call.kwargs.get(k) for k in ("input_ids", "token_type_ids", "position_ids")}
+        if inputs["token_type_ids"] is None:
+            inputs["token_type_ids"] = torch.zeros_like(inputs["input_ids"])
         return inputs, {"embeddings": call.output}
 
     def random_inputs(self, ctx):
@@ -98,28 +109,43 @@ class BertEmbeddingsTask(ModuleTask):
                 "padding_idx keeps the [PAD] row out of training (its gradient stays 0): "
                 "nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id), like HF.",
             )
-        self.check_buffers(module, ctx)
+        self.check_buffer(module, ctx, "position_ids", "0, 1, ..., max_position_embeddings - 1")
 
-    def check_buffers(self, module, ctx: Context) -> None:
-        """``position_ids`` (1, P) = 0, 1, ..., P - 1 and ``token_type_ids`` (1, P) = 0, like HF's."""
+    def check_buffers(self, cls, ctx: Context) -> None:
+        """The default token types: ``token_type_ids`` (1, P) = 0, like HF's, and a call without
+        token types answers as HF's. Its own check: the others pass token types explicitly."""
+        module = self.learner_for(cls, ctx, None)
+        self.check_buffer(module, ctx, "token_type_ids", "all zeros",
+                          "HF's BertEmbeddings reads the token types there when it is called without them (and its "
+                          "BertModel does too); the other checks of Task 2.1 pass token types, and need it not.")
         hf = self.reference(ctx, None)
-        for name, what in (("position_ids", "0, 1, ..., max_position_embeddings - 1"), ("token_type_ids", "all zeros")):
-            want, have = getattr(hf, name), getattr(module, name, None)
-            if not isinstance(have, torch.Tensor):
-                self.fail(
-                    f"`self.{name}` is missing: the default {name} are a buffer of shape {list(want.shape)} "
-                    f"(1, max_position_embeddings), {what}",
-                    f'Register it in __init__: `self.register_buffer("{name}", ..., persistent=False)`.',
-                )
-            if tuple(have.shape) != tuple(want.shape) or not torch.equal(have.long(), want):
-                self.fail(
-                    f"`self.{name}` must be {what}, of shape {list(want.shape)} (1, max_position_embeddings); "
-                    f"got {str(have.dtype).removeprefix('torch.')} {list(have.shape)}"
-                    + (f" starting {have.flatten()[:4].tolist()}" if have.numel() else ""),
-                )
+        inputs, description = random_ids_batch(ctx, token_types=False, positions=False)
+        inputs["token_type_ids"] = None
+        with torch.no_grad():
+            expected, got = self.call(hf, inputs), self.call(module, inputs)
+        self.compare(expected, got, self.outputs, f"HF's {self.title} on {description.replace('all-zero', 'no')}",
+                     (hf, inputs))
+
+    def check_buffer(self, module, ctx: Context, name: str, what: str, why: str = "") -> None:
+        """HF's buffer ``name`` (1, P), whose entries are ``what``, is in ``module`` alike (``why``: what uses it)."""
+        hf = self.reference(ctx, None)
+        want, have = getattr(hf, name), getattr(module, name, None)
+        if not isinstance(have, torch.Tensor):
+            self.fail(
+                f"`self.{name}` is missing: the default {name} are a buffer of shape {list(want.shape)} "
+                f"(1, max_position_embeddings), {what}",
+                f'Register it in __init__: `self.register_buffer("{name}", ..., persistent=False)`.',
+                why,
+            )
+        if tuple(have.shape) != tuple(want.shape) or not torch.equal(have.long(), want):
+            self.fail(
+                f"`self.{name}` must be {what}, of shape {list(want.shape)} (1, max_position_embeddings); "
+                f"got {str(have.dtype).removeprefix('torch.')} {list(have.shape)}"
+                + (f" starting {have.flatten()[:4].tolist()}" if have.numel() else ""),
+            )
 
     def check_batches(self, cls, ctx):
-        """Every form of random batch once: default and given token types and positions, word
+        """Every form of random batch once: all-zero and random token types, default and given positions, word
         vectors given as ``inputs_embeds``, and default positions after ``past_key_values_length``."""
         module = self.learner_for(cls, ctx, None)
         hf = self.reference(ctx, None)

@@ -833,6 +833,14 @@ def _parts_may_run_hf_code(task):
         del task.forbid_shortcuts  # back to the class's value
 
 
+def _entries(module: nn.Module, stack: str) -> int:
+    """How many entries ``module.<stack>`` (a ModuleList) has, counting one object as often as it appears."""
+    try:
+        return len(getattr(module, stack))
+    except (AttributeError, TypeError, RuntimeError):
+        return 0
+
+
 # reference module -> the one copy of it whose tensors every part_reference shares
 _PART_COPIES: "weakref.WeakKeyDictionary[nn.Module, nn.Module]" = weakref.WeakKeyDictionary()
 
@@ -892,6 +900,15 @@ class BuiltOnParts:
         if self.stack is not None:
             count = len([n for n, _ in module.named_modules() if re.fullmatch(rf"{self.stack}\.\d+", n)])
             want = ctx.model.config.num_hidden_layers
+            entries = _entries(module, self.stack)
+            if entries > count:  # named_modules names a module once, however many entries hold it
+                self.fail(
+                    f"the {entries} entries of `self.{self.stack}` are {count} module object{'s' if count > 1 else ''}: "
+                    f"`[layer] * n` (or appending one layer n times) repeats the same {self.part_tasks()[self.stack].title}",
+                    f"Entries that are one object share one set of weights: the pretrained layers 0 to {entries - 1} "
+                    f"all load into it (the last one wins), so every layer computes the same. Build each anew: "
+                    f"nn.ModuleList([{self.part_tasks()[self.stack].title}(config) for _ in range(config.num_hidden_layers)]).",
+                )
             if count != want:
                 if ctx.capture is None:  # the config check's other config
                     _wired(self, "num_hidden_layers", count, reference.load_config(), ctx.model.config)
