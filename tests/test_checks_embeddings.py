@@ -214,3 +214,67 @@ def test_failures_say_what_and_where(cls, expected):
         check("2.1", cls)
     assert str(err.value).startswith("[Task 2.1] BertEmbeddings: ")
     assert err.value.mistake is None
+
+
+# -- no token_type_ids buffer: its own check fails, every other runs and finds the real mistakes --
+
+
+class TokenTypesFromTheBuffer(torch.nn.Module):
+    """A learner's BertEmbeddings written in one piece, with no `token_type_ids` buffer: the
+    default token types read from a buffer that was never registered."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.word_embeddings = torch.nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.position_embeddings = torch.nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = torch.nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.LayerNorm = torch.nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = torch.nn.Dropout(config.hidden_dropout_prob)
+        self.register_buffer("position_ids", torch.arange(config.max_position_embeddings).expand((1, -1)),
+                             persistent=False)
+
+    def total(self, input_ids, token_type_ids, position_ids, inputs_embeds, past_key_values_length):
+        words = self.word_embeddings(input_ids) if inputs_embeds is None else inputs_embeds
+        T = words.shape[1]
+        if position_ids is None:
+            position_ids = self.position_ids[:, past_key_values_length:past_key_values_length + T]
+        if token_type_ids is None:
+            token_type_ids = self.token_type_ids[:, :T]  # AttributeError: no such buffer
+        return words + self.position_embeddings(position_ids) + self.token_type_embeddings(token_type_ids)
+
+    def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None,
+                past_key_values_length=0):
+        total = self.total(input_ids, token_type_ids, position_ids, inputs_embeds, past_key_values_length)
+        return self.dropout(self.LayerNorm(total))
+
+
+class TokenTypesZerosWhenMissing(TokenTypesFromTheBuffer):
+    """The default token types made on the spot: right outputs, but no buffer as HF's has."""
+
+    def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None,
+                past_key_values_length=0):
+        if token_type_ids is None:
+            shape = input_ids.shape if input_ids is not None else inputs_embeds.shape[:2]
+            token_type_ids = torch.zeros(shape, dtype=torch.long)
+        return super().forward(input_ids, token_type_ids, position_ids, inputs_embeds, past_key_values_length)
+
+
+class NoBufferNoLayerNorm(TokenTypesFromTheBuffer):
+    def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None,
+                past_key_values_length=0):
+        return self.dropout(self.total(input_ids, token_type_ids, position_ids, inputs_embeds, past_key_values_length))
+
+
+@pytest.mark.parametrize("cls", [TokenTypesFromTheBuffer, TokenTypesZerosWhenMissing])
+def test_a_missing_token_type_buffer_fails_its_own_check_only(cls, capsys):
+    check("2.1", cls, upto="gradients")  # every other check runs, and passes
+    assert "gradients passed" in capsys.readouterr().out
+    with pytest.raises(CheckFailed, match=r"`self.token_type_ids` is missing") as err:
+        check("2.1", cls, only="buffers")
+    assert "the other checks of Task 2.1 pass token types" in str(err.value)
+
+
+def test_a_missing_token_type_buffer_hides_no_other_mistake():
+    with pytest.raises(CheckFailed) as err:
+        check("2.1", NoBufferNoLayerNorm, upto="values")
+    assert err.value.mistake == "embeddings-no-layernorm", str(err.value)

@@ -275,3 +275,41 @@ def test_the_given_classes_are_the_earlier_solutions():
     earlier = [code for name in ("02-embeddings", "03-self-attention", "04-attention-output", "05-feed-forward")
                for code in solution_code(name)]
     assert given == "\n\n\n".join(earlier), "notebook 06's given cell differs from the solutions of 02 to 05"
+
+
+# -- an encoder whose entries are one layer object ---------------------------------------------
+
+
+def one_layer_repeated(config):
+    layer = solution()["BertLayer"](config)
+    return torch.nn.ModuleList([layer] * config.num_hidden_layers)
+
+
+def one_layer_appended(config):
+    layers, layer = torch.nn.ModuleList(), solution()["BertLayer"](config)
+    for _ in range(config.num_hidden_layers):
+        layers.append(layer)  # the same object each time
+    return layers
+
+
+@pytest.mark.parametrize("make_layers", [one_layer_repeated, one_layer_appended])
+def test_entries_that_are_one_layer_are_told_so(make_layers):
+    class SharedLayers(torch.nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.config = config
+            self.layer = make_layers(config)
+
+        def forward(self, hidden_states, attention_mask=None, **kwargs):
+            states = (hidden_states,)
+            for block in self.layer:
+                hidden_states = block(hidden_states, attention_mask)
+                states += (hidden_states,)
+            return hidden_states, states
+
+    with pytest.raises(CheckFailed) as err:
+        check("6.2", SharedLayers, upto="shapes")
+    message = str(err.value)
+    assert "the 6 entries of `self.layer` are 1 module object" in message, message
+    assert "holds 1 layers" not in message
+    assert "share one set of weights" in message
