@@ -96,9 +96,17 @@ def loop(tmp_path_factory):
         shutil.copy(course / "exercises" / name / f"{name}.ipynb", untouched)
 
     graded = _run([sys.executable, "-m", "bertlab.cli", "autograde", "--course", str(course), "--json"], ROOT)
-    nbgrader(course, "generate_feedback", "--assignment=*", "--force")
+    feedback = nbgrader(course, "generate_feedback", "--assignment=*", "--force")
     nbgrader(course, "export", "--to", "instructor/grades.csv")
-    return {"course": course, "home": home, "fetched": tmp_path_factory.getbasetemp(), "autograde": graded.stdout}
+    return {"course": course, "home": home, "fetched": tmp_path_factory.getbasetemp(), "autograde": graded.stdout,
+            "feedback_log": feedback.stderr}
+
+
+def test_feedback_is_generated_without_configuration_warnings(loop):
+    """The course's configuration is all nbgrader and nbconvert recognise (a warning on every run
+    teaches an instructor to ignore warnings)."""
+    assert "[GenerateFeedbackApp | " in loop["feedback_log"]  # nbgrader's log is read here
+    assert "not recognized" not in loop["feedback_log"], loop["feedback_log"]
 
 
 def test_every_step_writes_inside_the_workspace(loop):
@@ -170,3 +178,31 @@ def test_hidden_tests_never_reach_a_learner(loop, assignment):
     ]
     assert len(learner_files) >= 5, learner_files  # release, outbound, inbound and two feedback pages
     assert leaks(learner_files, assignment) == []
+
+
+def test_a_resubmission_regraded_into_an_error_leaves_no_old_feedback(loop, tmp_path):
+    """The learner resubmits a file that is not a notebook; the guide's commands for a resubmission
+    (submit again, ``collect --update``, autograde, feedback, export) give 0 in the gradebook and
+    the export, and leave the learner no feedback with the old full marks (nbgrader skips a
+    submission without an autograded copy, and would leave it)."""
+    course, home, name = tmp_path / "course", tmp_path / "home", LOOPED[-1]
+    shutil.copytree(loop["course"], course)
+    shutil.copytree(loop["home"], home)
+    feedback = course / "instructor" / "feedback" / "learner" / name
+    assert list(feedback.glob("*.html")), "the first submission's feedback is missing: nothing to go stale"
+    (home / name / f"{name}.ipynb").write_text('{"cells": [  (saved half-way)')
+    learner = (f"--Exchange.root={course / 'instructor' / 'exchange'}", f"--Exchange.assignment_dir={home}",
+               f"--Exchange.cache={home / '.nbgrader-cache'}", "--course=bertlab")
+    nbgrader(home, "submit", name, *learner, "--student=learner")
+    nbgrader(course, "collect", "--update", name)
+    regraded = json.loads(_run([sys.executable, "-m", "bertlab.cli", "autograde", "--course", str(course), "--json"],
+                               ROOT).stdout)
+    assert [(o["student"], o["assignment"], o["status"]) for o in regraded if o["status"] != "skipped"] == [
+        ("learner", name, "error")]
+    nbgrader(course, "generate_feedback", "--assignment=*", "--force")
+    nbgrader(course, "export", "--to", "instructor/grades.csv")
+    with open(course / "instructor" / "grades.csv") as f:
+        rows = {(r["student_id"], r["assignment"]): r for r in csv.DictReader(f)}
+    assert float(rows["learner", name]["score"]) == 0.0
+    assert not feedback.exists(), sorted(p.name for p in feedback.iterdir())
+    assert list((course / "instructor" / "feedback" / "idle" / name).glob("*.html"))  # the others' stays
