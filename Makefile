@@ -76,6 +76,7 @@ exercises: $(STAMP) ## instructors: regenerate exercises/ from solutions/
 bench: $(STAMP) ## time grading, watch, checks, docs builds and a class against their goals (minutes)
 	$(BIN)/python -m bench.feedback --start
 	$(BIN)/python -m bench.class_grading --submissions 40
+	$(BIN)/python -m bench.cluster_grading --submissions 40
 	$(BIN)/python -m bench.attention_projections
 
 profile: $(STAMP) ## where one notebook's grading spends its time: bench/results/profile-grade.svg

@@ -20,6 +20,7 @@ GOALS = {
     "start_to_serving_s": ("max", 180.0),
     "class_speedup": ("min", 1.8),
     "speedup_vs_nbgrader": ("min", 3.0),
+    "cluster_per_worker_efficiency": ("min", 0.85),
 }
 
 

@@ -53,6 +53,13 @@ KEYS = {
     "start_to_serving_s": ("s", "a fresh clone's `make start` (virtual environment included) until the site answers"),
     "class_speedup": ("x", "`bertlab autograde --jobs 2` over `--jobs 1`, on the benchmark's class"),
     "speedup_vs_nbgrader": ("x", "`bertlab autograde --jobs 2` over `nbgrader autograde`, same class"),
+    "cluster_per_worker_efficiency": ("x", "`bertlab autograde --scheduler` on a Dask LocalCluster: submissions per worker-minute with two single-threaded workers over one's"),
+    "cluster_vs_jobs2": ("x", "that two-worker cluster's seconds over `--jobs 2`'s, same class, same machine"),
+    "cluster_core_s_per_submission": ("s", "processor seconds a worker's processes spend per submission (judge and learner)"),
+    "cluster_serial_s_per_submission": ("s", "processor seconds per submission in the instructor's command (the gradebook's recording, one at a time)"),
+    "cluster_5000_on_1_workers_h": ("h", "a class of 5,000 projected on 1 worker"),
+    "cluster_5000_on_10_workers_h": ("h", "on 10 workers, at the measured efficiency"),
+    "cluster_5000_on_100_workers_h": ("h", "on 100 workers, or the serial recording's time if longer"),
 }
 
 
@@ -71,7 +78,7 @@ def _verdict(value: float, goal: dict | None) -> str:
 
 
 def shown(value: float, unit: str) -> str:
-    return {"s": f"{value:.3g} s", "MB": f"{value:.0f} MB"}.get(unit, f"{value:.2f}x")
+    return {"s": f"{value:.3g} s", "MB": f"{value:.0f} MB", "h": f"{value:.2g} h"}.get(unit, f"{value:.2f}x")
 
 
 def figures(markdown: str, results: dict) -> str:

@@ -2,8 +2,9 @@
 
 ``nbgrader autograde`` grades one submission after another, each by running its notebook in a
 kernel and then (with the course's ``JudgeVerdicts``) judging it. Here the judging, the only step
-that decides a score, runs for several submissions at once in warm judge workers
-(``bertlab.grading.runner``). As each verdict arrives, nbgrader's own Autograde converter records
+that decides a score, runs for several submissions at once in warm judge workers: on this
+machine (``local_judges``), or on a Dask cluster's workers (``cluster_judges``). As each verdict
+arrives, in this process whichever judged it, nbgrader's own Autograde converter records
 it: the same sanitizing, the same autograded notebook, the same gradebook rows, with the judge's
 verdicts in place of the kernel run. What ``nbgrader export``, ``generate_feedback`` and the
 formgrader read is therefore what ``nbgrader autograde`` would have left.
