@@ -474,6 +474,64 @@ def _mask_cached_by_shape():
                    "                tuple(attention_mask.shape), attention_mask)\n")
 
 
+ATTENTION_3_1 = grade_ids(ATTENTION, "test-3-1")
+ATTENTION_3_2 = grade_ids(ATTENTION, "test-3-2")
+
+
+@case("mask-over-queries", ATTENTION, scores=1, status="failed", message=r"(?s)\[Task 3\.1\].*`mask-over-queries`",
+      must_fail=(*ATTENTION_3_1, "test-3-2-values"))
+def _mask_over_queries():
+    """Task 3.1 adds the mask with its last two axes swapped, so it masks the padded queries' rows
+    and every query attends to the padding keys. Both 3.1 cells fail and name the mistake; 3.2
+    calls this function, so only its names-and-shapes cell stands: 1/8."""
+    return replace(right(ATTENTION), "eager-attention-forward", "scores = scores + attention_mask",
+                   "scores = scores + attention_mask.transpose(-1, -2)  # one value per token")
+
+
+@case("attention-probs-none", ATTENTION, scores=3, status="failed",
+      message=r"(?s)\[Task 3\.2\].*returns None for `attention_probs`.*passed every check of this cell",
+      must_fail=ATTENTION_3_2)
+def _attention_probs_none():
+    """Task 3.2 returns None for the attention probabilities, its context right. Every 3.2 cell
+    checks the context (and passes it) and then fails for the probabilities, saying so: 3/8."""
+    return replace(right(ATTENTION), "bert-self-attention", "        return context_layer, attention_probs",
+                   "        return context_layer, None  # nobody reads the probabilities")
+
+
+@case("query-scaled-in-init", ATTENTION, scores=4, status="failed",
+      message=r"(?s)\[Task 3\.2\].*`no-scaling`.*scaling=1\.0.*folded into `query`'s weights", forbid=r"fix 3\.1 first",
+      must_fail=ATTENTION_3_2[1:])
+def _query_scaled_in_init():
+    """Task 3.2 folds the scaling into `query`'s weights in __init__ and passes scaling=1.0: the
+    grader loads the pretrained weights after __init__, so the scaling is lost. Its 3.1 is right,
+    so the message must not send the learner there. 3.1 and the names cell stand: 4/8."""
+    nb = replace(right(ATTENTION), "bert-self-attention", "        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)\n",
+                 "        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)\n"
+                 "        with torch.no_grad():  # scaled once here, not on every call\n"
+                 "            self.query.weight *= self.scaling\n"
+                 "            self.query.bias *= self.scaling\n")
+    return replace(nb, "bert-self-attention", "scaling=self.scaling,", "scaling=1.0,")
+
+
+@case("no-token-type-buffer", EMBEDDINGS, scores=4, status="failed", message=r"`self\.token_type_ids` is missing",
+      must_fail=("test-2-1-buffers",))
+def _no_token_type_buffer():
+    """Task 2.1 without the `token_type_ids` buffer (its forward still reads it when no token types
+    are given). Only the buffers cell fails; every other check passes token types: 4/5."""
+    return replace(right(EMBEDDINGS), "bert-embeddings",
+                   "        self.register_buffer(\"token_type_ids\", torch.zeros_like(position_ids), persistent=False)\n", "")
+
+
+@case("encoder-one-layer-repeated", MODEL, scores=max_points(MODEL) - 3, status="failed",
+      message=r"the 6 entries of `self\.layer` are 1 module object", must_fail=grade_ids(MODEL, "test-6-2"))
+def _encoder_one_layer_repeated():
+    """Task 6.2 builds its ModuleList as [layer] * n: six entries, one object, one set of weights.
+    Both 6.2 cells fail (3 points), saying the entries are one object; the rest stands."""
+    return replace(right(MODEL), "bert-encoder",
+                   "nn.ModuleList([BertLayer(config, layer_idx=i) for i in range(config.num_hidden_layers)])",
+                   "nn.ModuleList([BertLayer(config)] * config.num_hidden_layers)")
+
+
 @case("log-sum-exp-softmax", NUMPY, scores=13, status="passed", message=PASSED)
 def _log_sum_exp_softmax_numpy():
     """Task 1.1 as exp(x - logsumexp(x)), logsumexp shifted by the row maximum: another stable
