@@ -1,9 +1,9 @@
 """The portable path grades as the Linux path does, with what macOS lacks removed from every process.
 
 Each grading below is a ``bertlab grade --cold`` command, run once on each path over the same
-folders: the course's solutions and the bad submissions that exercise the process machinery
-(``os._exit``, ``sys.exit``, endless loops, runaway memory); the released exercises on the
-portable path. The portable verdicts must be right, and equal to the Linux path's: the same
+folders: the bad submissions that exercise the process machinery (``os._exit``, ``sys.exit``,
+endless loops, runaway memory); the course's solutions and released exercises on the portable
+path (``test_grading.py`` grades them on the Linux path). The portable verdicts must be right, and equal to the Linux path's: the same
 points and messages for every grade cell. Warm judges, ``--watch`` and Ctrl-C on the portable path are tested with the
 Linux path's tests, parametrized by path (``test_warm_judges.py``, ``test_watch.py``).
 """
@@ -41,16 +41,18 @@ def digest(folder: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory) -> dict[str, Path]:
-    """``main``: the solutions and the bad submissions that end by themselves; ``limits``: those
-    that end at a limit; ``exercises``: the released notebooks, untouched."""
+    """``main``: the bad submissions that end by themselves; ``limits``: those that end at a
+    limit; ``solutions`` and ``exercises``: the course's notebooks, untouched."""
     root = tmp_path_factory.mktemp("course")
     cases = [c for c in CASES if c.name in PROCESS_CASES]
     assert {c.name for c in cases} == PROCESS_CASES, "a process case was renamed: update this test"
     runs = build_course(root, cases)
+    # Not in root/solutions: build_course keeps there the sources its cases are restored from.
+    course = {kind: root / f"course-{kind}" for kind in ("solutions", "exercises")}
     for task in TASKS:
-        shutil.copytree(ROOT / "solutions" / task, runs["main"] / task)
-        shutil.copytree(ROOT / "exercises" / task, root / "exercises" / task)
-    return {**runs, "exercises": root / "exercises"}
+        for kind, folder in course.items():
+            shutil.copytree(ROOT / kind / task, folder / task)
+    return {**runs, **course}
 
 
 def grade(folder: Path, path: str, run: str) -> dict:
@@ -79,10 +81,10 @@ RUN_OPTIONS = {"limits": {"timeout": 30.0}}
 
 @pytest.fixture(scope="module")
 def graded(folders) -> dict[tuple[str, str], dict]:
-    """Each run on each path; the released exercises on the portable path only (the Linux path's
-    zeros for them are ``test_grading.py``'s)."""
+    """Each run on each path; the course's solutions and exercises on the portable path only (the
+    Linux path's full marks and zeros for them are ``test_grading.py``'s)."""
     return {(path, run): grade(folder, path, run) for path in PATHS for run, folder in folders.items()
-            if path == "portable" or run != "exercises"}
+            if path == "portable" or run not in ("solutions", "exercises")}
 
 
 def verdict(task: dict) -> list[tuple]:
@@ -105,7 +107,7 @@ def test_the_emulation_removes_what_macos_lacks():
 
 @pytest.mark.parametrize("task", TASKS)
 def test_solutions_score_full_marks_and_exercises_zero_on_the_portable_path(graded, task):
-    right, stubs = graded["portable", "main"][task], graded["portable", "exercises"][task]
+    right, stubs = graded["portable", "solutions"][task], graded["portable", "exercises"][task]
     assert right["status"] == "passed" and right["score"] == right["max_score"] > 0, verdict(right)
     assert stubs["score"] == 0 and stubs["max_score"] == right["max_score"], verdict(stubs)
 
