@@ -12,7 +12,7 @@ from torch import nn
 from bertlab import diagnose
 from bertlab.checks.framework import CheckFailed, Context, ModuleTask, config_sizes, is_reference
 from bertlab.checks.compare import allclose
-from bertlab.checks.harness import Outcome, in_learner_process, invoke
+from bertlab.checks.harness import invoke_beside
 from bertlab.diagnose import attention as flawed  # noqa: F401  (registers the mistakes)
 from bertlab.diagnose import common as placement
 from bertlab.masks import additive_mask, random_padding
@@ -178,12 +178,7 @@ def eager_call_seen(module, inputs: dict) -> dict | None:
     """Whether ``module``'s forward on ``inputs`` calls the learner's eager_attention_forward, with
     what arguments (by position, tensors and numbers only) and what it returned; None if the
     watch could not run. Runs in the learner's process when the module lives there."""
-    if in_learner_process(module):
-        # The learner's process runs a function of the grader's when asked to invoke one (it loads
-        # it by name), with the module itself as argument.
-        outcome = Outcome(**module._learner.request("invoke", watch_eager_call, (module, inputs), {}, {}))
-    else:
-        outcome = invoke(watch_eager_call, (module, inputs))
+    outcome = invoke_beside(module, watch_eager_call, (module, inputs))
     return outcome.value if outcome.kind == "ok" else None
 
 

@@ -293,6 +293,14 @@ def invoke_learner(fn, args: tuple, kwargs: dict, **options) -> Outcome:
     return invoke(fn, args, kwargs, **options)
 
 
+def invoke_beside(obj, fn, args: tuple) -> Outcome:
+    """``invoke(fn, args)`` where ``obj`` lives: in the learner's process when ``obj`` is a proxy
+    (``fn``, a grader's function, is loaded there by name), else here."""
+    if in_learner_process(obj):
+        return type(obj)._remote_invoke_beside(obj, fn, args)
+    return invoke(fn, args)
+
+
 def state_shapes(module) -> dict[str, tuple]:
     """``module.state_dict()``'s names -> shapes, computed where the module lives: a learner's
     model's weights (BertModel: 90 MB) never cross the pipe only to have their shapes read."""

@@ -253,6 +253,11 @@ class Remote:
         answer = self._learner.request("invoke", self, args, kwargs, options)
         return Outcome(**answer)
 
+    def _remote_invoke_beside(self, fn, args: tuple) -> Outcome:
+        """``harness.invoke(fn, args)`` in the learner's process: ``fn`` is a grader's function,
+        loaded there by name, and ``args`` may hold this object."""
+        return Outcome(**self._learner.request("invoke", fn, args, {}, {}))
+
     def _remote_state_shapes(self) -> dict:
         """``harness.state_shapes(self)`` in the learner's process: names and shapes, no weights."""
         return self._learner.request("state_shapes", self)
