@@ -8,7 +8,7 @@ path, nothing to clean out of the repository.
 import os
 import sys
 
-from bertlab.grading.runner import spin_briefly
+from bertlab.grading.pool import spin_briefly
 
 c = get_config()  # noqa: F821  (injected by nbgrader)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bertlab.grading.runner import share_cores, spin_briefly
+from bertlab.grading.pool import share_cores, spin_briefly
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")

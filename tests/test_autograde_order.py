@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from bertlab.grading import runner
-from bertlab.grading.execute import CheckResult
+from bertlab.grading.results import CheckResult
 from bertlab.instructor import course
 from tests import submissions as sub
 

@@ -137,7 +137,7 @@ def test_a_hanging_notebook_is_killed_at_its_timeout(tmp_path):
 
 
 def test_the_advice_to_raise_a_limit_is_in_the_table_not_the_verdict():
-    from bertlab.grading.execute import CheckResult
+    from bertlab.grading.results import CheckResult
     from bertlab.grading.runner import Report, TaskResult
     from bertlab.grading.table import render
 

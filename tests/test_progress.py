@@ -128,7 +128,7 @@ def test_checks_without_differing_values_carry_no_heatmap(graded):
 
 def _report(**tasks):
     from bertlab.grading import Report, TaskResult
-    from bertlab.grading.execute import CheckResult
+    from bertlab.grading.results import CheckResult
 
     results = []
     for name, (points, heatmap) in tasks.items():

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from bertlab.grading.runner import Limits
+from bertlab.grading.pool import Limits
 from bertlab.grading.watch import watch
 from tests.conftest import ROOT, solution_notebook
 from tests.grading_paths import PATHS, path_env

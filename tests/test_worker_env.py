@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from bertlab.grading.runner import worker_env
+from bertlab.grading.pool import worker_env
 
 
 def test_jobs_share_the_cores(monkeypatch):

@@ -209,7 +209,7 @@ def _print_judges_status(warm_judges, model: str | None) -> None:
 
 
 def _watch(args, options: dict, say) -> int:
-    from bertlab.grading.runner import Limits
+    from bertlab.grading.pool import Limits
     from bertlab.grading.table import render
     from bertlab.grading.watch import watch
 

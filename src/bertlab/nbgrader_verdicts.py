@@ -25,7 +25,8 @@ class JudgeVerdicts(NbGraderPreprocessor):
     memory_limit = Float(0, help="MB for the learner's process (0: the course's bertlab.toml, else 4096)").tag(config=True)
 
     def preprocess(self, nb, resources):
-        from bertlab.grading.execute import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, run_notebook
+        from bertlab.grading.execute import run_notebook
+        from bertlab.grading.results import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT
         from bertlab.grading.notebooks import course_root
         from bertlab.settings import grade_settings
 
@@ -44,7 +45,7 @@ class JudgeVerdicts(NbGraderPreprocessor):
 def write_verdicts(nb, verdicts: dict[str, tuple[bool, str]]) -> None:
     """Each grade cell's output becomes its verdict (grade id -> (passed, message)): the message
     printed when it passed, an error when it failed or was never reached."""
-    from bertlab.grading.execute import grade_cell_meta
+    from bertlab.grading.results import grade_cell_meta
 
     for cell in nb.cells:
         meta = grade_cell_meta(cell)

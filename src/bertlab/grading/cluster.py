@@ -19,7 +19,8 @@ from pathlib import Path
 
 from distributed import WorkerPlugin, get_worker
 
-from bertlab.grading.runner import Limits, TaskResult, WorkerPool, _failed_all, grade_task, worker_env
+from bertlab.grading.runner import TaskResult, _failed_all, grade_task
+from bertlab.grading.pool import Limits, WorkerPool, worker_env
 
 PLUGIN = "bertlab-warm-judges"
 

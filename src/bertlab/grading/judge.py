@@ -16,7 +16,7 @@ import contextlib
 import io
 
 from bertlab.grading import tamper
-from bertlab.grading.execute import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, CheckResult, NotebookResult, grade_cell_meta
+from bertlab.grading.results import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, CheckResult, NotebookResult, grade_cell_meta
 from bertlab.grading.proxy import Learner, LearnerGone
 # Names a grade cell resolves in the judge, never in the learner's namespace.
 TRUSTED_NAMES = ("check",)

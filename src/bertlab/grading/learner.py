@@ -12,7 +12,6 @@ or patches here (``check``, ``bertlab.checks``, torch) cannot change what the ju
 from __future__ import annotations
 
 import os
-import sys
 
 os.environ.setdefault("MPLBACKEND", "Agg")  # a learner's plt.show() must not need a screen
 
@@ -182,12 +181,13 @@ def preload() -> None:
         pass
 
 
-def main(request_fd: str, answer_fd: str) -> None:
-    from bertlab.grading import platforms
+def main(request_fd: str, answer_fd: str, system) -> None:
+    """Serve the judge on two pipe ends, confined as ``system`` (the platform module that started
+    this process: it is passed in, since the platforms sit below this program and do not import
+    it back) allows."""
     from bertlab.grading.wire import READY, write_frame
 
     try:
-        system = platforms.current()
         system.guard_parent()  # a learner process outlives no judge
         # The learner's prints go nowhere: megabytes of output must not fill a pipe nobody reads.
         server = Server(int(request_fd), int(answer_fd))
@@ -201,6 +201,3 @@ def main(request_fd: str, answer_fd: str) -> None:
     write_frame(int(answer_fd), READY.encode())
     server.serve()
 
-
-if __name__ == "__main__":
-    main(*sys.argv[1:3])

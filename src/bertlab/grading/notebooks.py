@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from bertlab.grading.execute import grade_cell_meta
+from bertlab.grading.results import grade_cell_meta
 
 
 class GradingError(Exception):

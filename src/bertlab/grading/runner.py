@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -18,15 +12,8 @@ from pathlib import Path
 from typing import Callable
 
 from bertlab.grading import notebooks
-from bertlab.grading.execute import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, CheckResult, grade_cell_meta
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What one notebook may use: seconds for all its cells, MB for the learner's process."""
-
-    timeout: float = DEFAULT_TIMEOUT
-    memory_mb: float = DEFAULT_MEMORY_MB
+from bertlab.grading.pool import Limits, WorkerPool, worker_env
+from bertlab.grading.results import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, CheckResult, grade_cell_meta
 
 
 @dataclass
@@ -91,139 +78,6 @@ def _failed_all(nb, message: str) -> list[CheckResult]:
         for cell in nb.cells
         if (meta := grade_cell_meta(cell))
     ]
-
-
-class Worker:
-    """A warm judge process (``worker.py``) that grades notebooks one after another: a fork of the
-    pool's ``JudgeFactory`` when it has one, else a process of its own."""
-
-    def __init__(self, env: dict, factory=None):
-        self.env = env
-        if factory is not None:
-            self.proc = factory.spawn()
-        else:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "bertlab.grading.worker"],
-                env=env,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                start_new_session=True,  # so a kill takes every process the worker started
-            )
-        self.stderr: list[str] = []
-        threading.Thread(target=self._drain, daemon=True).start()
-
-    def _drain(self) -> None:
-        for line in self.proc.stderr:  # kept for the message if the worker dies
-            self.stderr = (self.stderr + [line.rstrip()])[-20:]
-
-    def _last_words(self) -> str:
-        if self.stderr:
-            return self.stderr[-1]
-        return self.proc.last_words() if hasattr(self.proc, "last_words") else "no output"
-
-    def judge(self, notebook: Path, result: Path, limits: Limits) -> str:
-        """``done``, or why not: ``timeout`` or ``died: <last line of stderr>``."""
-        request = {"notebook": str(notebook), "result": str(result), "timeout": limits.timeout,
-                   "memory_mb": limits.memory_mb}
-        answer: list[str] = []
-        try:
-            self.proc.stdin.write(json.dumps(request) + "\n")
-            self.proc.stdin.flush()
-        except OSError:
-            return f"died: {self._last_words()}"
-        reader = threading.Thread(target=lambda: answer.append(self.proc.stdout.readline()), daemon=True)
-        reader.start()
-        reader.join(limits.timeout + 60)  # the worker stops the learner at the limit; this is the backstop
-        if reader.is_alive():
-            self.close()
-            return "timeout"
-        if answer and answer[0].strip() == "done":
-            return "done"
-        self.close()
-        return f"died: {self._last_words()}"
-
-    @property
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def close(self) -> None:
-        if self.alive and self.proc.pid is not None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc.wait()
-        with contextlib.suppress(OSError):  # a judge we could not kill (its pid never came) ends on EOF
-            self.proc.stdin.close()
-
-
-class _NoFactory:
-    """Where judges are not forked (the portable path): each starts as a process of its own."""
-
-    alive = False
-
-    def close(self) -> None:
-        pass
-
-
-_NO_FACTORY = _NoFactory()
-
-
-class WorkerPool:
-    """Warm workers handed out to one grading thread at a time; a dead one is replaced.
-
-    Its workers are forks of one ``JudgeFactory``, started with the first of them: the imports
-    and the model are loaded once, however many judges run side by side or replace one that died.
-    """
-
-    def __init__(self, env: dict):
-        self.env, self.idle, self.busy, self.lock = env, [], set(), threading.Lock()
-        self.factory = None
-
-    def _new_worker(self) -> Worker:
-        """A fork of the factory where the platform has one; a process of its own otherwise, or
-        when the factory has stopped (it reports its own failure to start, if that is why)."""
-        from bertlab.grading import platforms
-
-        if self.factory is None:
-            self.factory = platforms.current().start_judge_factory(self.env) or _NO_FACTORY
-        return Worker(self.env, self.factory if self.factory.alive else None)
-
-    def warm_up(self) -> None:
-        """Start a worker now, so the first notebook does not wait for its imports."""
-        with self.lock:
-            self.idle.append(self._new_worker())
-
-    @contextlib.contextmanager
-    def worker(self):
-        with self.lock:
-            # One that ended while idle (killed from outside, out of memory) must not cost a notebook.
-            while self.idle and not self.idle[-1].alive:
-                self.idle.pop().close()
-            worker = self.idle.pop() if self.idle else self._new_worker()
-            self.busy.add(worker)
-        try:
-            yield worker
-        finally:
-            with self.lock:
-                self.busy.discard(worker)
-                if worker.alive:
-                    self.idle.append(worker)
-            if not worker.alive:
-                worker.close()  # its pipes too: whatever is left of it reads the end of its input
-
-    def close(self) -> None:
-        """Stop every worker, those still judging too (Ctrl-C): the processes running their
-        notebooks' cells end with them."""
-        with self.lock:
-            workers, self.idle = self.idle + list(self.busy), []
-            factory, self.factory = self.factory, None
-        if factory is not None:  # first: a judge it has not forked yet never will be
-            factory.close()
-        for worker in workers:
-            worker.close()
 
 
 def _run_worker(nb, limits: Limits, pool: WorkerPool) -> tuple[str, list[CheckResult]]:
@@ -323,39 +177,6 @@ def grade_cells(paths: list[Path]) -> int:
         except (notebooks.GradingError, OSError):
             pass
     return cells
-
-
-def spin_briefly(env) -> None:
-    """Idle OpenMP threads of torch wait briefly, not long, in ``env`` (unless it says otherwise).
-
-    Set before torch is imported in every process that judges: the judge and the learner's process
-    take turns, each waiting for the other's answer, and by default an idle OpenMP thread spins
-    for a while on the core the other one needs (with two threads, notebook 05 graded 20% slower
-    than with one). Spinning briefly costs nothing where two threads help (06 and 07, about 10%).
-    """
-    env.setdefault("GOMP_SPINCOUNT", "2000")
-
-
-def share_cores(env, jobs: int) -> None:
-    """Threads per process in ``env`` for ``jobs`` judges side by side (unless it says otherwise).
-
-    Set before torch and numpy are imported. Judges running side by side must share the cores,
-    not each start one thread per core: oversubscribed BLAS threads make every matmul several
-    times slower (the mutation test's numpy notebook, on two test workers: 67 s, 27 s shared).
-    """
-    threads = str(max(1, (os.cpu_count() or 1) // max(1, jobs)))
-    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        env.setdefault(name, threads)
-
-
-def worker_env(jobs: int, model: str | None = None) -> dict:
-    """The environment of judge workers of which ``jobs`` run side by side."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "MPLBACKEND": "Agg"}
-    share_cores(env, jobs)
-    spin_briefly(env)
-    if model:
-        env["BERTLAB_MODEL"] = str(Path(model).resolve())
-    return env
 
 
 def grade(

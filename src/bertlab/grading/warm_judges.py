@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from bertlab.grading import platforms
-from bertlab.grading.runner import Limits, WorkerPool, worker_env
+from bertlab.grading.pool import Limits, WorkerPool, worker_env
 
 DIR_ENV = "BERTLAB_JUDGES_DIR"  # where the socket lives (tests point it at a folder of their own)
 DEFAULT_IDLE_MINUTES = 60.0

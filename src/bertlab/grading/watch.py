@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Callable
 
 from bertlab.grading import notebooks
-from bertlab.grading.runner import Limits, Report, WorkerPool, grade_task, worker_env
+from bertlab.grading.runner import Report, grade_task
+from bertlab.grading.pool import Limits, WorkerPool, worker_env
 
 POLL_SECONDS = 0.05
 # Editors save in several writes: grade once the file has kept its state this long.

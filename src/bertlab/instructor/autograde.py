@@ -73,7 +73,7 @@ def autograde(root: Path, assignments: list[str], students: list[str] | None = N
     Returns:
         One outcome per submission, in the order they were found (skipped ones included).
     """
-    from bertlab.grading.runner import Limits
+    from bertlab.grading.pool import Limits
 
     if scheduler:
         from bertlab.instructor.cluster_judges import ClusterJudges

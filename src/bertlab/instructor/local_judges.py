@@ -10,7 +10,7 @@ class LocalJudges:
     """Judges started here; ``judged`` yields each submission's verdict as it finishes."""
 
     def __init__(self, jobs: int):
-        from bertlab.grading.runner import WorkerPool, worker_env
+        from bertlab.grading.pool import WorkerPool, worker_env
 
         self.jobs = max(1, jobs)
         # The judge workers start first: their imports and model load (seconds each) then overlap

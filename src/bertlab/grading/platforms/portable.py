@@ -25,6 +25,7 @@ import json
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 from multiprocessing.connection import Connection
 
@@ -217,4 +218,4 @@ def _learner_main(request: Connection, answer: Connection, lifeline: Connection,
     except wire.ChannelClosed:
         return  # a spare that was never used
     os.chdir(options["cwd"])
-    learner.main(str(request.fileno()), str(answer.fileno()))
+    learner.main(str(request.fileno()), str(answer.fileno()), sys.modules[__name__])

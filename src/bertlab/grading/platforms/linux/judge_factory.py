@@ -11,13 +11,14 @@ The factory runs no judge code and no learner code, and starts no threads, so fo
 and a judge gets nothing from another. A judge whose process ends (a timeout, a crash) is
 replaced by another fork, not by another start.
 
-Usage (by ``runner.WorkerPool`` only):
+Usage (by ``pool.WorkerPool`` only):
 ``python -m bertlab.grading.platforms.linux.judge_factory SOCKET_FD``.
 """
 
 from __future__ import annotations
 
 import collections
+import importlib
 import os
 import select
 import signal
@@ -178,8 +179,13 @@ class JudgeFactory:
         self.proc.wait()
 
 
+# The program each forked judge runs, by name, as `python -m` names it: it sits above the platform
+# (it starts learners through it), so the platform does not import it.
+JUDGE_PROGRAM = "bertlab.grading.worker"
+
+
 def _serve(sock: socket.socket) -> None:
-    from bertlab.grading import worker
+    worker = importlib.import_module(JUDGE_PROGRAM)
 
     worker.load()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # judges are reaped by the system

@@ -126,7 +126,7 @@ def _serve(sock: socket.socket) -> None:
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 if options.get("cwd"):
                     os.chdir(options["cwd"])
-                learner.main(*map(str, fds))
+                learner.main(*map(str, fds), linux)
             finally:
                 os._exit(0)
         for fd in fds:

@@ -1,0 +1,37 @@
+"""What grading a notebook produces, and its default limits: the types every side of grading
+shares (the judge that makes a verdict, the runner that collects them, the report)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+DEFAULT_TIMEOUT = 300.0  # seconds per notebook
+DEFAULT_MEMORY_MB = 4096.0  # for the learner's process
+
+
+@dataclass
+class CheckResult:
+    """One grade cell's outcome."""
+
+    name: str
+    passed: bool
+    points: float
+    max_points: float
+    message: str
+    mistake: str | None = None
+    heatmap: str | None = None  # base64 PNG of |got - expected| when values differ (checks.heatmap)
+
+
+@dataclass
+class NotebookResult:
+    checks: list[CheckResult] = field(default_factory=list)
+    error: str | None = None  # set when the notebook as a whole could not be graded
+    stopped: str | None = None  # "timeout" or "error" when the learner's process was stopped
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def grade_cell_meta(cell) -> dict | None:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return meta if meta.get("grade") and cell.get("cell_type") == "code" else None
