@@ -13,7 +13,7 @@ from transformers.activations import ACT2FN
 from bertlab import capture, reference
 from bertlab.checks import CheckFailed, check
 from tests.conftest import solution_namespace
-from tests.test_checks_add_norm import wrong_add_norm
+from tests.test_checks_attention_output import wrong_add_norm
 
 # Learner-style right code: the solution notebook's classes (transformers' own are refused).
 NS = solution_namespace("05-feed-forward")

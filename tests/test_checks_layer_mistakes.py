@@ -194,7 +194,7 @@ def test_a_mask_of_the_wrong_sign_is_named(cls):
 
 def test_the_not_broadcast_mask_simulation_is_what_the_code_computes(model, batch):
     """On a square batch (B == T) the (B, T) mask runs and gives wrong numbers; the simulation's."""
-    from bertlab.diagnose import model as flawed
+    from bertlab.diagnose import bert_model as flawed
 
     inputs = flawed.square_inputs({k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")})
     n = inputs["input_ids"].shape[0]

@@ -13,23 +13,23 @@ where, and (when recognised) which known mistake produces exactly that output.
 
 from __future__ import annotations
 
-from bertlab.checks import add_norm, feed_forward
-from bertlab.checks import attention
+from bertlab.checks import attention_output, feed_forward
+from bertlab.checks import self_attention
 from bertlab.checks import numpy_bert
 from bertlab.checks import embeddings
-from bertlab.checks import model
+from bertlab.checks import bert_model
 from bertlab.checks import why_measured
 from bertlab.checks.framework import CheckFailed, Task
 from bertlab.diagnose import common  # noqa: F401  (mistakes shared by every task)
 
-# One module per assignment; each exposes TASKS, a list of Task instances.
+# One module per assignment, named by its exercise's slug; each exposes TASKS, a list of Task instances.
 TASK_MODULES = [
-    attention,
+    self_attention,
     numpy_bert,
-    add_norm,
+    attention_output,
     feed_forward,
     embeddings,
-    model,
+    bert_model,
     why_measured,
 ]
 TASKS: dict[str, Task] = {t.id: t for module in TASK_MODULES for t in module.TASKS}

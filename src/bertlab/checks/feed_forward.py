@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from bertlab.checks.add_norm import HIDDEN_DIMS, AddNormTask, random_batch
+from bertlab.checks.attention_output import HIDDEN_DIMS, AddNormTask, random_batch
 from bertlab.checks.framework import Context, ModuleTask
 from bertlab.diagnose import feed_forward as flawed  # noqa: F401  (registers the mistakes)
 

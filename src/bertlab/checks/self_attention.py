@@ -13,7 +13,7 @@ from bertlab import diagnose
 from bertlab.checks.framework import CheckFailed, Context, ModuleTask, config_sizes, is_reference
 from bertlab.checks.compare import allclose
 from bertlab.checks.harness import invoke_beside
-from bertlab.diagnose import attention as flawed  # noqa: F401  (registers the mistakes)
+from bertlab.diagnose import self_attention as flawed  # noqa: F401  (registers the mistakes)
 from bertlab.diagnose import common as placement
 from bertlab.masks import additive_mask, random_padding
 

@@ -15,7 +15,7 @@ from torch import nn
 from bertlab import capture, reference
 from bertlab.diagnose import common
 from bertlab.checks import CheckFailed, check
-from bertlab.diagnose import add_norm as flawed
+from bertlab.diagnose import attention_output as flawed
 from tests.conftest import solution_namespace, solution_notebook
 
 # Learner-style right code: the solution notebook's classes (transformers' own are refused).

@@ -22,12 +22,12 @@ import torch
 from transformers.models.bert.modeling_bert import BertEncoder as _HFBertEncoder
 
 from bertlab import corpus, diagnose, reference
-from bertlab.checks.attention import random_attention_batch
+from bertlab.checks.self_attention import random_attention_batch
 from bertlab.checks.compare import allclose
 from bertlab.checks.embeddings import NON_PERSISTENT
 from bertlab.checks.framework import BuiltOnParts, CheckFailed, ModuleTask, _describe
 from bertlab.checks.harness import state_shapes
-from bertlab.diagnose import model as flawed
+from bertlab.diagnose import bert_model as flawed
 from bertlab.masks import random_padding
 from bertlab.pooling import sentence_embeddings
 
@@ -47,7 +47,7 @@ def _is_hf(module) -> bool:
 
 
 class _VariantDiagnosis:
-    """Also recognise the mistakes that take several forms (see ``diagnose.model.VARIANTS``)."""
+    """Also recognise the mistakes that take several forms (see ``diagnose.bert_model.VARIANTS``)."""
 
     def compare(self, expected, got, dims, against, diagnose_with=None):
         # A check run on its own (`only=`) has no shapes check before it: compare shapes here too.
