@@ -31,12 +31,14 @@ def run(rounds: int) -> dict:
     for batch, tokens in SHAPES:
         x = torch.randn(batch, tokens, hidden, generator=torch.Generator().manual_seed(0))
         seconds = median_times(variants, x, rounds=rounds)
-        results.append({
-            "batch": batch,
-            "tokens": tokens,
-            "median_seconds": seconds,
-            "ratio_to_one_matrix_per_role": {k: v / seconds[BASELINE] for k, v in seconds.items()},
-        })
+        results.append(
+            {
+                "batch": batch,
+                "tokens": tokens,
+                "median_seconds": seconds,
+                "ratio_to_one_matrix_per_role": {k: v / seconds[BASELINE] for k, v in seconds.items()},
+            }
+        )
     return {
         "what": "q, k, v for every head of layer 0 of the pretrained model",
         "torch": torch.__version__,

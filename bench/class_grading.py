@@ -55,8 +55,13 @@ def _scores(course: Path) -> dict[str, float]:
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{course}/instructor/gradebook.db", "bertlab") as gb:
-        return {f"{s.student.id}/{s.assignment.name}/{g.name}": float(g.score)
-                for a in gb.assignments for s in a.submissions for nb in s.notebooks for g in nb.grades}
+        return {
+            f"{s.student.id}/{s.assignment.name}/{g.name}": float(g.score)
+            for a in gb.assignments
+            for s in a.submissions
+            for nb in s.notebooks
+            for g in nb.grades
+        }
 
 
 def run(submissions: int, timeout: float, rounds: int) -> dict:
@@ -75,15 +80,33 @@ def run(submissions: int, timeout: float, rounds: int) -> dict:
         load_before = os.getloadavg()[0]
 
         def bertlab(way: str) -> float:
-            return timed([sys.executable, "-m", "bertlab.cli", "autograde", "--course", str(courses[way]),
-                          "--jobs", way.rsplit(" ", 1)[-1], "--timeout", str(timeout), "--force"], ROOT)
+            return timed(
+                [
+                    sys.executable,
+                    "-m",
+                    "bertlab.cli",
+                    "autograde",
+                    "--course",
+                    str(courses[way]),
+                    "--jobs",
+                    way.rsplit(" ", 1)[-1],
+                    "--timeout",
+                    str(timeout),
+                    "--force",
+                ],
+                ROOT,
+            )
 
         for round_ in range(rounds):
             pair = WAYS[:2] if round_ % 2 == 0 else WAYS[1::-1]
             for way in pair:
                 runs[way].append(bertlab(way))
-        runs[WAYS[2]].append(sum(timed([sys.executable, "-m", "nbgrader", "autograde", name, "--force"], courses[WAYS[2]])
-                                 for name in assignments))
+        runs[WAYS[2]].append(
+            sum(
+                timed([sys.executable, "-m", "nbgrader", "autograde", name, "--force"], courses[WAYS[2]])
+                for name in assignments
+            )
+        )
         scores = {way: _scores(course) for way, course in courses.items()}
     same = all(scores[way] == scores[WAYS[0]] for way in WAYS)
     jobs2 = statistics.median(runs[WAYS[0]])
@@ -115,8 +138,10 @@ def main(argv=None) -> Path:
     merge(args.out, report)  # other benchmarks' keys stay
     grading = report["class_grading"]
     print(", ".join(f"{way} {s:.1f} s" for way, s in grading["seconds"].items()))
-    print(f"class_speedup x{report['class_speedup']:.2f}, speedup_vs_nbgrader x{report['speedup_vs_nbgrader']:.2f}, "
-          f"same scores: {grading['same_scores']}; written to {args.out}")
+    print(
+        f"class_speedup x{report['class_speedup']:.2f}, speedup_vs_nbgrader x{report['speedup_vs_nbgrader']:.2f}, "
+        f"same scores: {grading['same_scores']}; written to {args.out}"
+    )
     return args.out
 
 

@@ -51,8 +51,13 @@ def _cpu_seconds_of_children() -> float:
 def autograde(course: Path, *options: str) -> tuple[float, float]:
     """(wall seconds, processor seconds) of one ``bertlab autograde --force`` of ``course``."""
     cpu, start = _cpu_seconds_of_children(), time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "bertlab.cli", "autograde", "--course", str(course), "--force", *options],
-                          cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bertlab.cli", "autograde", "--course", str(course), "--force", *options],
+        cwd=ROOT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+    )
     seconds, cpu = time.perf_counter() - start, _cpu_seconds_of_children() - cpu
     if proc.returncode != 0:
         raise RuntimeError(f"bertlab autograde {' '.join(options)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
@@ -80,15 +85,21 @@ def on_cluster(workers: int, warm_course: Path, course: Path) -> dict:
     """The class graded on a LocalCluster of ``workers`` single-threaded workers, judges warm."""
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                      env={"OMP_NUM_THREADS": "1"}) as cluster:  # single-threaded workers, alike at 1 and 2
+    with LocalCluster(
+        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0", env={"OMP_NUM_THREADS": "1"}
+    ) as cluster:  # single-threaded workers, alike at 1 and 2
         with Client(cluster, set_as_default=False) as client:
             warm_seconds, warm_cpu = autograde(warm_course, "--scheduler", cluster.scheduler_address)
             before = _tree_cpu_seconds(client)
             seconds, cpu = autograde(course, "--scheduler", cluster.scheduler_address)
             workers_cpu = _tree_cpu_seconds(client) - before
-    return {"seconds": seconds, "instructor_cpu_s": cpu, "workers_cpu_s": workers_cpu,
-            "warm_up_seconds": warm_seconds, "warm_up_instructor_cpu_s": warm_cpu}
+    return {
+        "seconds": seconds,
+        "instructor_cpu_s": cpu,
+        "workers_cpu_s": workers_cpu,
+        "warm_up_seconds": warm_seconds,
+        "warm_up_instructor_cpu_s": warm_cpu,
+    }
 
 
 def run(submissions: int) -> dict:
@@ -97,8 +108,13 @@ def run(submissions: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="bertlab-cluster-bench-") as tmp:
         source = write_course(Path(tmp) / "source", set(assignments))
         for name in assignments:  # the grade cells into the gradebook; not timed
-            subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", name, "--force"], cwd=source,
-                           check=True, capture_output=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+            subprocess.run(
+                [sys.executable, "-m", "nbgrader", "generate_assignment", name, "--force"],
+                cwd=source,
+                check=True,
+                capture_output=True,
+                env={**os.environ, "HF_HUB_OFFLINE": "1"},
+            )
 
         def copy(name: str, who) -> Path:
             course = Path(shutil.copytree(source, Path(tmp) / name))
@@ -129,8 +145,9 @@ def summarize(submissions: int, runs: dict[str, dict], jobs2_seconds: float) -> 
     per_worker_minute = {way: submissions / (int(way.split()[0]) * r["seconds"] / 60) for way, r in runs.items()}
     efficiency = per_worker_minute["2 workers"] / per_worker_minute["1 worker"]
     worker_s = runs["1 worker"]["seconds"] / submissions  # one worker's wall seconds per submission
-    serial_s = max(0.0, (runs["1 worker"]["instructor_cpu_s"] - runs["1 worker"]["warm_up_instructor_cpu_s"])
-                   / (submissions - 1))
+    serial_s = max(
+        0.0, (runs["1 worker"]["instructor_cpu_s"] - runs["1 worker"]["warm_up_instructor_cpu_s"]) / (submissions - 1)
+    )
     report = {
         "cluster_per_worker_efficiency": efficiency,
         "cluster_vs_jobs2": runs["2 workers"]["seconds"] / jobs2_seconds,

@@ -84,15 +84,19 @@ def reference_import(rounds: int) -> float:
 
 def grade(rounds: int, *tasks: str, cold: bool = False) -> float:
     """A new ``bertlab grade`` command's seconds; warm judges must grade it unless ``cold``."""
-    command = [str(BIN / "bertlab"), "grade", *tasks, "--path", "solutions", "--no-progress"] + (["--cold"] if cold else [])
+    command = [str(BIN / "bertlab"), "grade", *tasks, "--path", "solutions", "--no-progress"] + (
+        ["--cold"] if cold else []
+    )
 
     def once() -> float:
         start = time.perf_counter()
         proc = subprocess.run(command, cwd=ROOT, env=ENV, capture_output=True, text=True)
         took = time.perf_counter() - start
         if proc.returncode != 0 or (cold == ("by the warm judges" in proc.stderr)):
-            raise RuntimeError(f"{' '.join(command)} exited {proc.returncode} "
-                               f"({'with' if cold else 'without'} warm judges):\n{proc.stderr[-3000:]}")
+            raise RuntimeError(
+                f"{' '.join(command)} exited {proc.returncode} "
+                f"({'with' if cold else 'without'} warm judges):\n{proc.stderr[-3000:]}"
+            )
         return took
 
     return median_of(rounds, once)
@@ -121,8 +125,9 @@ PORTABLE_PATHS = {
 GRADINGS = ("grade_one", "grade_one_cold", "grade_all", "grade_all_cold")
 
 
-def gradings(rounds: int, report: dict, prefix: str = "", one: bool = True, all_: bool = True,
-             memory: bool = False) -> None:
+def gradings(
+    rounds: int, report: dict, prefix: str = "", one: bool = True, all_: bool = True, memory: bool = False
+) -> None:
     """The four gradings (one notebook and the course; cold, then warm) into ``report``."""
     if one:
         report[f"{prefix}grade_one_cold_s"] = grade(rounds, TASK, cold=True)
@@ -190,12 +195,19 @@ def watch_latency(rounds: int) -> float:
         folder.mkdir(parents=True)
         notebook = folder / f"{TASK}.ipynb"
         shutil.copy(ROOT / "solutions" / TASK / f"{TASK}.ipynb", notebook)
-        proc = subprocess.Popen([str(BIN / "bertlab"), "grade", "--watch", TASK, "--path", str(Path(tmp) / "exercises"),
-                                 "--no-progress"], cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            [str(BIN / "bertlab"), "grade", "--watch", TASK, "--path", str(Path(tmp) / "exercises"), "--no-progress"],
+            cwd=ROOT,
+            env=ENV,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         results: list[float] = []  # time.time() of each printed total line
-        threading.Thread(target=lambda: [results.append(time.time()) for line in proc.stdout
-                                         if line.startswith("total")], daemon=True).start()
+        threading.Thread(
+            target=lambda: [results.append(time.time()) for line in proc.stdout if line.startswith("total")],
+            daemon=True,
+        ).start()
         try:
             _wait(lambda: len(results) >= 1, 600, "the first grade")
             latencies = []
@@ -263,8 +275,14 @@ def start_to_serving(rounds: int) -> float:
             copy = _course_copy(Path(tmp) / "course")
             port = _free_port()
             start = time.perf_counter()
-            proc = subprocess.Popen(["make", "start", f"PORT={port}"], cwd=copy, env=ENV, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL, start_new_session=True)
+            proc = subprocess.Popen(
+                ["make", "start", f"PORT={port}"],
+                cwd=copy,
+                env=ENV,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
             try:
                 _wait(lambda: _answers(port) or proc.poll() is not None, 1800, "make start")
                 if proc.poll() is not None:
@@ -300,8 +318,13 @@ def run(rounds: int, only: set[str], start: bool) -> dict:
         report["reference_import_s"] = reference_import(rounds)
         # The least a command that starts its own judge can take: they compare with transformers' modules.
         report["reference_import_vs_floor"] = report["reference_import_s"] / report["floor_s"]
-    gradings(rounds, report, one=wanted("grade_one_vs_floor") or portable,
-             all_=wanted("grade_all_vs_floor") or portable, memory=wanted("warm_judges_memory_mb"))
+    gradings(
+        rounds,
+        report,
+        one=wanted("grade_one_vs_floor") or portable,
+        all_=wanted("grade_all_vs_floor") or portable,
+        memory=wanted("warm_judges_memory_mb"),
+    )
     if portable:
         for prefix, env in PORTABLE_PATHS.items():
             with grading_path(env):

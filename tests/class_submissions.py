@@ -69,20 +69,26 @@ def _partial_numpy():
 
 def _unbiased_variance():
     """Task 1.2 with the unbiased variance (divided by H - 1): a known mistake."""
-    return sub.replace(sub.right(NUMPY), "layer-norm", "np.var(x, axis=-1, keepdims=True)",
-                       "np.var(x, axis=-1, keepdims=True, ddof=1)")
+    return sub.replace(
+        sub.right(NUMPY), "layer-norm", "np.var(x, axis=-1, keepdims=True)", "np.var(x, axis=-1, keepdims=True, ddof=1)"
+    )
 
 
 def _tanh_gelu():
     """Task 1.3 with the tanh approximation of GELU: a known mistake."""
-    return sub.replace(sub.right(NUMPY), "gelu", "erf(x / math.sqrt(2.0))",
-                       "np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3))")
+    return sub.replace(
+        sub.right(NUMPY), "gelu", "erf(x / math.sqrt(2.0))", "np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3))"
+    )
 
 
 def _import_fails():
     """Task 5.1's cell starts with an import that raises: BertIntermediate is never defined."""
-    return sub.replace(sub.right(FFN), "bert-intermediate", "class BertIntermediate(nn.Module):",
-                       "from torch import nnn  # a typo: ImportError\n\n\nclass BertIntermediate(nn.Module):")
+    return sub.replace(
+        sub.right(FFN),
+        "bert-intermediate",
+        "class BertIntermediate(nn.Module):",
+        "from torch import nnn  # a typo: ImportError\n\n\nclass BertIntermediate(nn.Module):",
+    )
 
 
 def _hangs():
@@ -173,7 +179,9 @@ def write_grade_view(root: Path, students: list[Student]) -> Path:
         folder.mkdir(parents=True)
         source = root / "solutions" / student.id
         source.mkdir(parents=True)
-        shutil.copy(ROOT / "solutions" / student.assignment / f"{student.assignment}.ipynb", source / f"{student.id}.ipynb")
+        shutil.copy(
+            ROOT / "solutions" / student.assignment / f"{student.assignment}.ipynb", source / f"{student.id}.ipynb"
+        )
         (folder / f"{student.id}.ipynb").write_bytes(_bytes(student.member))
     return view
 
@@ -206,8 +214,11 @@ def _kernel_scores_class():
 
         def preprocess(self, nb, resources):
             info = resources["nbgrader"]
-            scores = {c.metadata.nbgrader["grade_id"]: utils.determine_grade(c, self.log)[0]
-                      for c in nb.cells if utils.is_grade(c)}
+            scores = {
+                c.metadata.nbgrader["grade_id"]: utils.determine_grade(c, self.log)[0]
+                for c in nb.cells
+                if utils.is_grade(c)
+            }
             path = Path(self.out) / info["student"] / f"{info['assignment']}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(scores))

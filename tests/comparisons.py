@@ -18,7 +18,8 @@ GUIDES = ("docs/faq.md", "docs/learner-guide.md", "docs/instructor-guide.md")
 COMPARATIVE = re.compile(
     r"\b(faster|slower|better|worse|more than|less than|fewer|most|least|only|falls?|grows?|rises?|"
     r"larger|smaller|largest|smallest|higher|lower|highest|lowest|exceeds?|beats?|dominates?|outweighs?)\b",
-    re.I)
+    re.I,
+)
 CLAIM = re.compile(r"\{\{\s*claim\s*:")
 PAPER = re.compile(r"et al\.|\b(?:19|20)\d\d[ab]?\b")
 SENTENCE_END = re.compile(r"(?<=[.!?:])\s+(?=[A-Z*\[(`$])")

@@ -77,8 +77,9 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
 
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("tiny-bert")
-    config = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-                        max_position_embeddings=128)
+    config = BertConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, max_position_embeddings=128
+    )
     BertModel(config).save_pretrained(path)
     reference.load_tokenizer(None).save_pretrained(path)
     return path
@@ -93,13 +94,20 @@ def pytest_terminal_summary(terminalreporter):
         f"({len({m.mistake for m in mutations})} distinct)"
     )
     from tests.submissions import CASES
+
     terminalreporter.write_line(f"bad submissions: {len(CASES)} cases, each with its expected verdict")
 
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
 ]
 
 
@@ -129,8 +137,12 @@ def pytest_collection_modifyitems(session, items):
     Every test of such a module goes with it, including tests that fetch the fixture by name.
     Modules without one stay spread test by test. Explicit ``xdist_group`` marks win.
     """
-    shared = {d.baseid for defs in session._fixturemanager._arg2fixturedefs.values() for d in defs
-              if d.scope in ("module", "session")}
+    shared = {
+        d.baseid
+        for defs in session._fixturemanager._arg2fixturedefs.values()
+        for d in defs
+        if d.scope in ("module", "session")
+    }
     for item in items:
         module = item.nodeid.split("::")[0]
         if item.get_closest_marker("xdist_group") is None and module in shared:

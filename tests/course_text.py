@@ -17,7 +17,6 @@ def markdown_cells(path: Path) -> list[str]:
         for block in re.split(r"^# %%", path.read_text(), flags=re.M)[1:]:
             header, _, body = block.partition("\n")
             if "[markdown]" in header:
-                cells.append("\n".join(re.sub(r"^# ?", "", line) for line in body.splitlines()
-                                       if line.startswith("#")))
+                cells.append("\n".join(re.sub(r"^# ?", "", line) for line in body.splitlines() if line.startswith("#")))
         return cells
     return [path.read_text()]

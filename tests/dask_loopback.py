@@ -28,13 +28,25 @@ def loopback_cluster(workers: int, folder: Path, env: dict | None = None):
     env = {**os.environ, **(env or {})}
     logs = [open(folder / f"dask-{name}.log", "w") for name in ["scheduler", *(f"worker-{i}" for i in range(workers))]]
     # The guide's commands, on loopback; the dashboard on a port of its own (8787 may be taken).
-    commands = [[str(DASK), "scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1],
-                 "--dashboard-address", f"127.0.0.1:{_free_port()}"]]
+    commands = [
+        [
+            str(DASK),
+            "scheduler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            address.rsplit(":", 1)[1],
+            "--dashboard-address",
+            f"127.0.0.1:{_free_port()}",
+        ]
+    ]
     commands += [[str(DASK), "worker", address, "--nthreads", "1", "--host", "127.0.0.1"]] * workers
     procs = []
     try:
         for command, log in zip(commands, logs):
-            procs.append(subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+            procs.append(
+                subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            )
         with Client(address, timeout=60, set_as_default=False) as client:
             client.wait_for_workers(workers, timeout=120)
         yield address
@@ -52,4 +64,7 @@ def loopback_cluster(workers: int, folder: Path, env: dict | None = None):
 
 
 def log_tail(folder: Path, lines: int = 20) -> str:
-    return "\n".join(f"{path.name}: " + " | ".join(path.read_text().splitlines()[-lines:]) for path in sorted(folder.glob("dask-*.log")))
+    return "\n".join(
+        f"{path.name}: " + " | ".join(path.read_text().splitlines()[-lines:])
+        for path in sorted(folder.glob("dask-*.log"))
+    )

@@ -95,8 +95,18 @@ class Case:
 CASES: list[Case] = []
 
 
-def case(name: str, assignment: str, *, scores, status, message: str, must_fail=(), forbid=None,
-         run: str = "main", file_name: str | None = None):
+def case(
+    name: str,
+    assignment: str,
+    *,
+    scores,
+    status,
+    message: str,
+    must_fail=(),
+    forbid=None,
+    run: str = "main",
+    file_name: str | None = None,
+):
     """Register the decorated builder as a case (its docstring says why the verdict is right)."""
 
     def register(build):
@@ -131,7 +141,8 @@ def max_points(assignment: str) -> float:
 def grade_ids(assignment: str, prefix: str = "test-") -> tuple[str, ...]:
     """The grade cell ids of ``assignment`` starting with ``prefix``, in notebook order."""
     return tuple(
-        _grade_id(c) for c in _read("solutions", assignment).cells
+        _grade_id(c)
+        for c in _read("solutions", assignment).cells
         if c.get("metadata", {}).get("nbgrader", {}).get("grade") and _grade_id(c).startswith(prefix)
     )
 
@@ -152,7 +163,9 @@ def right(assignment: str) -> nbformat.NotebookNode:
     for cell in nb.cells:
         if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
             lines = source[_grade_id(cell)].splitlines()
-            cell.source = "\n".join(line for line in lines if line.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION"))
+            cell.source = "\n".join(
+                line for line in lines if line.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION")
+            )
     return nb
 
 
@@ -219,23 +232,43 @@ def _right_feed_forward():
     return right(FFN)
 
 
-@case("dropout-on-residual-sum", FFN, scores=8, status="failed", message=r"(?is)dropout.*residual|residual.*dropout",
-      must_fail=["test-5-2-gradients"])
+@case(
+    "dropout-on-residual-sum",
+    FFN,
+    scores=8,
+    status="failed",
+    message=r"(?is)dropout.*residual|residual.*dropout",
+    must_fail=["test-5-2-gradients"],
+)
 def _dropout_on_residual_sum_ffn():
     """Task 5.2: ``LayerNorm(dropout(dense(x) + input_tensor))`` drops the residual too. Eval mode
     hides it; only the dropout-and-gradients cell (1 point) runs train mode, so 8/9."""
-    return replace(right(FFN), "bert-output", BRANCH_DROPOUT_THEN_ADD,
-                   "hidden_states = self.LayerNorm(self.dropout(hidden_states + input_tensor))")
+    return replace(
+        right(FFN),
+        "bert-output",
+        BRANCH_DROPOUT_THEN_ADD,
+        "hidden_states = self.LayerNorm(self.dropout(hidden_states + input_tensor))",
+    )
 
 
-@case("dropout-on-residual-sum", ADD_NORM, scores=9, status="failed",
-      message=r"(?is)dropout.*residual|residual.*dropout", must_fail=["test-4-1-gradients"])
+@case(
+    "dropout-on-residual-sum",
+    ADD_NORM,
+    scores=9,
+    status="failed",
+    message=r"(?is)dropout.*residual|residual.*dropout",
+    must_fail=["test-4-1-gradients"],
+)
 def _dropout_on_residual_sum_self_output():
     """Task 4.1, the same mistake in BertSelfOutput: its train-mode cell loses its point. Task 4.2
     is judged with HF's BertSelfOutput in place of the learner's (a bug upstream never fails a
     later task), so it keeps its 5: 9/10."""
-    return replace(right(ADD_NORM), "bert-self-output", BRANCH_DROPOUT_THEN_ADD,
-                   "hidden_states = self.LayerNorm(self.dropout(hidden_states + input_tensor))")
+    return replace(
+        right(ADD_NORM),
+        "bert-self-output",
+        BRANCH_DROPOUT_THEN_ADD,
+        "hidden_states = self.LayerNorm(self.dropout(hidden_states + input_tensor))",
+    )
 
 
 @case("literal-sizes", FFN, scores=range(0, 9), status="failed", message=r"(?i)config|hard-?coded|literal")
@@ -246,7 +279,9 @@ def _literal_sizes():
     nb = right(FFN)
     replace(nb, "bert-intermediate", "nn.Linear(config.hidden_size, config.intermediate_size)", "nn.Linear(384, 1536)")
     replace(nb, "bert-output", "nn.Linear(config.intermediate_size, config.hidden_size)", "nn.Linear(1536, 384)")
-    replace(nb, "bert-output", "nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)", "nn.LayerNorm(384, eps=1e-12)")
+    replace(
+        nb, "bert-output", "nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)", "nn.LayerNorm(384, eps=1e-12)"
+    )
     return nb
 
 
@@ -255,20 +290,39 @@ def _literal_heads():
     """Task 3.2 with 12 heads of size 32 and width 384 typed in. Task 3.1 (3 points) is untouched;
     3.2 must lose points, with a message saying the config is ignored."""
     nb = right(ATTENTION)
-    replace(nb, "bert-self-attention", "self.num_attention_heads = config.num_attention_heads",
-            "self.num_attention_heads = 12")
-    replace(nb, "bert-self-attention", "self.attention_head_size = config.hidden_size // config.num_attention_heads",
-            "self.attention_head_size = 32  # 384 / 12")
-    replace(nb, "bert-self-attention", "nn.Linear(config.hidden_size, self.all_head_size)",
-            "nn.Linear(384, self.all_head_size)", count=3)
+    replace(
+        nb,
+        "bert-self-attention",
+        "self.num_attention_heads = config.num_attention_heads",
+        "self.num_attention_heads = 12",
+    )
+    replace(
+        nb,
+        "bert-self-attention",
+        "self.attention_head_size = config.hidden_size // config.num_attention_heads",
+        "self.attention_head_size = 32  # 384 / 12",
+    )
+    replace(
+        nb,
+        "bert-self-attention",
+        "nn.Linear(config.hidden_size, self.all_head_size)",
+        "nn.Linear(384, self.all_head_size)",
+        count=3,
+    )
     return nb
 
 
 HF_SELF_OUTPUT = "from transformers.models.bert.modeling_bert import BertSelfOutput as HFBertSelfOutput\n\n\n"
 
 
-@case("subclass-hf-self-output", ADD_NORM, scores=5, status="failed", message=r"(?i)transformers|yourself|shortcut",
-      must_fail=grade_ids(ADD_NORM, "test-4-1"))
+@case(
+    "subclass-hf-self-output",
+    ADD_NORM,
+    scores=5,
+    status="failed",
+    message=r"(?i)transformers|yourself|shortcut",
+    must_fail=grade_ids(ADD_NORM, "test-4-1"),
+)
 def _subclass_hf_self_output():
     """Task 4.1 as a subclass of transformers' own BertSelfOutput: the task is to write it, so 4.1
     gets nothing. Task 4.2 is the learner's own BertAttention, judged with HF's parts in place of
@@ -281,16 +335,28 @@ def _subclass_hf_self_output():
     return nb
 
 
-@case("wrap-hf-self-output", ADD_NORM, scores=5, status="failed", message=r"(?i)transformers|yourself|shortcut",
-      must_fail=grade_ids(ADD_NORM, "test-4-1"))
+@case(
+    "wrap-hf-self-output",
+    ADD_NORM,
+    scores=5,
+    status="failed",
+    message=r"(?i)transformers|yourself|shortcut",
+    must_fail=grade_ids(ADD_NORM, "test-4-1"),
+)
 def _wrap_hf_self_output():
     """Task 4.1 with the learner's own attributes, but a forward that calls transformers'
     BertSelfOutput.forward on them: a wrapper is the same shortcut as a subclass. 4.1 gets
     nothing, 4.2 (judged with HF's parts) keeps its 5: 5/10."""
     nb = right(ADD_NORM)
-    replace(nb, "bert-self-output", "class BertSelfOutput(nn.Module):", HF_SELF_OUTPUT + "class BertSelfOutput(nn.Module):")
-    replace(nb, "bert-self-output", BRANCH_DROPOUT_THEN_ADD,
-            "hidden_states = HFBertSelfOutput.forward(self, hidden_states, input_tensor)")
+    replace(
+        nb, "bert-self-output", "class BertSelfOutput(nn.Module):", HF_SELF_OUTPUT + "class BertSelfOutput(nn.Module):"
+    )
+    replace(
+        nb,
+        "bert-self-output",
+        BRANCH_DROPOUT_THEN_ADD,
+        "hidden_states = HFBertSelfOutput.forward(self, hidden_states, input_tensor)",
+    )
     return nb
 
 
@@ -306,7 +372,8 @@ def _tamper_patch_check_function():
     """The stubs plus a cell that patches ``bertlab.checks.check`` itself (its code object), so the
     name the setup cell imported does nothing any more: 0 and told why."""
     return insert_after(
-        exercise(FFN), "bert-intermediate",
+        exercise(FFN),
+        "bert-intermediate",
         "import bertlab.checks\n\nbertlab.checks.check.__code__ = (lambda *args, **kwargs: None).__code__\n",
     )
 
@@ -316,7 +383,8 @@ def _tamper_patch_tasks():
     """The stubs plus a cell that replaces every task's ``run`` in ``bertlab.checks.TASKS`` with one
     that reports success: 0 and told why."""
     return insert_after(
-        exercise(FFN), "bert-intermediate",
+        exercise(FFN),
+        "bert-intermediate",
         "import bertlab.checks\n\n"
         "for task in bertlab.checks.TASKS.values():\n"
         '    task.run = lambda *args, **kwargs: "passed"\n',
@@ -328,53 +396,93 @@ def _tamper_in_cell_marked_locked():
     """The stubs plus a new cell that rebinds ``check`` and claims, in its own metadata, to be a
     locked instructor cell. Only the source says which cells are locked: the learner wrote this
     one, so it is tampering like any other: 0 and told why."""
-    meta = {"grade": False, "grade_id": "setup-2", "locked": True, "schema_version": 3, "solution": False, "task": False}
+    meta = {
+        "grade": False,
+        "grade_id": "setup-2",
+        "locked": True,
+        "schema_version": 3,
+        "solution": False,
+        "task": False,
+    }
     return insert_after(exercise(FFN), "setup", "check = lambda *args, **kwargs: None\n", metadata=meta)
 
 
-@case("in-place-residual", FFN, scores=4, status="failed", message=r"(?is)input_tensor.*in place|in place.*input_tensor",
-      must_fail=FFN_5_2, forbid=r"known mistake")
+@case(
+    "in-place-residual",
+    FFN,
+    scores=4,
+    status="failed",
+    message=r"(?is)input_tensor.*in place|in place.*input_tensor",
+    must_fail=FFN_5_2,
+    forbid=r"known mistake",
+)
 def _in_place_residual():
     """Task 5.2 adds the residual with ``input_tensor += ...``: the values are right, but the
     caller's tensor is destroyed. The first forward call (in the names-and-shapes cell) fails,
     naming ``input_tensor``, never a known mistake it is not: 5.2 gets 0, so 4/9."""
-    return replace(right(FFN), "bert-output", ADD_NORM_LINE,
-                   "input_tensor += hidden_states  # saves a tensor\n"
-                   "        hidden_states = self.LayerNorm(input_tensor)")
+    return replace(
+        right(FFN),
+        "bert-output",
+        ADD_NORM_LINE,
+        "input_tensor += hidden_states  # saves a tensor\n        hidden_states = self.LayerNorm(input_tensor)",
+    )
 
 
-@case("second-residual-from-layer-input", MODEL, scores=10, status="failed", message=r"(?is)\[Task 6\.1\].*differ",
-      must_fail=LAYER_CELLS)
+@case(
+    "second-residual-from-layer-input",
+    MODEL,
+    scores=10,
+    status="failed",
+    message=r"(?is)\[Task 6\.1\].*differ",
+    must_fail=LAYER_CELLS,
+)
 def _second_residual_from_layer_input():
     """Task 6.1 adds the layer's input as the second residual instead of the attention output.
     Both 6.1 cells fail (3 points); BertEncoder (6.2) and BertModel (6.4) are judged with HF's
     BertLayer in place of the learner's, so nothing else is lost: 10/13."""
-    return replace(right(MODEL), "bert-layer", "self.output(intermediate_output, attention_output)",
-                   "self.output(intermediate_output, hidden_states)")
+    return replace(
+        right(MODEL),
+        "bert-layer",
+        "self.output(intermediate_output, attention_output)",
+        "self.output(intermediate_output, hidden_states)",
+    )
 
 
-@case("ffn-fed-layer-input", MODEL, scores=10, status="failed", message=r"(?is)\[Task 6\.1\].*differ",
-      must_fail=LAYER_CELLS)
+@case(
+    "ffn-fed-layer-input",
+    MODEL,
+    scores=10,
+    status="failed",
+    message=r"(?is)\[Task 6\.1\].*differ",
+    must_fail=LAYER_CELLS,
+)
 def _ffn_fed_layer_input():
     """Task 6.1 feeds the feed-forward network the layer's input instead of the attention output:
     10/13, as for the wrong residual."""
-    return replace(right(MODEL), "bert-layer", "self.intermediate(attention_output)", "self.intermediate(hidden_states)")
+    return replace(
+        right(MODEL), "bert-layer", "self.intermediate(attention_output)", "self.intermediate(hidden_states)"
+    )
 
 
-@case("ffn-twice", MODEL, scores=10, status="failed", message=r"(?is)\[Task 6\.1\].*differ",
-      must_fail=LAYER_CELLS)
+@case("ffn-twice", MODEL, scores=10, status="failed", message=r"(?is)\[Task 6\.1\].*differ", must_fail=LAYER_CELLS)
 def _ffn_twice():
     """Task 6.1 applies the feed-forward block twice: 10/13."""
-    return replace(right(MODEL), "bert-layer", "        return layer_output",
-                   "        layer_output = self.output(self.intermediate(layer_output), layer_output)  # once more\n"
-                   "        return layer_output")
+    return replace(
+        right(MODEL),
+        "bert-layer",
+        "        return layer_output",
+        "        layer_output = self.output(self.intermediate(layer_output), layer_output)  # once more\n"
+        "        return layer_output",
+    )
 
 
 # The first Add & Norm done by hand with the attention output's own parts, as most published
 # student layers write it: the grader supplies HF's BertAttention, and its children are its parts.
-CHILDREN_ADD_NORM = ("        context = self.attention.self(hidden_states, attention_mask)[0]  # (B, T, H)\n"
-                     "        out = self.attention.output\n"
-                     "        attention_output = out.LayerNorm(out.dropout(out.dense(context)){residual})")
+CHILDREN_ADD_NORM = (
+    "        context = self.attention.self(hidden_states, attention_mask)[0]  # (B, T, H)\n"
+    "        out = self.attention.output\n"
+    "        attention_output = out.LayerNorm(out.dropout(out.dense(context)){residual})"
+)
 
 
 @case("layer-calls-attention-children", MODEL, scores=13, status="passed", message=PASSED)
@@ -385,8 +493,15 @@ def _layer_calls_attention_children():
     return replace(right(MODEL), "bert-layer", ATTENTION_CALL, CHILDREN_ADD_NORM.format(residual=" + hidden_states"))
 
 
-@case("layer-calls-attention-children-no-residual", MODEL, scores=10, status="failed",
-      message=r"(?is)\[Task 6\.1\].*differ", must_fail=LAYER_CELLS, forbid=r"transformers")
+@case(
+    "layer-calls-attention-children-no-residual",
+    MODEL,
+    scores=10,
+    status="failed",
+    message=r"(?is)\[Task 6\.1\].*differ",
+    must_fail=LAYER_CELLS,
+    forbid=r"transformers",
+)
 def _layer_calls_attention_children_no_residual():
     """The same hand-written first Add & Norm without its residual: told its values differ, not
     that it uses transformers: 10/13."""
@@ -395,18 +510,29 @@ def _layer_calls_attention_children_no_residual():
 
 # The feed-forward block on chunks of four tokens, as HF's apply_chunking_to_forward runs it when
 # chunk_size_feed_forward is set: the dropout checks' fixed masks must not depend on the split.
-CHUNKED_FFN = ("        chunks = [self.output(self.intermediate(chunk), chunk)  # (B, 4, H) each\n"
-               "                  for chunk in attention_output.split(4, dim=1)]\n"
-               "        layer_output = torch.cat(chunks, dim=1)  # (B, T, H)")
+CHUNKED_FFN = (
+    "        chunks = [self.output(self.intermediate(chunk), chunk)  # (B, 4, H) each\n"
+    "                  for chunk in attention_output.split(4, dim=1)]\n"
+    "        layer_output = torch.cat(chunks, dim=1)  # (B, T, H)"
+)
 
 
 @case("layer-ffn-in-chunks", MODEL, scores=13, status="passed", message=PASSED)
 def _layer_ffn_in_chunks():
     """Task 6.1's feed-forward block run on chunks of tokens: HF's numbers, so full marks. It
     failed the train-mode dropout check, whose masks assumed one dropout call on the whole tensor."""
-    nb = replace(right(MODEL), "bert-layer", "        intermediate_output = self.intermediate(attention_output)  # (B, T, I)\n", "")
-    return replace(nb, "bert-layer", "        layer_output = self.output(intermediate_output, attention_output)  # (B, T, H)",
-                   CHUNKED_FFN)
+    nb = replace(
+        right(MODEL),
+        "bert-layer",
+        "        intermediate_output = self.intermediate(attention_output)  # (B, T, I)\n",
+        "",
+    )
+    return replace(
+        nb,
+        "bert-layer",
+        "        layer_output = self.output(intermediate_output, attention_output)  # (B, T, H)",
+        CHUNKED_FFN,
+    )
 
 
 # BertSelfAttention one head at a time, with its own dropout module on each head's probabilities.
@@ -438,98 +564,174 @@ def _self_attention_one_head_at_a_time():
     return replace(right(ATTENTION), "bert-self-attention", ATTENTION_BODY, PER_HEAD_ATTENTION)
 
 
-@case("layernorm-stats-detached", ADD_NORM, scores=9, status="failed", message=r"(?is)\[Task 4\.1\].*gradient",
-      must_fail=("test-4-1-gradients",))
+@case(
+    "layernorm-stats-detached",
+    ADD_NORM,
+    scores=9,
+    status="failed",
+    message=r"(?is)\[Task 4\.1\].*gradient",
+    must_fail=("test-4-1-gradients",),
+)
 def _layernorm_stats_detached():
     """Task 4.1's LayerNorm written by hand with its mean and variance detached: every value is
     HF's, only the gradients differ. The last 4.1 cell (dropout and gradients) fails: 9/10."""
-    return replace(right(ADD_NORM), "bert-self-output",
-                   "        hidden_states = self.LayerNorm(hidden_states + input_tensor)  # add first, then normalise",
-                   "        x = hidden_states + input_tensor  # (B, T, H)\n"
-                   "        mean = x.mean(-1, keepdim=True).detach()  # statistics as constants\n"
-                   "        var = x.var(-1, keepdim=True, unbiased=False).detach()\n"
-                   "        hidden_states = (x - mean) / torch.sqrt(var + self.LayerNorm.eps) * self.LayerNorm.weight "
-                   "+ self.LayerNorm.bias")
+    return replace(
+        right(ADD_NORM),
+        "bert-self-output",
+        "        hidden_states = self.LayerNorm(hidden_states + input_tensor)  # add first, then normalise",
+        "        x = hidden_states + input_tensor  # (B, T, H)\n"
+        "        mean = x.mean(-1, keepdim=True).detach()  # statistics as constants\n"
+        "        var = x.var(-1, keepdim=True, unbiased=False).detach()\n"
+        "        hidden_states = (x - mean) / torch.sqrt(var + self.LayerNorm.eps) * self.LayerNorm.weight "
+        "+ self.LayerNorm.bias",
+    )
 
 
-@case("dropout-probability-typed", ADD_NORM, scores=9, status="failed",
-      message=r"(?is)\[Task 4\.1\].*another config", must_fail=("test-4-1-gradients",))
+@case(
+    "dropout-probability-typed",
+    ADD_NORM,
+    scores=9,
+    status="failed",
+    message=r"(?is)\[Task 4\.1\].*another config",
+    must_fail=("test-4-1-gradients",),
+)
 def _dropout_probability_typed():
     """Task 4.1's dropout written with BERT's 0.1 typed in: the pretrained model (0.1 everywhere)
     cannot tell it from config.hidden_dropout_prob; another config can. 9/10."""
-    return replace(right(ADD_NORM), "bert-self-output",
-                   "        hidden_states = self.dropout(hidden_states)  # drops part of the update, never the residual",
-                   "        hidden_states = nn.functional.dropout(hidden_states, 0.1, self.training)  # BERT's 0.1")
+    return replace(
+        right(ADD_NORM),
+        "bert-self-output",
+        "        hidden_states = self.dropout(hidden_states)  # drops part of the update, never the residual",
+        "        hidden_states = nn.functional.dropout(hidden_states, 0.1, self.training)  # BERT's 0.1",
+    )
 
 
-@case("mask-cached-by-shape", ATTENTION, scores=7, status="failed", message=r"(?is)\[Task 3\.2\].*second call",
-      must_fail=("test-3-2-gradients",))
+@case(
+    "mask-cached-by-shape",
+    ATTENTION,
+    scores=7,
+    status="failed",
+    message=r"(?is)\[Task 3\.2\].*second call",
+    must_fail=("test-3-2-gradients",),
+)
 def _mask_cached_by_shape():
     """Task 3.2 keeps the first mask it sees for each mask shape: right on every single call, wrong
     when called again with another mask of the same shape. The full 3.2 check fails: 7/8."""
-    return replace(right(ATTENTION), "bert-self-attention", "        B, T, _ = hidden_states.shape\n",
-                   "        B, T, _ = hidden_states.shape\n"
-                   "        if attention_mask is not None:  # one batch shape, one mask\n"
-                   "            attention_mask = self.__dict__.setdefault('masks', {}).setdefault(\n"
-                   "                tuple(attention_mask.shape), attention_mask)\n")
+    return replace(
+        right(ATTENTION),
+        "bert-self-attention",
+        "        B, T, _ = hidden_states.shape\n",
+        "        B, T, _ = hidden_states.shape\n"
+        "        if attention_mask is not None:  # one batch shape, one mask\n"
+        "            attention_mask = self.__dict__.setdefault('masks', {}).setdefault(\n"
+        "                tuple(attention_mask.shape), attention_mask)\n",
+    )
 
 
 ATTENTION_3_1 = grade_ids(ATTENTION, "test-3-1")
 ATTENTION_3_2 = grade_ids(ATTENTION, "test-3-2")
 
 
-@case("mask-over-queries", ATTENTION, scores=1, status="failed", message=r"(?s)\[Task 3\.1\].*`mask-over-queries`",
-      must_fail=(*ATTENTION_3_1, "test-3-2-values"))
+@case(
+    "mask-over-queries",
+    ATTENTION,
+    scores=1,
+    status="failed",
+    message=r"(?s)\[Task 3\.1\].*`mask-over-queries`",
+    must_fail=(*ATTENTION_3_1, "test-3-2-values"),
+)
 def _mask_over_queries():
     """Task 3.1 adds the mask with its last two axes swapped, so it masks the padded queries' rows
     and every query attends to the padding keys. Both 3.1 cells fail and name the mistake; 3.2
     calls this function, so only its names-and-shapes cell stands: 1/8."""
-    return replace(right(ATTENTION), "eager-attention-forward", "scores = scores + attention_mask",
-                   "scores = scores + attention_mask.transpose(-1, -2)  # one value per token")
+    return replace(
+        right(ATTENTION),
+        "eager-attention-forward",
+        "scores = scores + attention_mask",
+        "scores = scores + attention_mask.transpose(-1, -2)  # one value per token",
+    )
 
 
-@case("attention-probs-none", ATTENTION, scores=3, status="failed",
-      message=r"(?s)\[Task 3\.2\].*returns None for `attention_probs`.*passed every check of this cell",
-      must_fail=ATTENTION_3_2)
+@case(
+    "attention-probs-none",
+    ATTENTION,
+    scores=3,
+    status="failed",
+    message=r"(?s)\[Task 3\.2\].*returns None for `attention_probs`.*passed every check of this cell",
+    must_fail=ATTENTION_3_2,
+)
 def _attention_probs_none():
     """Task 3.2 returns None for the attention probabilities, its context right. Every 3.2 cell
     checks the context (and passes it) and then fails for the probabilities, saying so: 3/8."""
-    return replace(right(ATTENTION), "bert-self-attention", "        return context_layer, attention_probs",
-                   "        return context_layer, None  # nobody reads the probabilities")
+    return replace(
+        right(ATTENTION),
+        "bert-self-attention",
+        "        return context_layer, attention_probs",
+        "        return context_layer, None  # nobody reads the probabilities",
+    )
 
 
-@case("query-scaled-in-init", ATTENTION, scores=4, status="failed",
-      message=r"(?s)\[Task 3\.2\].*`no-scaling`.*scaling=1\.0.*folded into `query`'s weights", forbid=r"fix 3\.1 first",
-      must_fail=ATTENTION_3_2[1:])
+@case(
+    "query-scaled-in-init",
+    ATTENTION,
+    scores=4,
+    status="failed",
+    message=r"(?s)\[Task 3\.2\].*`no-scaling`.*scaling=1\.0.*folded into `query`'s weights",
+    forbid=r"fix 3\.1 first",
+    must_fail=ATTENTION_3_2[1:],
+)
 def _query_scaled_in_init():
     """Task 3.2 folds the scaling into `query`'s weights in __init__ and passes scaling=1.0: the
     grader loads the pretrained weights after __init__, so the scaling is lost. Its 3.1 is right,
     so the message must not send the learner there. 3.1 and the names cell stand: 4/8."""
-    nb = replace(right(ATTENTION), "bert-self-attention", "        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)\n",
-                 "        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)\n"
-                 "        with torch.no_grad():  # scaled once here, not on every call\n"
-                 "            self.query.weight *= self.scaling\n"
-                 "            self.query.bias *= self.scaling\n")
+    nb = replace(
+        right(ATTENTION),
+        "bert-self-attention",
+        "        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)\n",
+        "        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)\n"
+        "        with torch.no_grad():  # scaled once here, not on every call\n"
+        "            self.query.weight *= self.scaling\n"
+        "            self.query.bias *= self.scaling\n",
+    )
     return replace(nb, "bert-self-attention", "scaling=self.scaling,", "scaling=1.0,")
 
 
-@case("no-token-type-buffer", EMBEDDINGS, scores=4, status="failed", message=r"`self\.token_type_ids` is missing",
-      must_fail=("test-2-1-buffers",))
+@case(
+    "no-token-type-buffer",
+    EMBEDDINGS,
+    scores=4,
+    status="failed",
+    message=r"`self\.token_type_ids` is missing",
+    must_fail=("test-2-1-buffers",),
+)
 def _no_token_type_buffer():
     """Task 2.1 without the `token_type_ids` buffer (its forward still reads it when no token types
     are given). Only the buffers cell fails; every other check passes token types: 4/5."""
-    return replace(right(EMBEDDINGS), "bert-embeddings",
-                   "        self.register_buffer(\"token_type_ids\", torch.zeros_like(position_ids), persistent=False)\n", "")
+    return replace(
+        right(EMBEDDINGS),
+        "bert-embeddings",
+        '        self.register_buffer("token_type_ids", torch.zeros_like(position_ids), persistent=False)\n',
+        "",
+    )
 
 
-@case("encoder-one-layer-repeated", MODEL, scores=max_points(MODEL) - 3, status="failed",
-      message=r"the 6 entries of `self\.layer` are 1 module object", must_fail=grade_ids(MODEL, "test-6-2"))
+@case(
+    "encoder-one-layer-repeated",
+    MODEL,
+    scores=max_points(MODEL) - 3,
+    status="failed",
+    message=r"the 6 entries of `self\.layer` are 1 module object",
+    must_fail=grade_ids(MODEL, "test-6-2"),
+)
 def _encoder_one_layer_repeated():
     """Task 6.2 builds its ModuleList as [layer] * n: six entries, one object, one set of weights.
     Both 6.2 cells fail (3 points), saying the entries are one object; the rest stands."""
-    return replace(right(MODEL), "bert-encoder",
-                   "nn.ModuleList([BertLayer(config, layer_idx=i) for i in range(config.num_hidden_layers)])",
-                   "nn.ModuleList([BertLayer(config)] * config.num_hidden_layers)")
+    return replace(
+        right(MODEL),
+        "bert-encoder",
+        "nn.ModuleList([BertLayer(config, layer_idx=i) for i in range(config.num_hidden_layers)])",
+        "nn.ModuleList([BertLayer(config)] * config.num_hidden_layers)",
+    )
 
 
 @case("log-sum-exp-softmax", NUMPY, scores=13, status="passed", message=PASSED)
@@ -537,7 +739,8 @@ def _log_sum_exp_softmax_numpy():
     """Task 1.1 as exp(x - logsumexp(x)), logsumexp shifted by the row maximum: another stable
     softmax, right to float precision. It must get full marks, never a mistake's name."""
     return replace(
-        right(NUMPY), "softmax",
+        right(NUMPY),
+        "softmax",
         "    shifted = x - np.max(x, axis=axis, keepdims=True)  # each row's largest entry becomes 0, so exp <= 1\n"
         "    exps = np.exp(shifted)\n"
         "    return exps / np.sum(exps, axis=axis, keepdims=True)",
@@ -550,8 +753,12 @@ def _log_sum_exp_softmax_numpy():
 @case("log-sum-exp-softmax", ATTENTION, scores=8, status="passed", message=PASSED)
 def _log_sum_exp_softmax_attention():
     """Task 3.1 with the attention weights as exp(scores - logsumexp(scores)): right, full marks."""
-    return replace(right(ATTENTION), "eager-attention-forward", "attn_weights = torch.softmax(scores, dim=-1)",
-                   "attn_weights = torch.exp(scores - torch.logsumexp(scores, dim=-1, keepdim=True))")
+    return replace(
+        right(ATTENTION),
+        "eager-attention-forward",
+        "attn_weights = torch.softmax(scores, dim=-1)",
+        "attn_weights = torch.exp(scores - torch.logsumexp(scores, dim=-1, keepdim=True))",
+    )
 
 
 @case("crash-on-inputs-embeds-only", EMBEDDINGS, scores=(1, 2, 3, 4), status="failed", message=r"inputs_embeds")
@@ -562,8 +769,14 @@ def _crash_on_inputs_embeds_only():
     return replace(right(EMBEDDINGS), "bert-embeddings", "B, T, _ = inputs_embeds.shape", "B, T = input_ids.shape")
 
 
-@case("gelu-returns-float64", NUMPY, scores=range(6, 12), status="failed", message=r"(?i)float64|dtype",
-      must_fail=["test-1-3-values", "test-1-3-edge-cases"])
+@case(
+    "gelu-returns-float64",
+    NUMPY,
+    scores=range(6, 12),
+    status="failed",
+    message=r"(?i)float64|dtype",
+    must_fail=["test-1-3-values", "test-1-3-edge-cases"],
+)
 def _gelu_returns_float64():
     """Task 1.3 with np.vectorize(math.erf) and no cast back: it gives float64, so float32 in comes
     out float64, against the docstring ("of the same dtype"). Both 1.3 cells fail (2 points); 1.5,
@@ -578,8 +791,12 @@ def _gelu_returns_float64():
 def _syntax_error():
     """A missing parenthesis in the Task 5.1 class cell: the class never exists, its 4 points are
     lost, 5.2 (5 points) is graded as usual."""
-    return replace(right(FFN), "bert-intermediate", "self.dense(hidden_states)  # (B, T, I)",
-                   "self.dense(hidden_states  # (B, T, I)")
+    return replace(
+        right(FFN),
+        "bert-intermediate",
+        "self.dense(hidden_states)  # (B, T, I)",
+        "self.dense(hidden_states  # (B, T, I)",
+    )
 
 
 @case("import-error", FFN, scores=5, status="failed", message=r"GeLU|ImportError|cannot import", must_fail=FFN_5_1)
@@ -594,55 +811,105 @@ def _import_error():
 @case("exception-in-init", FFN, scores=4, status="failed", message=r"hiden_size", must_fail=FFN_5_2)
 def _exception_in_init():
     """A typo in BertOutput.__init__ raises AttributeError on the config: Task 5.2 gets 0, 4/9."""
-    return replace(right(FFN), "bert-output", "nn.Linear(config.intermediate_size, config.hidden_size)",
-                   "nn.Linear(config.intermediate_size, config.hiden_size)")
+    return replace(
+        right(FFN),
+        "bert-output",
+        "nn.Linear(config.intermediate_size, config.hidden_size)",
+        "nn.Linear(config.intermediate_size, config.hiden_size)",
+    )
 
 
-@case("nan-output", FFN, scores=5, status="failed", message=r"(?i)\bnan\b",
-      must_fail=["test-5-2-values", "test-5-2-batches", "test-5-2-gradients"])
+@case(
+    "nan-output",
+    FFN,
+    scores=5,
+    status="failed",
+    message=r"(?i)\bnan\b",
+    must_fail=["test-5-2-values", "test-5-2-batches", "test-5-2-gradients"],
+)
 def _nan_output():
     """Task 5.2 returns NaN (standing for any 0/0): the right shape (names-and-shapes cell, 1
     point), every value wrong: 5/9, and the message says NaN."""
-    return replace(right(FFN), "bert-output", ADD_NORM_LINE,
-                   ADD_NORM_LINE + '\n        hidden_states = hidden_states * float("nan")')
+    return replace(
+        right(FFN),
+        "bert-output",
+        ADD_NORM_LINE,
+        ADD_NORM_LINE + '\n        hidden_states = hidden_states * float("nan")',
+    )
 
 
-@case("inf-output", FFN, scores=6, status="failed", message=r"(?i)\binf\b",
-      must_fail=["test-5-1-values", "test-5-1-batches"])
+@case(
+    "inf-output",
+    FFN,
+    scores=6,
+    status="failed",
+    message=r"(?i)\binf\b",
+    must_fail=["test-5-1-values", "test-5-1-batches"],
+)
 def _inf_output():
     """Task 5.1 returns inf wherever the activation exceeds 1: 6/9, and the message says inf."""
-    return replace(right(FFN), "bert-intermediate", INTERMEDIATE_RETURN,
-                   GELU_CALL + '\n        return hidden_states.masked_fill(hidden_states > 1.0, float("inf"))')
+    return replace(
+        right(FFN),
+        "bert-intermediate",
+        INTERMEDIATE_RETURN,
+        GELU_CALL + '\n        return hidden_states.masked_fill(hidden_states > 1.0, float("inf"))',
+    )
 
 
-@case("float64-output", FFN, scores=(5, 6), status="failed", message=r"(?i)float64|dtype|double",
-      must_fail=["test-5-1-values", "test-5-1-batches"])
+@case(
+    "float64-output",
+    FFN,
+    scores=(5, 6),
+    status="failed",
+    message=r"(?i)float64|dtype|double",
+    must_fail=["test-5-1-values", "test-5-1-batches"],
+)
 def _float64_output():
     """Task 5.1 returns float64: the numbers are right but HF's module returns float32, and
     everything downstream would be upcast. Whether the names-and-shapes cell or the values cell
     catches it, the message must name the dtype: 5 or 6 of 9."""
-    return replace(right(FFN), "bert-intermediate", INTERMEDIATE_RETURN, GELU_CALL + "\n        return hidden_states.double()")
+    return replace(
+        right(FFN), "bert-intermediate", INTERMEDIATE_RETURN, GELU_CALL + "\n        return hidden_states.double()"
+    )
 
 
-@case("output-on-another-device", FFN, scores=(5, 6), status="failed", message=r"(?i)device",
-      must_fail=["test-5-1-values", "test-5-1-batches"])
+@case(
+    "output-on-another-device",
+    FFN,
+    scores=(5, 6),
+    status="failed",
+    message=r"(?i)device",
+    must_fail=["test-5-1-values", "test-5-1-batches"],
+)
 def _output_on_another_device():
     """Task 5.1 returns its output on another device than its input (the meta device stands for a
     GPU on this CPU-only machine): a failure that says "device", not an error of the grader."""
-    return replace(right(FFN), "bert-intermediate", INTERMEDIATE_RETURN, GELU_CALL + '\n        return hidden_states.to("meta")')
+    return replace(
+        right(FFN), "bert-intermediate", INTERMEDIATE_RETURN, GELU_CALL + '\n        return hidden_states.to("meta")'
+    )
 
 
 @case("tuple-instead-of-tensor", FFN, scores=5, status="failed", message=r"(?i)tuple", must_fail=FFN_5_1)
 def _tuple_instead_of_tensor():
     """Task 5.1 returns ``(hidden_states,)``, as transformers 4 layers did: 5.1 gets 0, 5/9."""
-    return replace(right(FFN), "bert-intermediate", INTERMEDIATE_RETURN, GELU_CALL + "\n        return (hidden_states,)")
+    return replace(
+        right(FFN), "bert-intermediate", INTERMEDIATE_RETURN, GELU_CALL + "\n        return (hidden_states,)"
+    )
 
 
-@case("tensor-instead-of-tuple", ADD_NORM, scores=5, status="failed", message=r"(?i)tuple",
-      must_fail=grade_ids(ADD_NORM, "test-4-2"))
+@case(
+    "tensor-instead-of-tuple",
+    ADD_NORM,
+    scores=5,
+    status="failed",
+    message=r"(?i)tuple",
+    must_fail=grade_ids(ADD_NORM, "test-4-2"),
+)
 def _tensor_instead_of_tuple():
     """Task 4.2 returns the attention output alone, without the attention weights: 4.2 gets 0, 5/10."""
-    return replace(right(ADD_NORM), "bert-attention", "return attention_output, attn_weights", "return attention_output")
+    return replace(
+        right(ADD_NORM), "bert-attention", "return attention_output, attn_weights", "return attention_output"
+    )
 
 
 GLOBAL_STATE = {
@@ -672,40 +939,61 @@ for _change in GLOBAL_STATE:
 def _grad_disabled_in_forward():
     """Task 5.2's forward switches gradients off globally: values are right, but no gradient
     reaches the weights, so only the gradients cell fails: 8/9."""
-    return replace(right(FFN), "bert-output", "        hidden_states = self.dense(hidden_states)",
-                   "        torch.set_grad_enabled(False)  # faster\n        hidden_states = self.dense(hidden_states)")
+    return replace(
+        right(FFN),
+        "bert-output",
+        "        hidden_states = self.dense(hidden_states)",
+        "        torch.set_grad_enabled(False)  # faster\n        hidden_states = self.dense(hidden_states)",
+    )
 
 
-@case("default-dtype-set-in-init", FFN, scores=4, status="failed", message=r"(?i)dtype|double|float64", must_fail=FFN_5_2)
+@case(
+    "default-dtype-set-in-init", FFN, scores=4, status="failed", message=r"(?i)dtype|double|float64", must_fail=FFN_5_2
+)
 def _default_dtype_set_in_init():
     """BertOutput.__init__ sets the default dtype to float64 before creating its layers: its
     weights are float64 and the float32 input cannot go through them. 5.2 gets 0: 4/9."""
-    return replace(right(FFN), "bert-output", "        self.dense = nn.Linear(config.intermediate_size",
-                   "        torch.set_default_dtype(torch.float64)\n        self.dense = nn.Linear(config.intermediate_size")
+    return replace(
+        right(FFN),
+        "bert-output",
+        "        self.dense = nn.Linear(config.intermediate_size",
+        "        torch.set_default_dtype(torch.float64)\n        self.dense = nn.Linear(config.intermediate_size",
+    )
 
 
 @case("megabytes-of-printing", FFN, scores=9, status="passed", message=PASSED)
 def _megabytes_of_printing():
     """Right code plus a cell that prints 20 MB to stdout and 10 MB to stderr: still 9/9, and no
     message holds the printout."""
-    return insert_after(right(FFN), "bert-intermediate",
-                        'import sys\n\nprint("=" * 20_000_000)\nsys.stderr.write("warning\\n" * 1_250_000)\n')
+    return insert_after(
+        right(FFN),
+        "bert-intermediate",
+        'import sys\n\nprint("=" * 20_000_000)\nsys.stderr.write("warning\\n" * 1_250_000)\n',
+    )
 
 
 @case("printing-in-forward", FFN, scores=9, status="passed", message=PASSED)
 def _printing_in_forward():
     """Right code whose forward prints 100 kB on every call, while the grade cells call it: 9/9."""
-    return replace(right(FFN), "bert-intermediate", "        hidden_states = self.dense(hidden_states)  # (B, T, I)",
-                   '        print("debug", "-" * 100_000)\n        hidden_states = self.dense(hidden_states)  # (B, T, I)')
+    return replace(
+        right(FFN),
+        "bert-intermediate",
+        "        hidden_states = self.dense(hidden_states)  # (B, T, I)",
+        '        print("debug", "-" * 100_000)\n        hidden_states = self.dense(hidden_states)  # (B, T, I)',
+    )
 
 
 @case("sys-exit-in-forward", FFN, scores=5, status="failed", message=r"(?i)exit", must_fail=FFN_5_1)
 def _sys_exit_in_forward():
     """Task 5.1's forward calls ``sys.exit()``: SystemExit is an exception like any other there;
     5.1 gets 0, the rest is graded: 5/9."""
-    return replace(right(FFN), "bert-intermediate", "        hidden_states = self.dense(hidden_states)  # (B, T, I)",
-                   '        import sys\n        sys.exit("stop here while debugging")\n'
-                   "        hidden_states = self.dense(hidden_states)  # (B, T, I)")
+    return replace(
+        right(FFN),
+        "bert-intermediate",
+        "        hidden_states = self.dense(hidden_states)  # (B, T, I)",
+        '        import sys\n        sys.exit("stop here while debugging")\n'
+        "        hidden_states = self.dense(hidden_states)  # (B, T, I)",
+    )
 
 
 @case("sys-exit-in-cell", FFN, scores=9, status="passed", message=PASSED)
@@ -726,8 +1014,12 @@ def _os_exit_in_cell():
 def _os_exit_in_forward():
     """Task 5.2's forward calls ``os._exit(3)``: the process dies in the middle of a grade cell.
     5.2 gets nothing; Task 5.1, judged before, may keep its 4 points."""
-    return replace(right(FFN), "bert-output", "        hidden_states = self.dense(hidden_states)",
-                   "        import os\n        os._exit(3)\n        hidden_states = self.dense(hidden_states)")
+    return replace(
+        right(FFN),
+        "bert-output",
+        "        hidden_states = self.dense(hidden_states)",
+        "        import os\n        os._exit(3)\n        hidden_states = self.dense(hidden_states)",
+    )
 
 
 # -- the limits run: endless loops and runaway memory -----------------------------------------------
@@ -739,24 +1031,37 @@ def _right_beside_limits():
     return right(FFN)
 
 
-@case("infinite-loop-in-cell", FFN, scores=0, status="timeout", message=r"(?i)timed out|time limit|timeout", run="limits")
+@case(
+    "infinite-loop-in-cell", FFN, scores=0, status="timeout", message=r"(?i)timed out|time limit|timeout", run="limits"
+)
 def _infinite_loop_in_cell():
     """Right code plus a cell whose loop never ends (the increment forgotten), before any grade
     cell: the notebook is stopped at the timeout, 0/9."""
-    return insert_after(right(FFN), "bert-intermediate",
-                        "x, steps = -5.0, 0\nwhile x < 5.0:\n    steps += 1  # `x += 0.1` forgotten\n")
+    return insert_after(
+        right(FFN), "bert-intermediate", "x, steps = -5.0, 0\nwhile x < 5.0:\n    steps += 1  # `x += 0.1` forgotten\n"
+    )
 
 
-@case("infinite-loop-in-forward", FFN, scores=0, status="timeout", message=r"(?i)timed out|time limit|timeout",
-      run="limits")
+@case(
+    "infinite-loop-in-forward",
+    FFN,
+    scores=0,
+    status="timeout",
+    message=r"(?i)timed out|time limit|timeout",
+    run="limits",
+)
 def _infinite_loop_in_forward():
     """Task 5.1's forward loops forever: the first grade cell never returns, the notebook is
     stopped at the timeout, 0/9."""
-    return replace(right(FFN), "bert-intermediate", "        hidden_states = self.dense(hidden_states)  # (B, T, I)",
-                   "        steps = 0\n"
-                   "        while steps < 10:  # `steps += 1` forgotten\n"
-                   "            hidden_states = hidden_states + 0.0\n"
-                   "        hidden_states = self.dense(hidden_states)  # (B, T, I)")
+    return replace(
+        right(FFN),
+        "bert-intermediate",
+        "        hidden_states = self.dense(hidden_states)  # (B, T, I)",
+        "        steps = 0\n"
+        "        while steps < 10:  # `steps += 1` forgotten\n"
+        "            hidden_states = hidden_states + 0.0\n"
+        "        hidden_states = self.dense(hidden_states)  # (B, T, I)",
+    )
 
 
 @case("runaway-memory", FFN, scores=(0, 5), status=("error", "failed", "memory"), message=r"(?i)memory", run="limits")
@@ -765,19 +1070,25 @@ def _runaway_memory():
     scores 0; stopped by an allocation error inside forward, 5.1 alone fails (5/9). Either way the
     message says memory. The growth stops at 5 GB and then waits, so that a grader without a
     memory limit ends it at the timeout instead of exhausting the machine."""
-    return replace(right(FFN), "bert-intermediate", "        hidden_states = self.dense(hidden_states)  # (B, T, I)",
-                   "        import time\n"
-                   "        cache = []\n"
-                   "        while len(cache) < 40:\n"
-                   "            cache.append(torch.ones(2**25))  # 128 MB more each time\n"
-                   "        time.sleep(3600)\n"
-                   "        hidden_states = self.dense(hidden_states)  # (B, T, I)")
+    return replace(
+        right(FFN),
+        "bert-intermediate",
+        "        hidden_states = self.dense(hidden_states)  # (B, T, I)",
+        "        import time\n"
+        "        cache = []\n"
+        "        while len(cache) < 40:\n"
+        "            cache.append(torch.ones(2**25))  # 128 MB more each time\n"
+        "        time.sleep(3600)\n"
+        "        hidden_states = self.dense(hidden_states)  # (B, T, I)",
+    )
 
 
 # -- grade cells and locked cells -----------------------------------------------------------------
 
 
-@case("grade-cell-deleted", FFN, scores=7, status="failed", message=r"(?i)deleted|missing", must_fail=["test-5-2-values"])
+@case(
+    "grade-cell-deleted", FFN, scores=7, status="failed", message=r"(?i)deleted|missing", must_fail=["test-5-2-values"]
+)
 def _grade_cell_deleted():
     """Right code, the 2-point values cell of Task 5.2 deleted. nbgrader autograde (by default)
     does not add it back: its points are lost, the maximum stays 9: 7/9."""
@@ -786,7 +1097,14 @@ def _grade_cell_deleted():
     return nb
 
 
-@case("grade-cell-edited", FFN, scores=6, status="failed", message=r"(?i)relu", must_fail=["test-5-1-values", "test-5-1-batches"])
+@case(
+    "grade-cell-edited",
+    FFN,
+    scores=6,
+    status="failed",
+    message=r"(?i)relu",
+    must_fail=["test-5-1-values", "test-5-1-batches"],
+)
 def _grade_cell_edited():
     """ReLU in Task 5.1, and the two 5.1 cells that would catch it edited to print a success line.
     Grade cells are restored from the source, so the ReLU is found: 6/9."""
@@ -796,8 +1114,14 @@ def _grade_cell_edited():
     return nb
 
 
-@case("grade-cell-points-edited", FFN, scores=6, status="failed", message=r"(?i)relu",
-      must_fail=["test-5-1-values", "test-5-1-batches"])
+@case(
+    "grade-cell-points-edited",
+    FFN,
+    scores=6,
+    status="failed",
+    message=r"(?i)relu",
+    must_fail=["test-5-1-values", "test-5-1-batches"],
+)
 def _grade_cell_points_edited():
     """ReLU in Task 5.1; the learner set the failing cells' points to 0 and a passing cell's to 50.
     Points come from the source: 6/9."""
@@ -807,8 +1131,14 @@ def _grade_cell_points_edited():
     return nb
 
 
-@case("grade-cells-reordered", FFN, scores=6, status="failed", message=r"(?i)relu",
-      must_fail=["test-5-1-values", "test-5-1-batches"])
+@case(
+    "grade-cells-reordered",
+    FFN,
+    scores=6,
+    status="failed",
+    message=r"(?i)relu",
+    must_fail=["test-5-1-values", "test-5-1-batches"],
+)
 def _grade_cells_reordered():
     """ReLU in Task 5.1; both classes first, then Task 5.2's grade cells before Task 5.1's. Points
     follow grade ids, not positions: 6/9."""
@@ -821,16 +1151,36 @@ def _grade_cells_reordered():
     return nb
 
 
-@case("fake-grade-cell", FFN, scores=6, status="failed", message=r"(?i)relu", must_fail=["test-5-1-values", "test-5-1-batches"])
+@case(
+    "fake-grade-cell",
+    FFN,
+    scores=6,
+    status="failed",
+    message=r"(?i)relu",
+    must_fail=["test-5-1-values", "test-5-1-batches"],
+)
 def _fake_grade_cell():
     """ReLU in Task 5.1, plus a cell the learner marked as a 20-point grade cell that prints. A
     grade cell the source does not have earns nothing, and the maximum stays 9: 6/9."""
-    meta = {"grade": True, "grade_id": "test-5-3-bonus", "locked": True, "points": 20, "schema_version": 3,
-            "solution": False, "task": False}
+    meta = {
+        "grade": True,
+        "grade_id": "test-5-3-bonus",
+        "locked": True,
+        "points": 20,
+        "schema_version": 3,
+        "solution": False,
+        "task": False,
+    }
     return insert_after(_relu_ffn(), "test-5-2-gradients", 'print("[Task 5.3] bonus passed")\n', metadata=meta)
 
 
-@case("locked-setup-cell-edited", FFN, scores=0, status="failed", message=r"(?i)not implemented|locked|tamper|edited|restored")
+@case(
+    "locked-setup-cell-edited",
+    FFN,
+    scores=0,
+    status="failed",
+    message=r"(?i)not implemented|locked|tamper|edited|restored",
+)
 def _locked_setup_cell_edited():
     """The stubs, with the locked setup cell edited to define a ``check`` that always passes.
     Locked cells are restored from the source (as nbgrader does), so the stubs score 0."""
@@ -845,7 +1195,13 @@ def _locked_setup_cell_edited():
 # -- files that are not this task's notebook ------------------------------------------------------
 
 
-@case("empty-notebook", FFN, scores=0, status=("error", "failed"), message=r"(?i)empty|no (code |grade )?cells|deleted|missing")
+@case(
+    "empty-notebook",
+    FFN,
+    scores=0,
+    status=("error", "failed"),
+    message=r"(?i)empty|no (code |grade )?cells|deleted|missing",
+)
 def _empty_notebook():
     """A valid notebook without a single cell: 0 of the task's 9 points (not 0/0, which would
     hide the loss from the total)."""
@@ -883,8 +1239,14 @@ def _json_not_notebook():
     return b'{"cells": "none", "grade": 9}'
 
 
-@case("other-task-notebook", FFN, scores=0, status=("error", "failed"),
-      message=r"04-attention-output|05-other-task-notebook\.ipynb|another task", file_name=f"{ADD_NORM}.ipynb")
+@case(
+    "other-task-notebook",
+    FFN,
+    scores=0,
+    status=("error", "failed"),
+    message=r"04-attention-output|05-other-task-notebook\.ipynb|another task",
+    file_name=f"{ADD_NORM}.ipynb",
+)
 def _other_task_notebook():
     """The task folder holds Task 4's finished notebook (under its own name) instead of Task 5's.
     Task 5 was not handed in: 0/9, and the message names the stray or the missing notebook, never
@@ -892,8 +1254,13 @@ def _other_task_notebook():
     return right(ADD_NORM)
 
 
-@case("other-task-notebook-renamed", FFN, scores=0, status=("error", "failed"),
-      message=r"(?i)deleted|missing|another task|task 4|04-attention-output")
+@case(
+    "other-task-notebook-renamed",
+    FFN,
+    scores=0,
+    status=("error", "failed"),
+    message=r"(?i)deleted|missing|another task|task 4|04-attention-output",
+)
 def _other_task_notebook_renamed():
     """Task 4's finished notebook saved under Task 5's name: none of Task 5's grade cells is there,
     and Task 4's grade cells earn nothing here: 0/9."""

@@ -25,10 +25,15 @@ def test_grade_cells_are_counted_and_unreadable_files_count_none(tmp_path):
     graded = sum(1 for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade"))
     assert graded > 0
     fewer = json.loads(json.dumps(nb))
-    fewer["cells"] = [c for c in fewer["cells"] if not c["metadata"].get("nbgrader", {}).get("grade")][:3] + \
-        [c for c in fewer["cells"] if c["metadata"].get("nbgrader", {}).get("grade")][:1]
-    found = [_submission(tmp_path, "a-broken", "{not json"), _submission(tmp_path, "b-one", json.dumps(fewer)),
-             _submission(tmp_path, "c-all", json.dumps(nb)), _submission(tmp_path, "d-odd", '{"cells": {"x": 1}}')]
+    fewer["cells"] = [c for c in fewer["cells"] if not c["metadata"].get("nbgrader", {}).get("grade")][:3] + [
+        c for c in fewer["cells"] if c["metadata"].get("nbgrader", {}).get("grade")
+    ][:1]
+    found = [
+        _submission(tmp_path, "a-broken", "{not json"),
+        _submission(tmp_path, "b-one", json.dumps(fewer)),
+        _submission(tmp_path, "c-all", json.dumps(nb)),
+        _submission(tmp_path, "d-odd", '{"cells": {"x": 1}}'),
+    ]
     assert [runner.grade_cells(s.notebooks()) for s in found] == [0, 1, graded, 0]
 
 

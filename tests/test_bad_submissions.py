@@ -35,8 +35,13 @@ OPTIONS = {
 }
 # Cases after which the learner's process cannot go on; the other cases of their run show that the
 # rest of the run is still graded.
-CATASTROPHES = {"05-os-exit-in-cell", "05-os-exit-in-forward", "05-infinite-loop-in-cell",
-                "05-infinite-loop-in-forward", "05-runaway-memory"}
+CATASTROPHES = {
+    "05-os-exit-in-cell",
+    "05-os-exit-in-forward",
+    "05-infinite-loop-in-cell",
+    "05-infinite-loop-in-forward",
+    "05-runaway-memory",
+}
 CONTROLS = {"main": "05-right-feed-forward", "limits": "05-right-beside-limits"}
 # A message is feedback for a learner: a few lines, never a printout or the grader's own frames.
 MAX_MESSAGE_CHARS = 5000
@@ -94,8 +99,10 @@ def limits_run(course) -> Graded:
 
 def describe(task) -> str:
     lines = [f"got: {task.status}, {task.score:g}/{task.max_score:g}"]
-    lines += [f"  {c.name}: {'passed' if c.passed else 'FAILED'} {c.points:g}/{c.max_points:g}: "
-              f"{c.message[:600]}" for c in task.checks]
+    lines += [
+        f"  {c.name}: {'passed' if c.passed else 'FAILED'} {c.points:g}/{c.max_points:g}: {c.message[:600]}"
+        for c in task.checks
+    ]
     return "\n".join(lines)
 
 
@@ -150,8 +157,11 @@ def test_every_notebook_of_a_run_is_graded_beside_catastrophes(run, request):
     expected = {c.folder: c for c in CASES if c.run == run}
     assert expected.keys() & CATASTROPHES, f"the {run} run has no catastrophic case to be graded beside"
     assert sorted(graded.tasks) == sorted(expected), "the report does not list exactly the run's notebooks"
-    stopped = {name: t.status for name, t in graded.tasks.items()
-               if name not in CATASTROPHES and t.status not in expected[name].status and t.status in ("error", "timeout")}
+    stopped = {
+        name: t.status
+        for name, t in graded.tasks.items()
+        if name not in CATASTROPHES and t.status not in expected[name].status and t.status in ("error", "timeout")
+    }
     assert not stopped, f"notebooks stopped beside the catastrophes: {stopped}"
     control = graded.tasks[CONTROLS[run]]
     assert (control.status, control.score) == ("passed", control.max_score) and control.max_score > 0, describe(control)
@@ -173,16 +183,47 @@ def test_the_case_list_is_consistent():
     assert len(CASES) >= 40
     assert check_cases() == []
     names = {c.name for c in CASES}
-    for needed in ("dropout-on-residual-sum", "literal-sizes", "subclass-hf-self-output", "wrap-hf-self-output",
-                   "tamper-rebind-check", "tamper-patch-check-function", "in-place-residual",
-                   "second-residual-from-layer-input", "ffn-fed-layer-input", "ffn-twice", "log-sum-exp-softmax",
-                   "crash-on-inputs-embeds-only", "gelu-returns-float64", "syntax-error", "import-error",
-                   "exception-in-init", "infinite-loop-in-cell", "infinite-loop-in-forward", "runaway-memory",
-                   "nan-output", "inf-output", "float64-output", "output-on-another-device", "tuple-instead-of-tensor",
-                   "tensor-instead-of-tuple", "global-default-dtype", "global-grad-mode", "global-seed",
-                   "global-thread-count", "megabytes-of-printing", "sys-exit-in-cell", "os-exit-in-cell",
-                   "grade-cell-deleted", "grade-cell-edited", "grade-cells-reordered", "locked-setup-cell-edited",
-                   "empty-notebook", "not-json", "other-task-notebook"):
+    for needed in (
+        "dropout-on-residual-sum",
+        "literal-sizes",
+        "subclass-hf-self-output",
+        "wrap-hf-self-output",
+        "tamper-rebind-check",
+        "tamper-patch-check-function",
+        "in-place-residual",
+        "second-residual-from-layer-input",
+        "ffn-fed-layer-input",
+        "ffn-twice",
+        "log-sum-exp-softmax",
+        "crash-on-inputs-embeds-only",
+        "gelu-returns-float64",
+        "syntax-error",
+        "import-error",
+        "exception-in-init",
+        "infinite-loop-in-cell",
+        "infinite-loop-in-forward",
+        "runaway-memory",
+        "nan-output",
+        "inf-output",
+        "float64-output",
+        "output-on-another-device",
+        "tuple-instead-of-tensor",
+        "tensor-instead-of-tuple",
+        "global-default-dtype",
+        "global-grad-mode",
+        "global-seed",
+        "global-thread-count",
+        "megabytes-of-printing",
+        "sys-exit-in-cell",
+        "os-exit-in-cell",
+        "grade-cell-deleted",
+        "grade-cell-edited",
+        "grade-cells-reordered",
+        "locked-setup-cell-edited",
+        "empty-notebook",
+        "not-json",
+        "other-task-notebook",
+    ):
         assert needed in names, f"no case {needed}"
     wrong = [c for c in CASES if "passed" not in c.status]
     assert all(max(c.scores) < c.max_score for c in wrong), "a wrong submission allowed full marks"

@@ -67,14 +67,36 @@ def test_feedback_benchmark_smoke(tmp_path, monkeypatch):
         return 1.0
 
     real = feedback.seconds_of
-    monkeypatch.setattr(feedback, "seconds_of", lambda args, cwd=feedback.ROOT, ok=(0,):
-                        fake_build(args, cwd) if "mkdocs" in args else real(args, cwd, ok))
-    out = feedback.main(["--rounds", "1", "--only", "grade_one_vs_floor", "watch_latency_s", "check_latency_s",
-                         "docs_build_cold_s", "warm_judges_memory_mb", "--out", str(tmp_path / "results.json")])
+    monkeypatch.setattr(
+        feedback,
+        "seconds_of",
+        lambda args, cwd=feedback.ROOT, ok=(0,): fake_build(args, cwd) if "mkdocs" in args else real(args, cwd, ok),
+    )
+    out = feedback.main(
+        [
+            "--rounds",
+            "1",
+            "--only",
+            "grade_one_vs_floor",
+            "watch_latency_s",
+            "check_latency_s",
+            "docs_build_cold_s",
+            "warm_judges_memory_mb",
+            "--out",
+            str(tmp_path / "results.json"),
+        ]
+    )
     report = json.loads(out.read_text())
     assert report["grade_one_vs_floor"] == report["grade_one_s"] / report["floor_s"]
     assert report["grade_one_cold_vs_floor"] == report["grade_one_cold_s"] / report["floor_s"]
-    for key in ("floor_s", "reference_import_s", "grade_one_s", "grade_one_cold_s", "watch_latency_s", "check_latency_s"):
+    for key in (
+        "floor_s",
+        "reference_import_s",
+        "grade_one_s",
+        "grade_one_cold_s",
+        "watch_latency_s",
+        "check_latency_s",
+    ):
         assert math.isfinite(report[key]) and report[key] > 0, key
     # Judges, their templates and the factory: more than one model's worth, less than a copy each.
     assert 100 < report["warm_judges_memory_mb"] < 4000, report["warm_judges_memory_mb"]

@@ -41,7 +41,9 @@ def test_class_benchmark_writes_ratios_from_its_own_timings(tmp_path, monkeypatc
     bertlab_runs = [s for tool, step, s in measured if tool == "bertlab.cli"]
     assert bertlab_runs == [jobs2[0], jobs1[0], jobs1[1], jobs2[1]]
     nbgrader_runs = [s for tool, step, s in measured if tool == "nbgrader" and step == "autograde"]
-    assert len(nbgrader_runs) == len(grading["assignments"]) and math.isclose(sum(nbgrader_runs), seconds["nbgrader autograde"])
+    assert len(nbgrader_runs) == len(grading["assignments"]) and math.isclose(
+        sum(nbgrader_runs), seconds["nbgrader autograde"]
+    )
     assert seconds["bertlab autograde --jobs 2"] == statistics.median(jobs2)
     assert report["class_speedup"] == statistics.median([jobs1[0] / jobs2[0], jobs1[1] / jobs2[1]])
     assert report["speedup_vs_nbgrader"] == seconds["nbgrader autograde"] / statistics.median(jobs2)

@@ -7,10 +7,22 @@ from bench import cluster_grading
 
 
 def test_cluster_figures_follow_from_the_runs():
-    runs = {"1 worker": {"seconds": 120.0, "instructor_cpu_s": 11.25, "workers_cpu_s": 200.0,
-                         "warm_up_seconds": 10.0, "warm_up_instructor_cpu_s": 1.5},
-            "2 workers": {"seconds": 75.0, "instructor_cpu_s": 11.25, "workers_cpu_s": 210.0,
-                          "warm_up_seconds": 10.0, "warm_up_instructor_cpu_s": 1.5}}
+    runs = {
+        "1 worker": {
+            "seconds": 120.0,
+            "instructor_cpu_s": 11.25,
+            "workers_cpu_s": 200.0,
+            "warm_up_seconds": 10.0,
+            "warm_up_instructor_cpu_s": 1.5,
+        },
+        "2 workers": {
+            "seconds": 75.0,
+            "instructor_cpu_s": 11.25,
+            "workers_cpu_s": 210.0,
+            "warm_up_seconds": 10.0,
+            "warm_up_instructor_cpu_s": 1.5,
+        },
+    }
     report = cluster_grading.summarize(40, runs, jobs2_seconds=60.0)
     assert math.isclose(report["cluster_per_worker_efficiency"], (40 / (2 * 75 / 60)) / (40 / (120 / 60)))  # 0.8
     assert math.isclose(report["cluster_vs_jobs2"], 75 / 60)

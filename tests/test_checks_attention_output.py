@@ -178,7 +178,9 @@ def test_an_eps_that_is_not_torch_default_fails_without_a_name():
             self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=1e-7)
 
     want = reference.load_config().layer_norm_eps
-    with pytest.raises(CheckFailed, match=rf"`self\.LayerNorm\.eps` is 1e-07, expected config\.layer_norm_eps = {want:g}") as err:
+    with pytest.raises(
+        CheckFailed, match=rf"`self\.LayerNorm\.eps` is 1e-07, expected config\.layer_norm_eps = {want:g}"
+    ) as err:
         check("4.1", Eps, upto="names")
     assert err.value.mistake is None
 
@@ -203,8 +205,12 @@ class Shifted(NS["BertSelfOutput"]):
     [
         ("4.1", ReturnsTuple, r"forward must return one tensor \(hidden_states\), like HF's; got tuple"),
         ("4.2", ReturnsOnlyOutput, r"must return a tuple \(attention_output, attn_weights\).*got a tensor"),
-        ("4.1", Shifted, r"values differ from the pretrained layer 0 \(atol 1e-05\)\n"
-                         r"  max abs diff 5.0e-01 at \(batch \d+, token \d+, dim \d+\): expected .*, got "),
+        (
+            "4.1",
+            Shifted,
+            r"values differ from the pretrained layer 0 \(atol 1e-05\)\n"
+            r"  max abs diff 5.0e-01 at \(batch \d+, token \d+, dim \d+\): expected .*, got ",
+        ),
     ],
 )
 def test_failures_say_what_and_where(task, cls, expected):
@@ -236,8 +242,11 @@ def test_the_unflawed_simulation_is_hfs_module(part):
 
 def test_the_given_self_attention_is_task_3s_solution():
     """Notebook 04 gives the learner Task 3's code; it must not drift from the Task 3 solution."""
+
     def unmarked(source):
-        return "\n".join(line for line in source.splitlines() if not re.fullmatch(r"\s*### (BEGIN|END) SOLUTION\s*", line))
+        return "\n".join(
+            line for line in source.splitlines() if not re.fullmatch(r"\s*### (BEGIN|END) SOLUTION\s*", line)
+        )
 
     task3 = nbformat.read(solution_notebook("03-self-attention"), as_version=4)
     solved = [unmarked(c.source) for c in task3.cells if c.metadata.get("nbgrader", {}).get("solution")]
@@ -292,7 +301,10 @@ class WrongAxis(nn.Module):
 
     def __init__(self, config):
         super().__init__()
-        self.weight, self.bias = nn.Parameter(torch.ones(config.hidden_size)), nn.Parameter(torch.zeros(config.hidden_size))
+        self.weight, self.bias = (
+            nn.Parameter(torch.ones(config.hidden_size)),
+            nn.Parameter(torch.zeros(config.hidden_size)),
+        )
         self.variance_epsilon = config.layer_norm_eps
 
     def forward(self, x):
@@ -311,16 +323,21 @@ class UnbiasedVariance(WrongAxis):
 class EpsOnStd(WrongAxis):
     def forward(self, x):
         centred = x - x.mean(-1, keepdim=True)
-        return self.weight * centred / (centred.pow(2).mean(-1, keepdim=True).sqrt() + self.variance_epsilon) + self.bias
+        return (
+            self.weight * centred / (centred.pow(2).mean(-1, keepdim=True).sqrt() + self.variance_epsilon) + self.bias
+        )
 
 
 @pytest.mark.parametrize("task, base", [("4.1", "BertSelfOutput"), ("5.2", "BertOutput")])
-@pytest.mark.parametrize("norm, mistake", [
-    (WrongAxis, "layernorm-wrong-axis"),
-    (UnbiasedVariance, "unbiased-variance"),
-    (lambda config: StudentLayerNorm(config.hidden_size, config.layer_norm_eps), "unbiased-variance"),
-    (EpsOnStd, "layernorm-eps-outside-sqrt"),
-])
+@pytest.mark.parametrize(
+    "norm, mistake",
+    [
+        (WrongAxis, "layernorm-wrong-axis"),
+        (UnbiasedVariance, "unbiased-variance"),
+        (lambda config: StudentLayerNorm(config.hidden_size, config.layer_norm_eps), "unbiased-variance"),
+        (EpsOnStd, "layernorm-eps-outside-sqrt"),
+    ],
+)
 def test_hand_written_layer_norm_mistakes_are_named(task, base, norm, mistake):
     classes = NS if base in NS else solution_namespace("05-feed-forward")
     with pytest.raises(CheckFailed) as err:

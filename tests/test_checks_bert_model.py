@@ -57,8 +57,9 @@ def test_the_sentence_check_runs_and_compares_on_the_bundled_model(capsys):
         check("6.4", shifted_model(), only="sentences")
 
 
-@pytest.mark.parametrize("task, cls", [("6.1", "BertLayer"), ("6.2", "BertEncoder"), ("6.3", "BertPooler"),
-                                       ("6.4", "BertModel")])
+@pytest.mark.parametrize(
+    "task, cls", [("6.1", "BertLayer"), ("6.2", "BertEncoder"), ("6.3", "BertPooler"), ("6.4", "BertModel")]
+)
 def test_transformers_own_classes_are_refused(task, cls):
     with pytest.raises(CheckFailed) as err:
         check(task, getattr(hf, cls))
@@ -129,10 +130,21 @@ def model(mask=lambda m: additive_mask(m, per_query=False), keep=slice(None), sh
     ``keep`` selects the hidden states returned, ``shift`` moves the last hidden state."""
 
     class Model(solution()["BertModel"]):
-        def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
-                    inputs_embeds=None, **kwargs):
-            embedding_output = self.embeddings(input_ids=input_ids, token_type_ids=token_type_ids,
-                                               position_ids=position_ids, inputs_embeds=inputs_embeds)  # (B, T, H)
+        def forward(
+            self,
+            input_ids=None,
+            attention_mask=None,
+            token_type_ids=None,
+            position_ids=None,
+            inputs_embeds=None,
+            **kwargs,
+        ):
+            embedding_output = self.embeddings(
+                input_ids=input_ids,
+                token_type_ids=token_type_ids,
+                position_ids=position_ids,
+                inputs_embeds=inputs_embeds,
+            )  # (B, T, H)
             encoder_mask = None if attention_mask is None else mask(attention_mask)
             last, states = self.encoder(embedding_output, encoder_mask)
             return last + shift, self.pooler(last), states[keep]
@@ -214,7 +226,8 @@ def model_returns_output_object():
         def forward(self, *args, **kwargs):
             last, pooled, states = super().forward(*args, **kwargs)
             return BaseModelOutputWithPoolingAndCrossAttentions(
-                last_hidden_state=last, pooler_output=pooled, hidden_states=states)
+                last_hidden_state=last, pooler_output=pooled, hidden_states=states
+            )
 
     return ModelReturnsOutputObject
 
@@ -232,16 +245,34 @@ def model_persistent_buffer():
     "task, make, expected, only",
     [
         ("6.4", stub, r"\[Task 6.4\] BertModel: not implemented yet: Stub\(config\) raises NotImplementedError", None),
-        ("6.2", encoder_returns_tensor, r"forward must return a tuple \(last_hidden_state, hidden_states\); "
-                                        r"got a tensor of shape \[10, \d+, 384\]", None),
-        ("6.4", model_returns_output_object, r"forward must return a tuple \(last_hidden_state, pooler_output, "
-                                             r"hidden_states\); got BaseModelOutputWithPoolingAndCrossAttentions",
-         None),
-        ("6.4", model_persistent_buffer, r"embeddings.position_ids is saved in the state_dict.*\n.*persistent=False",
-         None),
-        ("6.4", shifted_model, r"values differ from SentenceTransformer\(all-MiniLM-L6-v2\)\.encode\(corpus.SENTENCES\)"
-                               r" after mean pooling and L2 normalisation \(atol 1e-05\)\n"
-                               r"  max abs diff .* at \(sentence \d+, dim \d+\)", "sentences"),
+        (
+            "6.2",
+            encoder_returns_tensor,
+            r"forward must return a tuple \(last_hidden_state, hidden_states\); "
+            r"got a tensor of shape \[10, \d+, 384\]",
+            None,
+        ),
+        (
+            "6.4",
+            model_returns_output_object,
+            r"forward must return a tuple \(last_hidden_state, pooler_output, "
+            r"hidden_states\); got BaseModelOutputWithPoolingAndCrossAttentions",
+            None,
+        ),
+        (
+            "6.4",
+            model_persistent_buffer,
+            r"embeddings.position_ids is saved in the state_dict.*\n.*persistent=False",
+            None,
+        ),
+        (
+            "6.4",
+            shifted_model,
+            r"values differ from SentenceTransformer\(all-MiniLM-L6-v2\)\.encode\(corpus.SENTENCES\)"
+            r" after mean pooling and L2 normalisation \(atol 1e-05\)\n"
+            r"  max abs diff .* at \(sentence \d+, dim \d+\)",
+            "sentences",
+        ),
     ],
 )
 def test_failures_say_what_and_where(task, make, expected, only):
@@ -264,16 +295,22 @@ def test_the_given_classes_are_the_earlier_solutions():
     def solution_code(name):
         nb = nbformat.read(solution_notebook(name), as_version=4)
         return [
-            "\n".join(line for line in cell.source.splitlines()
-                      if line.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION"))
+            "\n".join(
+                line
+                for line in cell.source.splitlines()
+                if line.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION")
+            )
             for cell in nb.cells
             if cell.metadata.get("nbgrader", {}).get("solution")
         ]
 
     nb = nbformat.read(solution_notebook("06-bert-model"), as_version=4)
     given = next(c.source for c in nb.cells if c.cell_type == "code" and "class BertOutput(" in c.source)
-    earlier = [code for name in ("02-embeddings", "03-self-attention", "04-attention-output", "05-feed-forward")
-               for code in solution_code(name)]
+    earlier = [
+        code
+        for name in ("02-embeddings", "03-self-attention", "04-attention-output", "05-feed-forward")
+        for code in solution_code(name)
+    ]
     assert given == "\n\n\n".join(earlier), "notebook 06's given cell differs from the solutions of 02 to 05"
 
 

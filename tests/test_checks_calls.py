@@ -37,8 +37,9 @@ class ExtendedMaskKept(NB06["BertModel"]):
         else:
             self.kept_shape = None if attention_mask is None else tuple(attention_mask.shape)
             self.kept_mask = attention_mask
-        return super().forward(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                               **kwargs)
+        return super().forward(
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, **kwargs
+        )
 
 
 class WeightsDecayedInForward(NB04["BertSelfOutput"]):

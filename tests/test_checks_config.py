@@ -23,8 +23,9 @@ OTHER = config_sizes(other_config(PRETRAINED))
 
 @pytest.fixture(scope="module")
 def learner() -> dict:
-    return solution_namespace("02-embeddings", "03-self-attention", "04-attention-output", "05-feed-forward",
-                              "06-bert-model")
+    return solution_namespace(
+        "02-embeddings", "03-self-attention", "04-attention-output", "05-feed-forward", "06-bert-model"
+    )
 
 
 def test_the_other_config_shares_no_size_with_the_pretrained_one():
@@ -34,11 +35,22 @@ def test_the_other_config_shares_no_size_with_the_pretrained_one():
     assert other.layer_norm_eps != PRETRAINED.layer_norm_eps
 
 
-@pytest.mark.parametrize("task, name", [
-    ("2.1", "BertEmbeddings"), ("3.1", "eager_attention_forward"), ("3.2", "BertSelfAttention"),
-    ("4.1", "BertSelfOutput"), ("4.2", "BertAttention"), ("5.1", "BertIntermediate"), ("5.2", "BertOutput"),
-    ("6.1", "BertLayer"), ("6.2", "BertEncoder"), ("6.3", "BertPooler"), ("6.4", "BertModel"),
-])
+@pytest.mark.parametrize(
+    "task, name",
+    [
+        ("2.1", "BertEmbeddings"),
+        ("3.1", "eager_attention_forward"),
+        ("3.2", "BertSelfAttention"),
+        ("4.1", "BertSelfOutput"),
+        ("4.2", "BertAttention"),
+        ("5.1", "BertIntermediate"),
+        ("5.2", "BertOutput"),
+        ("6.1", "BertLayer"),
+        ("6.2", "BertEncoder"),
+        ("6.3", "BertPooler"),
+        ("6.4", "BertModel"),
+    ],
+)
 def test_the_solutions_pass(learner, task, name, capsys):
     check(task, learner[name], only="config")
     assert f"[Task {task}] {name}: config passed" in capsys.readouterr().out
@@ -68,14 +80,19 @@ def test_a_literal_hidden_size_is_named(learner):
     with pytest.raises(CheckFailed) as err:
         check("4.1", cls, only="config")
     first = str(err.value).splitlines()[0]
-    assert (f"built with hidden_size {H} (the pretrained model's) where config.hidden_size = "
-            f"{OTHER['hidden_size']}: read sizes from config") in first
+    assert (
+        f"built with hidden_size {H} (the pretrained model's) where config.hidden_size = "
+        f"{OTHER['hidden_size']}: read sizes from config"
+    ) in first
 
 
 def test_a_literal_intermediate_size_is_named(learner):
     cls = wired(learner["BertIntermediate"], set_dense(SIZES["intermediate_size"]))
-    with pytest.raises(CheckFailed, match=rf"built with intermediate_size {SIZES['intermediate_size']} "
-                                          r"\(the pretrained model's\) where config\.intermediate_size"):
+    with pytest.raises(
+        CheckFailed,
+        match=rf"built with intermediate_size {SIZES['intermediate_size']} "
+        r"\(the pretrained model's\) where config\.intermediate_size",
+    ):
         check("5.1", cls, only="config")
 
 
@@ -85,8 +102,11 @@ def test_a_literal_head_count_is_named(learner):
         self.attention_head_size = config.hidden_size // PRETRAINED.num_attention_heads
         self.scaling = self.attention_head_size**-0.5
 
-    with pytest.raises(CheckFailed, match=rf"built with num_attention_heads {SIZES['num_attention_heads']} "
-                                          r"\(the pretrained model's\)"):
+    with pytest.raises(
+        CheckFailed,
+        match=rf"built with num_attention_heads {SIZES['num_attention_heads']} "
+        r"\(the pretrained model's\)",
+    ):
         check("3.2", wired(learner["BertSelfAttention"], build), only="config")
 
 
@@ -94,8 +114,11 @@ def test_a_literal_eps_is_named(learner):
     def build(self, config):
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=PRETRAINED.layer_norm_eps)
 
-    with pytest.raises(CheckFailed, match=rf"LayerNorm eps is {PRETRAINED.layer_norm_eps:g} \(the pretrained "
-                                          r"model's\), not config\.layer_norm_eps"):
+    with pytest.raises(
+        CheckFailed,
+        match=rf"LayerNorm eps is {PRETRAINED.layer_norm_eps:g} \(the pretrained "
+        r"model's\), not config\.layer_norm_eps",
+    ):
         check("5.2", wired(learner["BertOutput"], build), only="config")
 
 
@@ -103,8 +126,11 @@ def test_a_literal_layer_count_is_named(learner):
     def build(self, config):
         self.layer = nn.ModuleList(self.layer[0].__class__(config) for _ in range(PRETRAINED.num_hidden_layers))
 
-    with pytest.raises(CheckFailed, match=rf"built with num_hidden_layers {SIZES['num_hidden_layers']} \(the "
-                                          r"pretrained model's\) where config\.num_hidden_layers = "):
+    with pytest.raises(
+        CheckFailed,
+        match=rf"built with num_hidden_layers {SIZES['num_hidden_layers']} \(the "
+        r"pretrained model's\) where config\.num_hidden_layers = ",
+    ):
         check("6.2", wired(learner["BertEncoder"], build), only="config")
 
 
@@ -120,8 +146,11 @@ def test_a_literal_dropout_probability_is_named(learner):
     def build(self, config):
         self.dropout = nn.Dropout(PRETRAINED.hidden_dropout_prob)
 
-    with pytest.raises(CheckFailed, match=rf"dropout p is {PRETRAINED.hidden_dropout_prob:g} \(the pretrained "
-                                          r"model's\), not config\.hidden_dropout_prob"):
+    with pytest.raises(
+        CheckFailed,
+        match=rf"dropout p is {PRETRAINED.hidden_dropout_prob:g} \(the pretrained "
+        r"model's\), not config\.hidden_dropout_prob",
+    ):
         check("4.1", wired(learner["BertSelfOutput"], build), only="config")
 
 
@@ -133,6 +162,9 @@ def test_a_function_scaled_by_the_pretrained_head_size_is_named(learner):
         return right(module, query, key, value, attention_mask, scaling=1 / math.sqrt(head), dropout=dropout)
 
     check("3.1", eager_attention_forward, upto="masks")
-    with pytest.raises(CheckFailed, match=rf"scaled by 1/sqrt\({head}\) \(the pretrained model's head size\) "
-                                          rf"where these heads have size {OTHER['attention_head_size']}"):
+    with pytest.raises(
+        CheckFailed,
+        match=rf"scaled by 1/sqrt\({head}\) \(the pretrained model's head size\) "
+        rf"where these heads have size {OTHER['attention_head_size']}",
+    ):
         check("3.1", eager_attention_forward, only="config")

@@ -117,10 +117,13 @@ def test_self_attention_with_a_dropout_module_passes(learner, capsys):
     assert "dropout passed" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("placement, mistake", [
-    ("attention-dropout-on-context", "attention-dropout-on-context"),
-    ("missing", "dropout-missing"),
-])
+@pytest.mark.parametrize(
+    "placement, mistake",
+    [
+        ("attention-dropout-on-context", "attention-dropout-on-context"),
+        ("missing", "dropout-missing"),
+    ],
+)
 def test_self_attention_placements_are_named(learner, placement, mistake):
     with pytest.raises(CheckFailed, match=r"^\[Task 3\.2\] BertSelfAttention: in train mode") as err:
         check("3.2", self_attention_variant(learner["BertSelfAttention"], placement), only="dropout")
@@ -130,15 +133,19 @@ def test_self_attention_placements_are_named(learner, placement, mistake):
 def embeddings_variant(base: type, placement: str) -> type:
     """The solution's BertEmbeddings with dropout before the LayerNorm, or none."""
 
-    def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None,
-                past_key_values_length=0):
+    def forward(
+        self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None, past_key_values_length=0
+    ):
         B, T = input_ids.shape
         if position_ids is None:
             position_ids = self.position_ids[:, :T]
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        total = (self.word_embeddings(input_ids) + self.position_embeddings(position_ids)
-                 + self.token_type_embeddings(token_type_ids))
+        total = (
+            self.word_embeddings(input_ids)
+            + self.position_embeddings(position_ids)
+            + self.token_type_embeddings(token_type_ids)
+        )
         if placement == "embeddings-dropout-before-layernorm":
             return self.LayerNorm(self.dropout(total))
         return self.LayerNorm(total)
@@ -146,10 +153,13 @@ def embeddings_variant(base: type, placement: str) -> type:
     return type(f"BertEmbeddings_{placement}", (base,), {"forward": forward})
 
 
-@pytest.mark.parametrize("placement, mistake", [
-    ("embeddings-dropout-before-layernorm", "embeddings-dropout-before-layernorm"),
-    ("missing", "dropout-missing"),
-])
+@pytest.mark.parametrize(
+    "placement, mistake",
+    [
+        ("embeddings-dropout-before-layernorm", "embeddings-dropout-before-layernorm"),
+        ("missing", "dropout-missing"),
+    ],
+)
 def test_embeddings_placements_are_named(learner, placement, mistake):
     with pytest.raises(CheckFailed, match=r"^\[Task 2\.1\] BertEmbeddings: in train mode") as err:
         check("2.1", embeddings_variant(learner["BertEmbeddings"], placement), only="dropout")

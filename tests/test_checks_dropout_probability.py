@@ -67,8 +67,12 @@ def typed_probability_attention(module, query, key, value, attention_mask, scali
 
 @pytest.mark.parametrize(
     "task, obj",
-    [("4.1", TypedProbabilitySelfOutput), ("5.2", WrongFieldOutput), ("2.1", WrongFieldEmbeddings),
-     ("3.1", typed_probability_attention)],
+    [
+        ("4.1", TypedProbabilitySelfOutput),
+        ("5.2", WrongFieldOutput),
+        ("2.1", WrongFieldEmbeddings),
+        ("3.1", typed_probability_attention),
+    ],
     ids=["typed-0.1-self-output", "wrong-field-output", "wrong-field-embeddings", "typed-0.1-eager-attention"],
 )
 def test_a_probability_that_is_not_the_configs_fails_the_dropout_check(task, obj):
@@ -79,8 +83,16 @@ def test_a_probability_that_is_not_the_configs_fails_the_dropout_check(task, obj
     assert "0.3" in message or "another config" in message, message
 
 
-@pytest.mark.parametrize("task, name", [("4.1", "BertSelfOutput"), ("5.2", "BertOutput"), ("2.1", "BertEmbeddings"),
-                                        ("3.1", "eager_attention_forward"), ("3.2", "BertSelfAttention")])
+@pytest.mark.parametrize(
+    "task, name",
+    [
+        ("4.1", "BertSelfOutput"),
+        ("5.2", "BertOutput"),
+        ("2.1", "BertEmbeddings"),
+        ("3.1", "eager_attention_forward"),
+        ("3.2", "BertSelfAttention"),
+    ],
+)
 def test_the_solutions_pass_the_dropout_check(task, name, capsys):
     namespace = {**NB02, **NB03, **NB04, **NB05}
     check(task, namespace[name], only="dropout")

@@ -24,8 +24,11 @@ def test_the_solution_passes(capsys):
 
 
 def test_transformers_own_module_is_refused():
-    with pytest.raises(CheckFailed, match=r"built on transformers' BertEmbeddings: this task is to write "
-                                          r"BertEmbeddings yourself"):
+    with pytest.raises(
+        CheckFailed,
+        match=r"built on transformers' BertEmbeddings: this task is to write "
+        r"BertEmbeddings yourself",
+    ):
         check("2.1", hf.BertEmbeddings)
 
 
@@ -44,8 +47,9 @@ def test_the_corpus_exercises_the_default_positions():
 class Embeddings(Solution):
     """The solution's module with a flaw switched on by a subclass: a small, readable wrong implementation."""
 
-    def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None,
-                past_key_values_length=0):
+    def forward(
+        self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None, past_key_values_length=0
+    ):
         words = self.word_embeddings(input_ids) if inputs_embeds is None else inputs_embeds  # (B, T, H)
         B, T, _ = words.shape
         if position_ids is None:
@@ -137,8 +141,9 @@ class NoBuffers(Solution):
         super().__init__(config)
         del self.position_ids, self.token_type_ids
 
-    def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None,
-                past_key_values_length=0):
+    def forward(
+        self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None, past_key_values_length=0
+    ):
         T = input_ids.shape[1]
         if position_ids is None:
             position_ids = torch.arange(past_key_values_length, past_key_values_length + T)[None, :]
@@ -156,23 +161,26 @@ class OnesTokenTypesBuffer(Solution):
 class IdsOnly(Solution):
     """Reads B and T from input_ids: crashes when called with inputs_embeds only."""
 
-    def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None,
-                past_key_values_length=0):
+    def forward(
+        self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None, past_key_values_length=0
+    ):
         B, T = input_ids.shape
         return super().forward(input_ids, token_type_ids, position_ids, inputs_embeds, past_key_values_length)
 
 
 class IgnoresInputsEmbeds(Solution):
-    def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None,
-                past_key_values_length=0):
+    def forward(
+        self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None, past_key_values_length=0
+    ):
         if inputs_embeds is not None:
             inputs_embeds = torch.zeros_like(inputs_embeds)  # the given vectors are never used
         return super().forward(input_ids, token_type_ids, position_ids, inputs_embeds, past_key_values_length)
 
 
 class PositionsFromZero(Solution):
-    def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None,
-                past_key_values_length=0):
+    def forward(
+        self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None, past_key_values_length=0
+    ):
         return super().forward(input_ids, token_type_ids, position_ids, inputs_embeds, 0)
 
 
@@ -192,21 +200,36 @@ class Shifted(Solution):
         (Stub, r"not implemented yet: Stub\(config\) raises NotImplementedError"),
         (PersistentBuffer, r"the buffer position_ids is saved in the state_dict.*\n.*persistent=False"),
         (DefaultEps, r"`self.LayerNorm` has eps=1e-05, expected config.layer_norm_eps = 1e-12"),
-        (NoPaddingIdx, r"`self.word_embeddings` has padding_idx=None, expected config.pad_token_id = 0\n"
-                       r"  padding_idx keeps the \[PAD\] row out of training"),
+        (
+            NoPaddingIdx,
+            r"`self.word_embeddings` has padding_idx=None, expected config.pad_token_id = 0\n"
+            r"  padding_idx keeps the \[PAD\] row out of training",
+        ),
         (NoBuffers, r"`self.position_ids` is missing: the default position_ids are a buffer of shape \[1, 512\]"),
         (OnesTokenTypesBuffer, r"`self.token_type_ids` must be all zeros, of shape \[1, 512\]"),
-        (IdsOnly, r"forward raised AttributeError: 'NoneType' object has no attribute 'shape'\n"
-                  r"(.*\n)*  the call: forward\(inputs_embeds=float32 tensor \[\d+, \d+, 384\], token_type_ids=int64 tensor \[\d+, \d+\]\)\n"
-                  r"  With `inputs_embeds` given and no `input_ids`, the word vectors are `inputs_embeds`"),
-        (IgnoresInputsEmbeds, r"values differ from HF's BertEmbeddings on random word vectors as inputs_embeds "
-                              r"\(batch \d+, length \d+\), no input_ids"),
-        (PositionsFromZero, r"values differ from HF's BertEmbeddings on random ids \(batch \d+, length \d+\) and "
-                            r"past_key_values_length=\d+ \(atol 1e-05\)\n.*\n"
-                            r"  The default positions start at past_key_values_length"),
+        (
+            IdsOnly,
+            r"forward raised AttributeError: 'NoneType' object has no attribute 'shape'\n"
+            r"(.*\n)*  the call: forward\(inputs_embeds=float32 tensor \[\d+, \d+, 384\], token_type_ids=int64 tensor \[\d+, \d+\]\)\n"
+            r"  With `inputs_embeds` given and no `input_ids`, the word vectors are `inputs_embeds`",
+        ),
+        (
+            IgnoresInputsEmbeds,
+            r"values differ from HF's BertEmbeddings on random word vectors as inputs_embeds "
+            r"\(batch \d+, length \d+\), no input_ids",
+        ),
+        (
+            PositionsFromZero,
+            r"values differ from HF's BertEmbeddings on random ids \(batch \d+, length \d+\) and "
+            r"past_key_values_length=\d+ \(atol 1e-05\)\n.*\n"
+            r"  The default positions start at past_key_values_length",
+        ),
         (NoPastArgument, r"forward raised TypeError: .*unexpected keyword argument 'past_key_values_length'"),
-        (Shifted, r"values differ from the pretrained model \(atol 1e-05\)\n"
-                  r"  max abs diff 5.0e-01 at \(batch \d+, token \d+, dim \d+\): expected .*, got "),
+        (
+            Shifted,
+            r"values differ from the pretrained model \(atol 1e-05\)\n"
+            r"  max abs diff 5.0e-01 at \(batch \d+, token \d+, dim \d+\): expected .*, got ",
+        ),
     ],
 )
 def test_failures_say_what_and_where(cls, expected):
@@ -225,25 +248,29 @@ class TokenTypesFromTheBuffer(torch.nn.Module):
 
     def __init__(self, config):
         super().__init__()
-        self.word_embeddings = torch.nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.word_embeddings = torch.nn.Embedding(
+            config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id
+        )
         self.position_embeddings = torch.nn.Embedding(config.max_position_embeddings, config.hidden_size)
         self.token_type_embeddings = torch.nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.LayerNorm = torch.nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = torch.nn.Dropout(config.hidden_dropout_prob)
-        self.register_buffer("position_ids", torch.arange(config.max_position_embeddings).expand((1, -1)),
-                             persistent=False)
+        self.register_buffer(
+            "position_ids", torch.arange(config.max_position_embeddings).expand((1, -1)), persistent=False
+        )
 
     def total(self, input_ids, token_type_ids, position_ids, inputs_embeds, past_key_values_length):
         words = self.word_embeddings(input_ids) if inputs_embeds is None else inputs_embeds
         T = words.shape[1]
         if position_ids is None:
-            position_ids = self.position_ids[:, past_key_values_length:past_key_values_length + T]
+            position_ids = self.position_ids[:, past_key_values_length : past_key_values_length + T]
         if token_type_ids is None:
             token_type_ids = self.token_type_ids[:, :T]  # AttributeError: no such buffer
         return words + self.position_embeddings(position_ids) + self.token_type_embeddings(token_type_ids)
 
-    def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None,
-                past_key_values_length=0):
+    def forward(
+        self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None, past_key_values_length=0
+    ):
         total = self.total(input_ids, token_type_ids, position_ids, inputs_embeds, past_key_values_length)
         return self.dropout(self.LayerNorm(total))
 
@@ -251,8 +278,9 @@ class TokenTypesFromTheBuffer(torch.nn.Module):
 class TokenTypesZerosWhenMissing(TokenTypesFromTheBuffer):
     """The default token types made on the spot: right outputs, but no buffer as HF's has."""
 
-    def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None,
-                past_key_values_length=0):
+    def forward(
+        self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None, past_key_values_length=0
+    ):
         if token_type_ids is None:
             shape = input_ids.shape if input_ids is not None else inputs_embeds.shape[:2]
             token_type_ids = torch.zeros(shape, dtype=torch.long)
@@ -260,8 +288,9 @@ class TokenTypesZerosWhenMissing(TokenTypesFromTheBuffer):
 
 
 class NoBufferNoLayerNorm(TokenTypesFromTheBuffer):
-    def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None,
-                past_key_values_length=0):
+    def forward(
+        self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None, past_key_values_length=0
+    ):
         return self.dropout(self.total(input_ids, token_type_ids, position_ids, inputs_embeds, past_key_values_length))
 
 

@@ -70,7 +70,9 @@ def test_nothing_hard_wired_to_the_pretrained_sizes(tiny_bert_dir, monkeypatch):
     ],
 )
 def test_activation_mistakes_are_named(activation, mistake):
-    with pytest.raises(CheckFailed, match=r"^\[Task 5\.1\] BertIntermediate: values differ from the pretrained layer 0") as err:
+    with pytest.raises(
+        CheckFailed, match=r"^\[Task 5\.1\] BertIntermediate: values differ from the pretrained layer 0"
+    ) as err:
         check("5.1", intermediate_with(activation))
     assert err.value.mistake == mistake, str(err.value)
     assert f"(known mistake `{mistake}`)" in str(err.value)

@@ -16,8 +16,9 @@ from tests.conftest import solution_namespace
 
 @pytest.fixture(scope="module")
 def learner() -> dict:
-    return solution_namespace("02-embeddings", "03-self-attention", "04-attention-output", "05-feed-forward",
-                              "06-bert-model")
+    return solution_namespace(
+        "02-embeddings", "03-self-attention", "04-attention-output", "05-feed-forward", "06-bert-model"
+    )
 
 
 def with_part(namespace: dict, composite: str, attr: str, part: type) -> type:

@@ -35,14 +35,19 @@ def numpy_layer(hidden_states, attention_mask, params, config, flaw=None):
 
     def add_norm(x, residual, name):
         w, b = params[name + ".LayerNorm.weight"], params[name + ".LayerNorm.bias"]
-        before = {"layernorm-before-add": ("attention.output", "output"),
-                  "layernorm-before-first-add": ("attention.output",), "layernorm-before-second-add": ("output",)}
+        before = {
+            "layernorm-before-add": ("attention.output", "output"),
+            "layernorm-before-first-add": ("attention.output",),
+            "layernorm-before-second-add": ("output",),
+        }
         if name in before.get(flaw, ()):
             return layer_norm(x, w, b, eps) + residual
         return layer_norm(x + residual, w, b, eps)
 
-    q, k, v = (dense(hidden_states, "attention.self." + n).reshape(B, T, heads, d).transpose(0, 2, 1, 3)
-               for n in ("query", "key", "value"))  # (B, heads, T, d)
+    q, k, v = (
+        dense(hidden_states, "attention.self." + n).reshape(B, T, heads, d).transpose(0, 2, 1, 3)
+        for n in ("query", "key", "value")
+    )  # (B, heads, T, d)
     scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(d)  # (B, heads, T, T)
     if attention_mask is not None:
         scores = scores + attention_mask
@@ -161,8 +166,9 @@ def test_layer_wiring_mistakes_are_named(cls, mistake):
 class Model(NB06["BertModel"]):
     """A learner's BertModel whose mask step is ``mask``; the rest is the solution's."""
 
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
-                inputs_embeds=None, **kwargs):
+    def forward(
+        self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, inputs_embeds=None, **kwargs
+    ):
         embedding_output = self.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
         mask = None if attention_mask is None else self.mask(attention_mask)
         sequence_output, hidden_states = self.encoder(embedding_output, mask)

@@ -15,21 +15,33 @@ NB06 = solution_namespace("06-bert-model")
 class PositionsIgnored(NB06["BertModel"]):
     """Never passes the caller's position_ids on: the embeddings use 0..T-1 whatever was asked."""
 
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
-                inputs_embeds=None, **kwargs):
-        return super().forward(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                               inputs_embeds=inputs_embeds, **kwargs)
+    def forward(
+        self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, inputs_embeds=None, **kwargs
+    ):
+        return super().forward(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            inputs_embeds=inputs_embeds,
+            **kwargs,
+        )
 
 
 class EmbedsIgnored(NB06["BertModel"]):
     """Takes inputs_embeds but embeds zeros ids when input_ids is missing (the word vectors are lost)."""
 
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
-                inputs_embeds=None, **kwargs):
+    def forward(
+        self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, inputs_embeds=None, **kwargs
+    ):
         if input_ids is None:
             input_ids = inputs_embeds.new_zeros(inputs_embeds.shape[:2]).long()
-        return super().forward(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                               position_ids=position_ids, **kwargs)
+        return super().forward(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            **kwargs,
+        )
 
 
 @pytest.mark.parametrize("cls, argument", [(PositionsIgnored, "position_ids"), (EmbedsIgnored, "inputs_embeds")])

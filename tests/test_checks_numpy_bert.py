@@ -43,7 +43,13 @@ def torch_linear(x, weight, bias):
 # transformers' BertLayer is refused as a shortcut: the right layer is the notebook's own.
 solution_layer = solution_namespace("01-numpy-bert")["bert_layer_forward"]
 
-REFERENCE = {"1.1": torch_softmax, "1.2": torch_layer_norm, "1.3": torch_gelu, "1.4": torch_linear, "1.5": solution_layer}
+REFERENCE = {
+    "1.1": torch_softmax,
+    "1.2": torch_layer_norm,
+    "1.3": torch_gelu,
+    "1.4": torch_linear,
+    "1.5": solution_layer,
+}
 
 
 # -- a numpy implementation other than the notebook's, with flaws on demand --------------------
@@ -106,17 +112,30 @@ def layer(hidden_states, attention_mask, params, config, flaw=None):
     d = H // heads
     eps = 1e-12 if flaw == "eps-hard-coded" else config.layer_norm_eps
     p = params
-    q, k, v = (linear(hidden_states, p[f"attention.self.{n}.weight"], p[f"attention.self.{n}.bias"]) for n in ("query", "key", "value"))
+    q, k, v = (
+        linear(hidden_states, p[f"attention.self.{n}.weight"], p[f"attention.self.{n}.bias"])
+        for n in ("query", "key", "value")
+    )
     q, k, v = (m.reshape(B, T, heads, d).transpose(0, 2, 1, 3) for m in (q, k, v))  # (B, heads, T, d)
     scores = np.einsum("bhqd,bhkd->bhqk", q, k) * (1.0 if flaw == "no-scaling" else d**-0.5)
     if attention_mask is not None and flaw != "mask-ignored":
         scores = scores + attention_mask
     context = (softmax(scores) @ v).transpose(0, 2, 1, 3).reshape(B, T, H)
-    a = layer_norm(linear(context, p["attention.output.dense.weight"], p["attention.output.dense.bias"]) + hidden_states,
-                   p["attention.output.LayerNorm.weight"], p["attention.output.LayerNorm.bias"], eps)
-    i = gelu(linear(a, p["intermediate.dense.weight"], p["intermediate.dense.bias"]), "tanh" if flaw == "tanh" else None)
-    return layer_norm(linear(i, p["output.dense.weight"], p["output.dense.bias"]) + a,
-                      p["output.LayerNorm.weight"], p["output.LayerNorm.bias"], eps)
+    a = layer_norm(
+        linear(context, p["attention.output.dense.weight"], p["attention.output.dense.bias"]) + hidden_states,
+        p["attention.output.LayerNorm.weight"],
+        p["attention.output.LayerNorm.bias"],
+        eps,
+    )
+    i = gelu(
+        linear(a, p["intermediate.dense.weight"], p["intermediate.dense.bias"]), "tanh" if flaw == "tanh" else None
+    )
+    return layer_norm(
+        linear(i, p["output.dense.weight"], p["output.dense.bias"]) + a,
+        p["output.LayerNorm.weight"],
+        p["output.LayerNorm.bias"],
+        eps,
+    )
 
 
 def with_flaw(fn, flaw):
@@ -227,20 +246,42 @@ def layer_zeroing_a_bias(hidden_states, attention_mask, params, config):
         ("1.1", stub, r"^\[Task 1\.1\] softmax: not implemented yet: softmax\(x, axis\) raises NotImplementedError"),
         ("1.1", lambda x, axis=-1: torch.softmax(_t(x), dim=axis), r"returned a torch\.Tensor; return a numpy array"),
         ("1.3", lambda x: torch_gelu(x).tolist(), r"must return a numpy array; got list"),
-        ("1.1", softmax_in_place, r"softmax\(x, axis\) changed its argument `x` in place\n"
-                                  r"  The caller still needs its inputs"),
-        ("1.5", layer_zeroing_a_bias,
-         r"bert_layer_forward\(hidden_states, attention_mask, params, config\) changed its argument "
-         r"`params\[\"output.dense.bias\"\]` in place"),
-        ("1.1", with_flaw(softmax, "global-max"),
-         r"rows whose scores lie 1e4 apart.*\n  got (nan|inf) at .*\n  Subtract each row's own maximum"),
-        ("1.4", lambda x, weight, bias: x @ weight.T, r"values differ from nn\.functional\.linear with the pretrained layer 0's "
-                                                      r"attention\.self\.query \(atol 1e-05, rtol 1e-05\)\n  max abs diff"),
-        ("1.5", lambda h, m, p, c: h[:, 0], r"the output has shape \[\d+, 384\], expected \[\d+, \d+, 384\] "
-                                            r"\(batch, token, dim\) on the pretrained layer 0"),
+        (
+            "1.1",
+            softmax_in_place,
+            r"softmax\(x, axis\) changed its argument `x` in place\n"
+            r"  The caller still needs its inputs",
+        ),
+        (
+            "1.5",
+            layer_zeroing_a_bias,
+            r"bert_layer_forward\(hidden_states, attention_mask, params, config\) changed its argument "
+            r"`params\[\"output.dense.bias\"\]` in place",
+        ),
+        (
+            "1.1",
+            with_flaw(softmax, "global-max"),
+            r"rows whose scores lie 1e4 apart.*\n  got (nan|inf) at .*\n  Subtract each row's own maximum",
+        ),
+        (
+            "1.4",
+            lambda x, weight, bias: x @ weight.T,
+            r"values differ from nn\.functional\.linear with the pretrained layer 0's "
+            r"attention\.self\.query \(atol 1e-05, rtol 1e-05\)\n  max abs diff",
+        ),
+        (
+            "1.5",
+            lambda h, m, p, c: h[:, 0],
+            r"the output has shape \[\d+, 384\], expected \[\d+, \d+, 384\] "
+            r"\(batch, token, dim\) on the pretrained layer 0",
+        ),
         ("1.5", with_flaw(layer, "eps-hard-coded"), r"the output does not change when config\.layer_norm_eps is 0\.01"),
-        ("1.5", with_flaw(layer, "twelve-heads"), r"values differ from HF's BertLayer with a small config \(hidden_size 24, "
-                                                  r"num_attention_heads 2, intermediate_size 40\)"),
+        (
+            "1.5",
+            with_flaw(layer, "twelve-heads"),
+            r"values differ from HF's BertLayer with a small config \(hidden_size 24, "
+            r"num_attention_heads 2, intermediate_size 40\)",
+        ),
     ],
 )
 def test_failures_say_what(task, fn, expected):
@@ -264,8 +305,11 @@ def float64(fn):
 @pytest.mark.parametrize("task", sorted(NUMPY))
 def test_a_float64_result_for_float32_input_fails(task):
     """Each function must keep float32 float32 (e.g. np.vectorize(math.erf) returns float64)."""
-    with pytest.raises(CheckFailed, match=r"returned an array of dtype float64 for float32 input .*; return the "
-                                          r"input's dtype\n.*cast the result back with `\.astype\(x\.dtype\)`") as err:
+    with pytest.raises(
+        CheckFailed,
+        match=r"returned an array of dtype float64 for float32 input .*; return the "
+        r"input's dtype\n.*cast the result back with `\.astype\(x\.dtype\)`",
+    ) as err:
         check(task, float64(NUMPY[task]))
     assert err.value.mistake is None
     assert str(err.value).startswith(f"[Task {task}] ")

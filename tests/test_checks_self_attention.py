@@ -59,8 +59,11 @@ class Shifted(NS["BertSelfAttention"]):
         (Stub, r"not implemented yet: Stub\(config\) raises NotImplementedError"),
         (Renamed, r"parameter names differ.*\n  missing: query.bias, query.weight\n  unexpected: q.bias, q.weight"),
         (ReturnsOnlyContext, r"must return a tuple \(context_layer, attention_probs\).*got a tensor"),
-        (Shifted, r"`context_layer` values differ from the pretrained layer 0 \(atol 1e-05\)\n"
-                  r"  max abs diff 5.0e-01 at \(batch \d+, token \d+, dim \d+\): expected .*, got "),
+        (
+            Shifted,
+            r"`context_layer` values differ from the pretrained layer 0 \(atol 1e-05\)\n"
+            r"  max abs diff 5.0e-01 at \(batch \d+, token \d+, dim \d+\): expected .*, got ",
+        ),
     ],
 )
 def test_failures_say_what_and_where(cls, expected):
@@ -152,24 +155,37 @@ def test_own_attention_is_right():
     check("3.2", own_attention(), upto="masks")
 
 
-@pytest.mark.parametrize("task, learner", [
-    ("3.1", lambda: notebook(MASK_OVER_QUERIES_3_1)["eager_attention_forward"]),
-    ("3.2", lambda: own_attention(scores="""scores = q @ k.transpose(-1, -2) / math.sqrt(self.attention_head_size)
+@pytest.mark.parametrize(
+    "task, learner",
+    [
+        ("3.1", lambda: notebook(MASK_OVER_QUERIES_3_1)["eager_attention_forward"]),
+        (
+            "3.2",
+            lambda: own_attention(
+                scores="""scores = q @ k.transpose(-1, -2) / math.sqrt(self.attention_head_size)
         if attention_mask is not None:
             per_token = attention_mask[:, :, -1, :].unsqueeze(-1)  # (B, 1, T, 1): one value per token
-            scores = scores + per_token""")),
-], ids=["3.1-transposed", "3.2-one-per-token"])
+            scores = scores + per_token"""
+            ),
+        ),
+    ],
+    ids=["3.1-transposed", "3.2-one-per-token"],
+)
 def test_mask_over_queries_is_named(task, learner):
     err = failure(task, learner(), upto="values")
     assert err.mistake == "mask-over-queries", str(err)
     assert "The mask's shape on its way to the scores" in str(err)
 
 
-@pytest.mark.parametrize("merge, mistake", [
-    ("context = (probs @ v).reshape(B, T, H)", "heads-merged-without-transpose"),
-    ("context = (probs @ v).transpose(1, 2).transpose(2, 3).reshape(B, T, H)", "heads-merged-dims-swapped"),
-    ("context = torch.einsum('bhqk,bhkd->bqdh', probs, v).reshape(B, T, H)", "heads-merged-dims-swapped"),
-], ids=["transpose-forgotten", "last-axes-swapped", "einsum-d-before-h"])
+@pytest.mark.parametrize(
+    "merge, mistake",
+    [
+        ("context = (probs @ v).reshape(B, T, H)", "heads-merged-without-transpose"),
+        ("context = (probs @ v).transpose(1, 2).transpose(2, 3).reshape(B, T, H)", "heads-merged-dims-swapped"),
+        ("context = torch.einsum('bhqk,bhkd->bqdh', probs, v).reshape(B, T, H)", "heads-merged-dims-swapped"),
+    ],
+    ids=["transpose-forgotten", "last-axes-swapped", "einsum-d-before-h"],
+)
 def test_heads_merged_wrong_are_named(merge, mistake):
     err = failure("3.2", own_attention(merge=merge), upto="values")
     assert err.mistake == mistake, str(err)
@@ -189,29 +205,52 @@ def eager_attention_forward(module, query, key, value, attention_mask, scaling=N
 """
 
 
-@pytest.mark.parametrize("task, learner, first", [
-    ("3.1", lambda: notebook(MASK_MULTIPLIED_FIRST_3_1)["eager_attention_forward"], "attn_weights"),
-    ("3.2", lambda: own_attention(scores="""scores = q @ k.transpose(-1, -2)
+@pytest.mark.parametrize(
+    "task, learner, first",
+    [
+        ("3.1", lambda: notebook(MASK_MULTIPLIED_FIRST_3_1)["eager_attention_forward"], "attn_weights"),
+        (
+            "3.2",
+            lambda: own_attention(
+                scores="""scores = q @ k.transpose(-1, -2)
         if attention_mask is not None:
             scores = attention_mask * scores
-        scores = scores / math.sqrt(self.attention_head_size)"""), "attention_probs"),
-], ids=["3.1-before-scaling", "3.2-mask-times-scores"])
+        scores = scores / math.sqrt(self.attention_head_size)"""
+            ),
+            "attention_probs",
+        ),
+    ],
+    ids=["3.1-before-scaling", "3.2-mask-times-scores"],
+)
 def test_nan_says_where_it_first_appears_and_names_the_multiplied_mask(task, learner, first):
     err = failure(task, learner(), upto="values")
     assert err.mistake == "mask-multiplied", str(err)
-    assert re.search(rf"NaN or inf first appears in `{first}` \(\d+ of \d+ values NaN, the first at \(batch \d+, "
-                     r"head \d+, query \d+, key \d+\)\); then in `", str(err)), str(err)
+    assert re.search(
+        rf"NaN or inf first appears in `{first}` \(\d+ of \d+ values NaN, the first at \(batch \d+, "
+        r"head \d+, query \d+, key \d+\)\); then in `",
+        str(err),
+    ), str(err)
 
 
 # -- attention weights returned as None: the rest is checked, the cell fails saying so ------------
 
 
-@pytest.mark.parametrize("task, learner", [
-    ("3.2", lambda: own_attention(merge=RIGHT_MERGE + "\n        probs = None  # not needed downstream")),
-    ("3.1", lambda: notebook(MASK_OVER_QUERIES_3_1.replace(".transpose(-1, -2)  #", "  #").replace(
-        "return torch.matmul(weights, value).transpose(1, 2), weights",
-        "return torch.matmul(weights, value).transpose(1, 2).contiguous(), None"))["eager_attention_forward"]),
-], ids=["3.2", "3.1"])
+@pytest.mark.parametrize(
+    "task, learner",
+    [
+        ("3.2", lambda: own_attention(merge=RIGHT_MERGE + "\n        probs = None  # not needed downstream")),
+        (
+            "3.1",
+            lambda: notebook(
+                MASK_OVER_QUERIES_3_1.replace(".transpose(-1, -2)  #", "  #").replace(
+                    "return torch.matmul(weights, value).transpose(1, 2), weights",
+                    "return torch.matmul(weights, value).transpose(1, 2).contiguous(), None",
+                )
+            )["eager_attention_forward"],
+        ),
+    ],
+    ids=["3.2", "3.1"],
+)
 def test_weights_returned_as_none_fail_after_the_rest_is_checked(task, learner):
     err = failure(task, learner())
     assert "returns None for `" in str(err).splitlines()[0]
@@ -219,8 +258,10 @@ def test_weights_returned_as_none_fail_after_the_rest_is_checked(task, learner):
 
 
 def test_weights_returned_as_none_do_not_hide_the_real_bug():
-    learner = own_attention(scores=RIGHT_SCORES.replace(" / math.sqrt(self.attention_head_size)", ""),
-                            merge=RIGHT_MERGE + "\n        probs = None")
+    learner = own_attention(
+        scores=RIGHT_SCORES.replace(" / math.sqrt(self.attention_head_size)", ""),
+        merge=RIGHT_MERGE + "\n        probs = None",
+    )
     err = failure("3.2", learner, upto="values")
     assert err.mistake == "no-scaling", str(err)
     assert "returns None for `attention_probs`: only `context_layer` was compared" in str(err)

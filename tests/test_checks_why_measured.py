@@ -36,7 +36,9 @@ def ref_curves(model, batch):
 
 
 def ref_cosine(hidden_a, hidden_b, attention_mask):
-    return (lesions.sentence_embeddings(hidden_a, attention_mask) * lesions.sentence_embeddings(hidden_b, attention_mask)).sum(-1)
+    return (
+        lesions.sentence_embeddings(hidden_a, attention_mask) * lesions.sentence_embeddings(hidden_b, attention_mask)
+    ).sum(-1)
 
 
 def ref_lesions(model, batch):
@@ -126,11 +128,19 @@ def loop_lesions(model, batch, flaw=None):
         return x
 
     intact = last()
-    return {k: torch.stack([library_cosine(last(i, f), intact, batch["attention_mask"], flaw).mean() for i in range(L)])
-            for k, f in flawed.LESION_KINDS.items()}
+    return {
+        k: torch.stack([library_cosine(last(i, f), intact, batch["attention_mask"], flaw).mean() for i in range(L)])
+        for k, f in flawed.LESION_KINDS.items()
+    }
 
 
-ALTERNATIVE = {"7.1": loop_residual, "7.2": module_variant, "7.3": loop_curves, "7.4": library_cosine, "7.5": loop_lesions}
+ALTERNATIVE = {
+    "7.1": loop_residual,
+    "7.2": module_variant,
+    "7.3": loop_curves,
+    "7.4": library_cosine,
+    "7.5": loop_lesions,
+}
 
 
 @pytest.mark.parametrize("task", sorted(REFERENCE))
@@ -161,8 +171,10 @@ def _setup():
 def test_the_simulation_without_a_flaw_is_the_reference():
     model, batch = _setup()
     with torch.no_grad():
-        for mine, theirs in ((flawed.curves(model, batch), rank_collapse.curves(model, batch)),
-                             (flawed.lesion_effects(model, batch), ref_lesions(model, batch))):
+        for mine, theirs in (
+            (flawed.curves(model, batch), rank_collapse.curves(model, batch)),
+            (flawed.lesion_effects(model, batch), ref_lesions(model, batch)),
+        ):
             assert set(mine) == set(theirs)
             for k in theirs:
                 assert torch.allclose(mine[k], theirs[k], atol=1e-7, rtol=0), k
@@ -221,7 +233,7 @@ def test_a_wrong_conclusion_fails_with_the_question_and_both_answers():
     with pytest.raises(CheckFailed) as err:
         check("7.3", swapped, only="conclusions")
     message = str(err.value)
-    assert message.startswith("[Task 7.3] residual_curves: your numbers answer \"which variants end below")
+    assert message.startswith('[Task 7.3] residual_curves: your numbers answer "which variants end below')
     assert "the reference's answer is" in message
 
 
@@ -231,5 +243,7 @@ def test_failures_say_what_came_back():
     B = len(corpus.SENTENCES)
     with pytest.raises(CheckFailed, match=rf"the output has shape \[{B}, 1\], expected \[{B}\] \(sentence\)"):
         check("7.1", lambda h, m: ref_residual(h, m)[:, None], upto="shapes")
-    with pytest.raises(CheckFailed, match=r"not implemented yet: sentence_cosine\(hidden_a, hidden_b, attention_mask\)"):
+    with pytest.raises(
+        CheckFailed, match=r"not implemented yet: sentence_cosine\(hidden_a, hidden_b, attention_mask\)"
+    ):
         check("7.4", lambda a, b, m: (_ for _ in ()).throw(NotImplementedError()))

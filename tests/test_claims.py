@@ -51,8 +51,11 @@ def test_every_recorded_claim_holds_on_the_built_pages(site):
 
 def test_no_placeholder_is_left_on_the_site(site):
     claims_hook = hook()
-    left = [f"{page.relative_to(site)}: {placeholder}" for page in site.rglob("*.html")
-            for placeholder in claims_hook.unfilled(page.read_text(encoding="utf-8"))]
+    left = [
+        f"{page.relative_to(site)}: {placeholder}"
+        for page in site.rglob("*.html")
+        for placeholder in claims_hook.unfilled(page.read_text(encoding="utf-8"))
+    ]
     assert left == []
     marks = sum(page.read_text(encoding="utf-8").count('class="claim"') for page in site.rglob("*.html"))
     said = sum(len(CLAIM.findall(path.read_text())) for path in sources())
@@ -61,8 +64,11 @@ def test_no_placeholder_is_left_on_the_site(site):
 
 def test_no_placeholder_is_written_as_code():
     """The build leaves placeholders in code alone (they are examples there): in prose, no backticks."""
-    quoted = [f"{path.relative_to(ROOT)}: {found.group(0)}" for path in sources()
-              for found in re.finditer(r"`[^`\n]*\{\{[^`\n]*`", path.read_text())]
+    quoted = [
+        f"{path.relative_to(ROOT)}: {found.group(0)}"
+        for path in sources()
+        for found in re.finditer(r"`[^`\n]*\{\{[^`\n]*`", path.read_text())
+    ]
     assert quoted == []
 
 
@@ -80,8 +86,9 @@ def test_a_planted_contradicted_claim_fails_the_build(site):
     claims_hook.on_page_content(page_html, _page("lessons/08-residual-connections.py"), None, None)  # as built: passes
     negation = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
     records["claims"]["planted"] = {**true_claim, "op": negation[true_claim["op"]], "says": "the opposite of " + name}
-    planted = claims_hook.SCRIPT.sub(lambda _: f'<script type="{claims.SCRIPT_TYPE}">'
-                                     + __import__("json").dumps(records) + "</script>", page_html)
+    planted = claims_hook.SCRIPT.sub(
+        lambda _: f'<script type="{claims.SCRIPT_TYPE}">' + __import__("json").dumps(records) + "</script>", page_html
+    )
     with pytest.raises(PluginError, match="planted"):
         claims_hook.on_page_content(planted, _page("lessons/08-residual-connections.py"), None, None)
 
@@ -90,8 +97,9 @@ def test_a_mark_naming_no_claim_fails_the_build(site):
     from mkdocs.exceptions import PluginError
 
     claims_hook = hook()
-    claims_hook.on_page_content(lesson_pages(site)["08-residual-connections"],
-                                _page("lessons/08-residual-connections.py"), None, None)
+    claims_hook.on_page_content(
+        lesson_pages(site)["08-residual-connections"], _page("lessons/08-residual-connections.py"), None, None
+    )
     page = _page("faq.md")
     page.content = "<p>Removing a skip is worse {{ claim: 08-residual-connections: never_recorded }}.</p>"
     with pytest.raises(PluginError, match="never_recorded"):
@@ -106,8 +114,11 @@ def test_every_recorded_claim_is_said_in_a_sentence(site):
         for found in claims_hook.PLACEHOLDER.finditer(body):
             if found.group(1):
                 marked.add((found.group(2) or stem, found.group(3)))
-    recorded = {(stem, name) for stem, page in lesson_pages(site).items()
-                for name in (claims_hook.read(page) or {"claims": {}})["claims"]}
+    recorded = {
+        (stem, name)
+        for stem, page in lesson_pages(site).items()
+        for name in (claims_hook.read(page) or {"claims": {}})["claims"]
+    }
     assert sorted(recorded - marked) == [], "claims checked by the build but said in no sentence"
 
 
@@ -123,6 +134,8 @@ def test_comparative_sentences_carry_a_claim_or_are_listed():
     new = [s for s in found if s not in listed]
     gone = [s for s in listed if s not in found]
     print(f"{len(found)} comparative sentences carry no registered claim yet (listed in {BASELINE.name})")
-    assert new == [], ("comparative sentences with no {{ claim: ... }} mark: register a claim in the lesson "
-                       "and mark the sentence, or cite the paper:\n" + "\n".join(new))
+    assert new == [], (
+        "comparative sentences with no {{ claim: ... }} mark: register a claim in the lesson "
+        "and mark the sentence, or cite the paper:\n" + "\n".join(new)
+    )
     assert gone == [], f"no longer in the prose (remove them from {BASELINE.name}):\n" + "\n".join(gone)

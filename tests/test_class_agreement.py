@@ -43,7 +43,11 @@ TIMINGS: dict[str, float] = {}
 
 def _env() -> dict:
     # PYTHONPATH: nbgrader imports the test's kernel recorder from tests/.
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
 
 
 def _run(name: str, args: list[str], cwd: Path, ok=(0,)) -> subprocess.CompletedProcess:
@@ -57,8 +61,10 @@ def _run(name: str, args: list[str], cwd: Path, ok=(0,)) -> subprocess.Completed
 def _run_together(name: str, commands: list[tuple[list[str], Path]]) -> None:
     """Run (command, directory) pairs at once; each exits 0, or 1 when a submission could not be read."""
     start = time.perf_counter()
-    procs = [subprocess.Popen(c, cwd=cwd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-             for c, cwd in commands]
+    procs = [
+        subprocess.Popen(c, cwd=cwd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for c, cwd in commands
+    ]
     errors = [(c, p.communicate()[1], p.returncode) for (c, _), p in zip(commands, procs)]
     TIMINGS[name] = TIMINGS.get(name, 0.0) + time.perf_counter() - start
     for command, stderr, code in errors:
@@ -77,8 +83,10 @@ def _gradebook_scores(course: Path, students) -> dict[str, dict[str, float]]:
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{course}/instructor/gradebook.db", "bertlab") as gb:
-        return {s.id: {g.name: float(g.score) for g in gb.find_submission_notebook(s.assignment, s.assignment, s.id).grades}
-                for s in students}
+        return {
+            s.id: {g.name: float(g.score) for g in gb.find_submission_notebook(s.assignment, s.assignment, s.id).grades}
+            for s in students
+        }
 
 
 def _cell_points(assignment: str) -> dict[str, float]:
@@ -86,8 +94,11 @@ def _cell_points(assignment: str) -> dict[str, float]:
     import nbformat
 
     nb = nbformat.read(ROOT / "solutions" / assignment / f"{assignment}.ipynb", as_version=4)
-    return {c.metadata["nbgrader"]["grade_id"]: float(c.metadata["nbgrader"]["points"])
-            for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
+    return {
+        c.metadata["nbgrader"]["grade_id"]: float(c.metadata["nbgrader"]["points"])
+        for c in nb.cells
+        if c.metadata.get("nbgrader", {}).get("grade")
+    }
 
 
 def _grade_ids(assignment: str) -> list[str]:
@@ -121,19 +132,36 @@ def graded(tmp_path_factory):
     # nbgrader autograde grades one submission after another (a submission it cannot read makes it
     # exit 1); the hanging one on its own, with short limits for the kernel and the judge.
     others = f"--CourseDirectory.student_id_exclude={','.join(s.id for s in hang)}"
-    _run_together("nbgrader autograde", [(_nbgrader("autograde", name, "--force", others), course)
-                                         for name, course in nbgrader_courses.items()])
+    _run_together(
+        "nbgrader autograde",
+        [(_nbgrader("autograde", name, "--force", others), course) for name, course in nbgrader_courses.items()],
+    )
     for s in hang:
-        _run("nbgrader autograde", _nbgrader("autograde", s.assignment, "--force", f"--student={s.id}",
-                                             f"--Execute.timeout={HANG_LIMIT}", f"--JudgeVerdicts.timeout={HANG_LIMIT}"),
-             nbgrader_courses[s.assignment], ok=(0, 1))
+        _run(
+            "nbgrader autograde",
+            _nbgrader(
+                "autograde",
+                s.assignment,
+                "--force",
+                f"--student={s.id}",
+                f"--Execute.timeout={HANG_LIMIT}",
+                f"--JudgeVerdicts.timeout={HANG_LIMIT}",
+            ),
+            nbgrader_courses[s.assignment],
+            ok=(0, 1),
+        )
 
     # bertlab autograde: the hanging one first with the short limit; the second run leaves it alone
     # (unchanged since) and grades everyone else.
     for s in hang:
-        _run("bertlab autograde", _bertlab("autograde", "--course", str(bertlab_course), "--student", s.id,
-                                           "--timeout", str(HANG_LIMIT)), ROOT)
-    rest = _run("bertlab autograde", _bertlab("autograde", "--course", str(bertlab_course), "--jobs", "2", "--json"), ROOT)
+        _run(
+            "bertlab autograde",
+            _bertlab("autograde", "--course", str(bertlab_course), "--student", s.id, "--timeout", str(HANG_LIMIT)),
+            ROOT,
+        )
+    rest = _run(
+        "bertlab autograde", _bertlab("autograde", "--course", str(bertlab_course), "--jobs", "2", "--json"), ROOT
+    )
     second_run = {o["student"]: o for o in json.loads(rest.stdout)}
 
     # The same two runs on a Dask cluster: the judges on its workers, the gradebook written here.
@@ -141,19 +169,43 @@ def graded(tmp_path_factory):
     with loopback_cluster(2, base, env={"OMP_NUM_THREADS": "1"}) as scheduler:
         try:
             for s in hang:
-                _run("bertlab autograde --scheduler", _bertlab("autograde", "--course", str(cluster_course), "--student",
-                                                                s.id, "--timeout", str(HANG_LIMIT), "--scheduler", scheduler), ROOT)
-            _run("bertlab autograde --scheduler", _bertlab("autograde", "--course", str(cluster_course), "--scheduler",
-                                                            scheduler), ROOT)
+                _run(
+                    "bertlab autograde --scheduler",
+                    _bertlab(
+                        "autograde",
+                        "--course",
+                        str(cluster_course),
+                        "--student",
+                        s.id,
+                        "--timeout",
+                        str(HANG_LIMIT),
+                        "--scheduler",
+                        scheduler,
+                    ),
+                    ROOT,
+                )
+            _run(
+                "bertlab autograde --scheduler",
+                _bertlab("autograde", "--course", str(cluster_course), "--scheduler", scheduler),
+                ROOT,
+            )
         except AssertionError as err:
             raise AssertionError(f"{err}\n{log_tail(base)}") from None
 
     # bertlab grade: the class as task folders, the hanging one in a run of its own.
     view = write_grade_view(base / "grade", [s for s in students if not s.member.hangs])
-    report = json.loads(_run("bertlab grade", _bertlab("grade", "--path", str(view), "--json"), base / "grade", ok=(0, 1)).stdout)
+    report = json.loads(
+        _run("bertlab grade", _bertlab("grade", "--path", str(view), "--json"), base / "grade", ok=(0, 1)).stdout
+    )
     hang_view = write_grade_view(base / "grade-hang", hang)
-    report["tasks"] += json.loads(_run("bertlab grade", _bertlab("grade", "--path", str(hang_view), "--json", "--timeout",
-                                                               str(HANG_LIMIT)), base / "grade-hang", ok=(0, 1)).stdout)["tasks"]
+    report["tasks"] += json.loads(
+        _run(
+            "bertlab grade",
+            _bertlab("grade", "--path", str(hang_view), "--json", "--timeout", str(HANG_LIMIT)),
+            base / "grade-hang",
+            ok=(0, 1),
+        ).stdout
+    )["tasks"]
 
     kernel = {}
     for s in students:
@@ -162,28 +214,47 @@ def graded(tmp_path_factory):
     ways = {
         "in-notebook grade cells": kernel,
         "bertlab grade": {t["task"]: {c["name"]: c["points"] for c in t["checks"]} for t in report["tasks"]},
-        "nbgrader autograde": {k: v for name, course in nbgrader_courses.items()
-                               for k, v in _gradebook_scores(course, [s for s in students if s.assignment == name]).items()},
+        "nbgrader autograde": {
+            k: v
+            for name, course in nbgrader_courses.items()
+            for k, v in _gradebook_scores(course, [s for s in students if s.assignment == name]).items()
+        },
         "bertlab autograde": _gradebook_scores(bertlab_course, students),
         "bertlab autograde --scheduler": _gradebook_scores(cluster_course, students),
     }
     print("\nclass agreement timings (s): " + ", ".join(f"{k} {v:.0f}" for k, v in TIMINGS.items()))
-    return {"students": students, "ways": ways, "nbgrader": nbgrader_courses, "bertlab": bertlab_course,
-            "cluster": cluster_course, "second_run": second_run}
+    return {
+        "students": students,
+        "ways": ways,
+        "nbgrader": nbgrader_courses,
+        "bertlab": bertlab_course,
+        "cluster": cluster_course,
+        "second_run": second_run,
+    }
 
 
 def _cells(ways: dict, student) -> dict[str, dict[str, float]]:
     """way -> grade id -> points, over every grade cell of the student's assignment (missing: 0)."""
-    return {way: {g: float(scores[student.id].get(g, 0.0)) for g in _grade_ids(student.assignment)}
-            for way, scores in ways.items()}
+    return {
+        way: {g: float(scores[student.id].get(g, 0.0)) for g in _grade_ids(student.assignment)}
+        for way, scores in ways.items()
+    }
 
 
 def test_class_is_the_one_asked_for(graded):
     students = graded["students"]
     assert len(students) >= 20
     names = {s.member.name for s in students}
-    for needed in ("complete", "partial", "untouched", "not-json", "import-fails", "grade-cell-deleted",
-                   "tamper-rebind-check", "hangs"):
+    for needed in (
+        "complete",
+        "partial",
+        "untouched",
+        "not-json",
+        "import-fails",
+        "grade-cell-deleted",
+        "tamper-rebind-check",
+        "hangs",
+    ):
         assert needed in names, needed
     totals = {s.id: sum(_cells(graded["ways"], s)["bertlab grade"].values()) for s in students}
     # Not a vacuous agreement: full marks, nothing, and partial scores all occur.
@@ -216,8 +287,10 @@ def _export(course: Path) -> list[tuple]:
 
 
 def _autograded(course: Path) -> list[str]:
-    return [p.relative_to(course / "instructor" / "autograded").as_posix()
-            for p in (course / "instructor" / "autograded").glob("*/*/*.ipynb")]
+    return [
+        p.relative_to(course / "instructor" / "autograded").as_posix()
+        for p in (course / "instructor" / "autograded").glob("*/*/*.ipynb")
+    ]
 
 
 def test_bertlab_autograde_export_equals_nbgrader_autograde_export(graded):
@@ -235,7 +308,8 @@ def test_bertlab_autograde_export_equals_nbgrader_autograde_export(graded):
     hangs = {f"{s.id}/{s.assignment}/{s.assignment}.ipynb" for s in graded["students"] if s.member.hangs}
     assert hangs <= set(_autograded(graded["bertlab"]))
     assert sorted(set(_autograded(graded["bertlab"])) - hangs) == sorted(
-        set(n for c in nbgrader_courses for n in _autograded(c)) - hangs)
+        set(n for c in nbgrader_courses for n in _autograded(c)) - hangs
+    )
 
 
 def test_cluster_gradebook_exports_as_this_machines(graded):
@@ -258,8 +332,11 @@ def test_hang_and_broken_notebook_are_recorded_with_a_reason(graded):
     assert "not a valid notebook" in second[broken]["reason"]
     # The cell that loops is named, not the grade cell after it; the learner's feedback is made
     # from this copy, so it holds no advice meant for the instructor (who sets --timeout).
-    submitted = json.loads((graded["bertlab"] / "instructor" / "submitted" / hang / "05-feed-forward" /
-                            "05-feed-forward.ipynb").read_text())
+    submitted = json.loads(
+        (
+            graded["bertlab"] / "instructor" / "submitted" / hang / "05-feed-forward" / "05-feed-forward.ipynb"
+        ).read_text()
+    )
     loop_cell = 1 + next(i for i, c in enumerate(submitted["cells"]) if "while True" in "".join(c["source"]))
     for course in (graded["bertlab"], graded["cluster"]):
         graded_hang = course / "instructor" / "autograded" / hang / "05-feed-forward" / "05-feed-forward.ipynb"
@@ -270,12 +347,18 @@ def test_hang_and_broken_notebook_are_recorded_with_a_reason(graded):
 
 def test_rerun_grades_only_what_changed(graded):
     course = graded["bertlab"]
-    first = json.loads(_run("bertlab autograde rerun", _bertlab("autograde", "--course", str(course), "--json"), ROOT).stdout)
+    first = json.loads(
+        _run("bertlab autograde rerun", _bertlab("autograde", "--course", str(course), "--json"), ROOT).stdout
+    )
     assert {o["status"] for o in first} == {"skipped"}
     changed = graded["students"][0]
     path = course / "instructor" / "submitted" / changed.id / changed.assignment / f"{changed.assignment}.ipynb"
     path.write_text(path.read_text() + "\n")  # saved again: same notebook, new file
-    again = {o["student"]: o for o in json.loads(
-        _run("bertlab autograde rerun", _bertlab("autograde", "--course", str(course), "--json"), ROOT).stdout)}
+    again = {
+        o["student"]: o
+        for o in json.loads(
+            _run("bertlab autograde rerun", _bertlab("autograde", "--course", str(course), "--json"), ROOT).stdout
+        )
+    }
     assert [s for s, o in again.items() if o["status"] != "skipped"] == [changed.id]
     assert again[changed.id]["score"] == sum(_cells(graded["ways"], changed)["nbgrader autograde"].values())

@@ -42,8 +42,13 @@ def _course(root: Path, notebooks: dict[str, object]) -> Path:
     import nbformat
 
     course = write_course(root, {ASSIGNMENT})
-    subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"], cwd=course,
-                   check=True, capture_output=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    subprocess.run(
+        [sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"],
+        cwd=course,
+        check=True,
+        capture_output=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     for student, nb in notebooks.items():
         folder = course / SUBMITTED / student / ASSIGNMENT
         folder.mkdir(parents=True)
@@ -82,11 +87,16 @@ def test_a_worker_of_another_version_is_refused_naming_both(tmp_path):
     # A worker whose installed bertlab says 0.0.1: what a stale venv on a worker machine reports.
     stale = tmp_path / "stale"
     (stale / "bertlab-0.0.1.dist-info").mkdir(parents=True)
-    (stale / "bertlab-0.0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: bertlab\nVersion: 0.0.1\n")
+    (stale / "bertlab-0.0.1.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: bertlab\nVersion: 0.0.1\n"
+    )
     with LocalCluster(n_workers=0, processes=True, dashboard_address=":0") as empty:
-        worker = subprocess.Popen([str(DASK), "worker", empty.scheduler_address, "--nthreads", "1", "--no-nanny"],
-                                  env={**os.environ, "PYTHONPATH": str(stale)}, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)
+        worker = subprocess.Popen(
+            [str(DASK), "worker", empty.scheduler_address, "--nthreads", "1", "--no-nanny"],
+            env={**os.environ, "PYTHONPATH": str(stale)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             with pytest.raises(ClusterError) as refused:
                 autograde(tmp_path / "no-course-needed", [], scheduler=empty.scheduler_address, progress=False)
@@ -135,8 +145,9 @@ def test_a_killed_worker_loses_nothing_and_a_killing_submission_ends_at_zero(clu
     killer = threading.Thread(target=_kill_while_grading, args=(client, list(hits), hits, stop), daemon=True)
     killer.start()
     try:
-        outcomes = {o.student: o for o in autograde(course, [], scheduler=local.scheduler_address, timeout=60,
-                                                    progress=False)}
+        outcomes = {
+            o.student: o for o in autograde(course, [], scheduler=local.scheduler_address, timeout=60, progress=False)
+        }
     finally:
         stop.set()
         killer.join()
@@ -158,9 +169,25 @@ def test_a_killed_worker_loses_nothing_and_a_killing_submission_ends_at_zero(clu
 def test_ctrl_c_cancels_the_class_on_the_cluster(cluster, tmp_path):
     local, client = cluster
     course = _course(tmp_path / "course", {f"s{i}": _slow(20) for i in range(3)})
-    command = subprocess.Popen([sys.executable, "-m", "bertlab.cli", "autograde", "--course", str(course),
-                                "--scheduler", local.scheduler_address, "--timeout", "8", "--json"],
-                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    command = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bertlab.cli",
+            "autograde",
+            "--course",
+            str(course),
+            "--scheduler",
+            local.scheduler_address,
+            "--timeout",
+            "8",
+            "--json",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while not any(client.processing().values()) and time.monotonic() < deadline and command.poll() is None:
         time.sleep(0.2)

@@ -73,8 +73,11 @@ def _prose(markdown: str) -> str:
 
 def headings(path: Path) -> list[tuple[int, str, str | None]]:
     """(level, text, explicit id) of every heading of ``path``, in order."""
-    return [(len(m.group(1)), m.group(2), m.group(3))
-            for cell in markdown_cells(path) for m in HEADING.finditer(FENCE.sub("", cell))]
+    return [
+        (len(m.group(1)), m.group(2), m.group(3))
+        for cell in markdown_cells(path)
+        for m in HEADING.finditer(FENCE.sub("", cell))
+    ]
 
 
 def title(path: Path) -> str | None:
@@ -143,8 +146,10 @@ def check_link(root: Path, link: Link) -> list[str]:
     titles = [named.group(3) if named else heading] + ([sections.get(fragment, "")] if fragment else [])
     for quoted in QUOTED.findall(link.text):
         if not any(_same_title(quoted, full) for full in titles):
-            errors.append(f"{where}: quotes the title {quoted!r}, but {path} is {heading!r}"
-                          + (f" and #{fragment} is {sections.get(fragment)!r}" if fragment else ""))
+            errors.append(
+                f"{where}: quotes the title {quoted!r}, but {path} is {heading!r}"
+                + (f" and #{fragment} is {sections.get(fragment)!r}" if fragment else "")
+            )
     return errors
 
 
@@ -175,7 +180,7 @@ def check_exercise(root: Path, exercise: Path, path: list[Path]) -> list[str]:
     here = path.index(released)
     before = path[:here]
     previous = max((i for i, p in enumerate(before) if p.parts[0] == "exercises"), default=-1)
-    since = [p for p in before[previous + 1:] if p.parts[0] == "lessons"]
+    since = [p for p in before[previous + 1 :] if p.parts[0] == "lessons"]
     cells = markdown_cells(root / exercise)
     errors = []
 
@@ -186,17 +191,23 @@ def check_exercise(root: Path, exercise: Path, path: list[Path]) -> list[str]:
     read_first = [p for p in targets(section(cells, "Read first", r"\n\s*\n")) if p in path]
     if not read_first:
         errors.append(f"{exercise}: no 'Read first' link to a lesson")
-    errors += [f"{exercise}: 'Read first' names {p}, which comes after it on the path"
-               for p in read_first if p not in before]
-    errors += [f"{exercise}: 'Read first' leaves out {p}, between the previous exercise and this one"
-               for p in since if p not in read_first]
+    errors += [
+        f"{exercise}: 'Read first' names {p}, which comes after it on the path" for p in read_first if p not in before
+    ]
+    errors += [
+        f"{exercise}: 'Read first' leaves out {p}, between the previous exercise and this one"
+        for p in since
+        if p not in read_first
+    ]
 
     done = [p for p in targets(section(cells, "Done?", "^#")) if p in path]
-    following = path[here + 1:]
+    following = path[here + 1 :]
     if following:
         if not done or done[0] != following[0]:
-            errors.append(f"{exercise}: 'Done?' should send the reader to {following[0]} next, "
-                          f"but its first course link is {done[0] if done else 'missing'}")
+            errors.append(
+                f"{exercise}: 'Done?' should send the reader to {following[0]} next, "
+                f"but its first course link is {done[0] if done else 'missing'}"
+            )
         errors += [f"{exercise}: 'Done?' points back to {p}" for p in done if p not in following]
     return errors
 
@@ -236,8 +247,9 @@ def test_every_exercise_intro_links_the_notation_page():
     assert notebooks
     for notebook in notebooks:
         intro = markdown_cells(notebook)[0]
-        found = {target(Link(notebook.relative_to(ROOT), "", m.group(2), m.group(3)))
-                 for m in LINK.finditer(_prose(intro))}
+        found = {
+            target(Link(notebook.relative_to(ROOT), "", m.group(2), m.group(3))) for m in LINK.finditer(_prose(intro))
+        }
         assert Path("docs/notation.md") in found, f"{notebook.relative_to(ROOT)}: its intro does not link the notation"
 
 

@@ -29,12 +29,14 @@ MARKER = "BERTLAB_TEST_RUN"
 # Each form starts a process that outlives its cell, detached from the learner's process group.
 ESCAPES = {
     "setsid-subprocess": "import subprocess\nsubprocess.Popen(['sleep', '600'], start_new_session=True)",
-    "double-fork": ("import os, time\n"
-                    "if os.fork() == 0:\n"
-                    "    os.setsid()\n"
-                    "    if os.fork() == 0:\n"
-                    "        time.sleep(600)\n"
-                    "    os._exit(0)\n"),
+    "double-fork": (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(600)\n"
+        "    os._exit(0)\n"
+    ),
 }
 
 
@@ -50,9 +52,14 @@ def course(folder: Path, escape: str, then: str = "") -> Path:
 def test_a_detached_child_is_ended_with_its_notebook(tmp_path, form):
     marker = uuid.uuid4().hex
     folder = course(tmp_path, ESCAPES[form])
-    proc = subprocess.run([sys.executable, "-m", "bertlab.cli", "grade", "--cold", "--path", str(folder), "--json",
-                           "--no-progress"], cwd=ROOT, env={**path_env("linux"), MARKER: marker},
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bertlab.cli", "grade", "--cold", "--path", str(folder), "--json", "--no-progress"],
+        cwd=ROOT,
+        env={**path_env("linux"), MARKER: marker},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     task = json.loads(proc.stdout)["tasks"][0]
     assert task["score"] == task["max_score"] > 0, task  # the escape costs no point: it is not graded
     left = gone_within(MARKER, marker, 10)
@@ -64,17 +71,27 @@ def test_a_detached_child_is_ended_when_its_judge_is_killed(tmp_path):
     template, in a session of its own, sees its judge gone and ends everything it adopted."""
     marker = uuid.uuid4().hex
     folder = course(tmp_path, ESCAPES["setsid-subprocess"], then="while True:\n    pass")
-    client = subprocess.Popen([sys.executable, "-m", "bertlab.cli", "grade", "--cold", "--path", str(folder),
-                               "--json", "--no-progress"], cwd=ROOT, env={**path_env("linux"), MARKER: marker},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    client = subprocess.Popen(
+        [sys.executable, "-m", "bertlab.cli", "grade", "--cold", "--path", str(folder), "--json", "--no-progress"],
+        cwd=ROOT,
+        env={**path_env("linux"), MARKER: marker},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline, looping = time.monotonic() + 120, []
         while not looping and time.monotonic() < deadline:
             time.sleep(0.2)
             looping = [p for p in processes_with(MARKER, marker) if p.name() == "sleep"]
         assert looping, "the detached child never started"
-        judge = next(p for p in processes_with(MARKER, marker) if p.pid != client.pid
-                     and any(q.pid == client.pid for q in p.parents()[:2]) and p.parent().pid != client.pid)
+        judge = next(
+            p
+            for p in processes_with(MARKER, marker)
+            if p.pid != client.pid
+            and any(q.pid == client.pid for q in p.parents()[:2])
+            and p.parent().pid != client.pid
+        )
         judge.kill()  # the judge, forked by the factory (a child of the command)
         client.communicate(timeout=120)
     finally:

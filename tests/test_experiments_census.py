@@ -9,8 +9,14 @@ from bertlab.experiments.census import GROUPS, PARTS, census, ffn_share, locate
 
 @pytest.fixture(scope="module")
 def tiny():
-    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=20)
+    config = BertConfig(
+        vocab_size=50,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=20,
+    )
     with torch.device("meta"):
         return BertModel(config)
 

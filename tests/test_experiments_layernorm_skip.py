@@ -8,8 +8,11 @@ from bertlab.experiments import layernorm_skip, lesions
 
 
 def _no_hooks(model):
-    return all(not layernorm_skip.layer_norm(layer, kind)._forward_hooks
-               for layer in model.encoder.layer for kind in layernorm_skip.KINDS)
+    return all(
+        not layernorm_skip.layer_norm(layer, kind)._forward_hooks
+        for layer in model.encoder.layer
+        for kind in layernorm_skip.KINDS
+    )
 
 
 def test_layer_norm_names(model):
@@ -74,7 +77,9 @@ def test_scenarios_table(model, batch):
     assert runs["all"].mean_cosine < 0.99
     # "without gamma and beta": every normalised token has norm sqrt(H) (up to eps)
     H = model.config.hidden_size
-    torch.testing.assert_close(runs["all, without gamma and beta"].norms[1:], torch.full((L,), H ** 0.5), rtol=1e-3, atol=0)
+    torch.testing.assert_close(
+        runs["all, without gamma and beta"].norms[1:], torch.full((L,), H**0.5), rtol=1e-3, atol=0
+    )
     assert _no_hooks(model)
 
 

@@ -48,4 +48,5 @@ def test_measure_shapes_and_parameters():
     assert m.shortcut_parameters == 4 * 8 * 8
     assert stream_width.measure("identity", "none", width=8, depth=4, samples=64, seeds=(0,)).shortcut_parameters == 0
     assert set(stream_width.compare(width=8, depth=2, samples=32, seeds=(0,))) == {
-        (s, n) for s in stream_width.SHORTCUTS for n in stream_width.NORMS}
+        (s, n) for s in stream_width.SHORTCUTS for n in stream_width.NORMS
+    }

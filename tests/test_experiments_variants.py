@@ -7,7 +7,13 @@ from torch import nn
 from transformers import BertConfig, BertModel
 
 from bertlab.experiments.variants import (
-    ARRANGEMENTS, drift, encode, layer_forward, nearest_neighbours, sentence_embeddings, swap_activation,
+    ARRANGEMENTS,
+    drift,
+    encode,
+    layer_forward,
+    nearest_neighbours,
+    sentence_embeddings,
+    swap_activation,
 )
 from bertlab.masks import additive_mask
 
@@ -15,8 +21,15 @@ from bertlab.masks import additive_mask
 @pytest.fixture(scope="module")
 def tiny():
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=16, attn_implementation="eager")
+    config = BertConfig(
+        vocab_size=40,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=16,
+        attn_implementation="eager",
+    )
     return BertModel(config, add_pooling_layer=False).eval()
 
 

@@ -43,17 +43,33 @@ def _free_port() -> int:
 @pytest.fixture
 def jupyterlab(tmp_path):
     """JupyterLab serving a notebook with the setup cell and the failing cell: (address, token)."""
-    cells = [{"cell_type": "code", "metadata": {}, "source": s, "outputs": [], "execution_count": None}
-             for s in (SETUP, FAILING)]
-    notebook = {"cells": cells, "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
-                                                            "language": "python"}},
-                "nbformat": 4, "nbformat_minor": 5}
+    cells = [
+        {"cell_type": "code", "metadata": {}, "source": s, "outputs": [], "execution_count": None}
+        for s in (SETUP, FAILING)
+    ]
+    notebook = {
+        "cells": cells,
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
     (tmp_path / "graded.ipynb").write_text(json.dumps(notebook))
     port, token = _free_port(), "bertlab-test"
     server = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-         f"--ServerApp.token={token}", f"--ServerApp.root_dir={tmp_path}", "--allow-root"],
-        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            f"--port={port}",
+            "--ip=127.0.0.1",
+            f"--ServerApp.token={token}",
+            f"--ServerApp.root_dir={tmp_path}",
+            "--allow-root",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         env={**os.environ, "HF_HUB_OFFLINE": "1", "JUPYTER_CONFIG_DIR": str(tmp_path / ".jupyter")},
     )
     base = f"http://127.0.0.1:{port}"

@@ -32,8 +32,12 @@ from tests.conftest import solution_namespace
 MODULE_TASKS = ["2.1", "3.2", "4.1", "4.2", "5.1", "5.2", "6.1", "6.2", "6.3", "6.4"]
 
 # A few seconds per task: shapes are small, each example runs the module twice.
-FUZZ = settings(max_examples=12, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=12,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 @functools.cache
@@ -61,7 +65,9 @@ def batches(draw, max_batch: int = 4, max_length: int = 24) -> dict:
     lengths = draw(st.lists(st.integers(1, T), min_size=B, max_size=B))
     lengths[draw(st.integers(0, B - 1))] = T  # the longest sequence sets T: it has no padding
     return {
-        "B": B, "T": T, "lengths": lengths,
+        "B": B,
+        "T": T,
+        "lengths": lengths,
         "mask": draw(st.sampled_from(["none", "per_query", "per_key"])),
         "token_types": draw(st.booleans()),
         "seed": draw(st.integers(0, 2**31 - 1)),
@@ -175,8 +181,11 @@ def assert_valid(task: str, inputs: dict, config) -> None:
             assert value.shape[-1] == width, (name, value.shape, width)
             B, T = B or value.shape[0], T or value.shape[1]
             assert value.shape[:2] == (B, T), name
-    for name, high in (("input_ids", config.vocab_size), ("token_type_ids", config.type_vocab_size),
-                       ("position_ids", config.max_position_embeddings)):
+    for name, high in (
+        ("input_ids", config.vocab_size),
+        ("token_type_ids", config.type_vocab_size),
+        ("position_ids", config.max_position_embeddings),
+    ):
         if tensors.get(name) is not None:
             ids = tensors[name]
             assert not ids.is_floating_point() and ids.dim() == 2, name

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 # Loaded by every Python process that has this directory on its path: any connection that is not
 # a local socket file fails, as on a machine without a network.
-NO_NETWORK = '''
+NO_NETWORK = """
 import socket
 
 def _refuse(self, address, *args, **kwargs):
@@ -30,7 +30,7 @@ def _refuse(self, address, *args, **kwargs):
 _connect = socket.socket.connect
 socket.socket.connect = _refuse
 socket.socket.connect_ex = _refuse
-'''
+"""
 
 TAMPER = "import bertlab.checks\nbertlab.checks.check = lambda *a, **k: None\ncheck = lambda *a, **k: None\n"
 
@@ -47,9 +47,16 @@ def course(tmp_path: Path, assignment: str, toml: str | None = None) -> Path:
     return root
 
 
-def grade(root: Path, *args: str, env: dict | None = None, path: str = "submitted") -> tuple[subprocess.CompletedProcess, dict]:
-    proc = subprocess.run([sys.executable, "-m", "bertlab.cli", "grade", "--path", path, "--json", *args],
-                          cwd=root, capture_output=True, text=True, env=env)
+def grade(
+    root: Path, *args: str, env: dict | None = None, path: str = "submitted"
+) -> tuple[subprocess.CompletedProcess, dict]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "bertlab.cli", "grade", "--path", path, "--json", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     return proc, json.loads(proc.stdout) if proc.stdout.strip() else {}
 
 
@@ -58,8 +65,12 @@ def test_grading_needs_no_network(tmp_path):
     blocker.mkdir()
     (blocker / "sitecustomize.py").write_text(NO_NETWORK)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker), os.environ.get("PYTHONPATH", "")])}
-    probe = subprocess.run([sys.executable, "-c", "import socket; socket.create_connection(('127.0.0.1', 9), 1)"],
-                           env=env, capture_output=True, text=True)
+    probe = subprocess.run(
+        [sys.executable, "-c", "import socket; socket.create_connection(('127.0.0.1', 9), 1)"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert "network blocked by the test" in probe.stderr, "the blocker must be active in child processes"
     root = course(tmp_path, "05-feed-forward")
     proc, report = grade(root, env=env)
@@ -117,10 +128,17 @@ def test_tampered_notebook_loses_its_points_under_nbgrader_autograde(tmp_path):
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
 
     for step in ("generate_assignment", "autograde"):  # the first registers the assignment in the gradebook
-        nbgrader = subprocess.run([sys.executable, "-m", "nbgrader", step, "05-feed-forward", "--force"],
-                                  cwd=root, capture_output=True, text=True, env=env)
+        nbgrader = subprocess.run(
+            [sys.executable, "-m", "nbgrader", step, "05-feed-forward", "--force"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         assert nbgrader.returncode == 0, nbgrader.stderr[-3000:]
-    graded = nbformat.read(root / "instructor" / "autograded" / "alice" / "05-feed-forward" / "05-feed-forward.ipynb", as_version=4)
+    graded = nbformat.read(
+        root / "instructor" / "autograded" / "alice" / "05-feed-forward" / "05-feed-forward.ipynb", as_version=4
+    )
     outputs = [c.outputs for c in graded.cells if c.metadata.get("nbgrader", {}).get("grade")]
     assert outputs and all(o and o[0].output_type == "error" and "changes the grader" in o[0].evalue for o in outputs)
 

@@ -27,7 +27,9 @@ def imports(path: Path, known: set[str]) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             found |= {f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names}
     return {name for name in found if name in known}
 
@@ -73,7 +75,8 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_cycle_inside_bertlab():
     assert not cycles(graph()), "import circles (each group imports itself round): " + "; ".join(
-        " <-> ".join(group) for group in cycles(graph()))
+        " <-> ".join(group) for group in cycles(graph())
+    )
 
 
 def test_the_cycle_finder_finds_a_planted_cycle():

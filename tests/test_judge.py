@@ -27,10 +27,14 @@ exec("import torch\\ntorch.allclose = lambda *a, **k: True\\ntorch.equal = lambd
 def relu_feed_forward_with(cell_source: str):
     """Notebook 05's solution with ReLU instead of GELU in Task 5.1, and ``cell_source`` after it."""
     nb = nbformat.read(solution_notebook("05-feed-forward"), as_version=4)
-    (index, cell), = [(i, c) for i, c in enumerate(nb.cells)
-                      if c.metadata.get("nbgrader", {}).get("grade_id") == "bert-intermediate"]
+    ((index, cell),) = [
+        (i, c) for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "bert-intermediate"
+    ]
     assert "ACT2FN" in cell.source or "gelu" in cell.source.lower()
-    cell.source = cell.source + "\n\nBertIntermediate.forward = lambda self, hidden_states: torch.relu(self.dense(hidden_states))\n"
+    cell.source = (
+        cell.source
+        + "\n\nBertIntermediate.forward = lambda self, hidden_states: torch.relu(self.dense(hidden_states))\n"
+    )
     nb.cells.insert(index + 1, nbformat.v4.new_code_cell(cell_source))
     return nb
 
@@ -95,9 +99,11 @@ def test_learner_code_writes_only_in_its_own_folder(tmp_path):
     work, outside = tmp_path / "work", tmp_path / "outside.txt"
     work.mkdir()
     outside.write_text("the grader's file")
-    attempt = (f"for path in [{str(outside)!r}, __import__('bertlab.checks.compare').checks.compare.__file__]:\n"
-               f"    try:\n        open(path, 'a').write('# patched')\n    except PermissionError:\n        pass\n"
-               f"open('mine.txt', 'w').write('allowed')\n")
+    attempt = (
+        f"for path in [{str(outside)!r}, __import__('bertlab.checks.compare').checks.compare.__file__]:\n"
+        f"    try:\n        open(path, 'a').write('# patched')\n    except PermissionError:\n        pass\n"
+        f"open('mine.txt', 'w').write('allowed')\n"
+    )
     nb = nbformat.read(solution_notebook("05-feed-forward"), as_version=4)
     nb.cells.insert(1, nbformat.v4.new_code_cell(attempt))
     grader = Path(compare.__file__)
@@ -110,7 +116,6 @@ def test_learner_code_writes_only_in_its_own_folder(tmp_path):
     assert outside.read_text() == "the grader's file"
     assert (work / "mine.txt").read_text() == "allowed"
     assert result.checks and all(c.passed for c in result.checks), [c.message for c in result.checks]
-
 
 
 MEMORY_PROBE = """
@@ -151,8 +156,13 @@ def test_a_warm_judge_does_not_grow_notebook_after_notebook(tmp_path, name):
 
     from tests.conftest import ROOT
 
-    proc = subprocess.run([sys.executable, "-c", MEMORY_PROBE, str(solution_notebook(name))],
-                          capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [sys.executable, "-c", MEMORY_PROBE, str(solution_notebook(name))],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     assert seen["passed"] == [True, True]
@@ -166,15 +176,21 @@ def test_a_load_that_writes_to_the_weights_it_was_given_fails_and_changes_nothin
     writes to them fails, and the next check still gets the pretrained weights."""
     nb = nbformat.read(solution_notebook("05-feed-forward"), as_version=4)
     nb.cells = [c for c in nb.cells if not c.metadata.get("nbgrader", {}).get("grade")]
-    nb.cells.append(nbformat.v4.new_code_cell(
-        "class Doubling(BertIntermediate):\n"
-        "    def _load_from_state_dict(self, state_dict, prefix, *args):\n"
-        "        state_dict[prefix + 'dense.weight'].mul_(2)\n"
-        "        super()._load_from_state_dict(state_dict, prefix, *args)\n"))
+    nb.cells.append(
+        nbformat.v4.new_code_cell(
+            "class Doubling(BertIntermediate):\n"
+            "    def _load_from_state_dict(self, state_dict, prefix, *args):\n"
+            "        state_dict[prefix + 'dense.weight'].mul_(2)\n"
+            "        super()._load_from_state_dict(state_dict, prefix, *args)\n"
+        )
+    )
     for name, cls in (("doubling", "Doubling"), ("right-after", "BertIntermediate")):
-        nb.cells.append(nbformat.v4.new_code_cell(
-            f'check("5.1", {cls}, upto="values")',
-            metadata={"nbgrader": {"grade": True, "grade_id": name, "points": 1}}))
+        nb.cells.append(
+            nbformat.v4.new_code_cell(
+                f'check("5.1", {cls}, upto="values")',
+                metadata={"nbgrader": {"grade": True, "grade_id": name, "points": 1}},
+            )
+        )
     doubling, right_after = run_notebook(nb).checks
     assert not doubling.passed and "changed the weights it was given" in doubling.message, doubling.message
     assert right_after.passed, right_after.message
@@ -190,14 +206,18 @@ def test_a_notebook_that_changes_the_preloaded_model_changes_it_for_itself_only(
     """The learner processes are forks of a template that has loaded the pretrained model (their
     ``load_model()`` costs nothing): one notebook zeroing its weights leaves the next one's intact."""
     load = "from bertlab.reference import load_model\nweight = load_model().embeddings.word_embeddings.weight\n"
-    spoiler = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell(load + "weight.data.zero_()\nzeroed = bool(weight.abs().sum() == 0)"),
-        _graded_cell("assert zeroed", "zeroed"),
-    ])
-    after = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell(load + "intact = bool(weight.abs().sum() > 0)"),
-        _graded_cell("assert intact", "intact"),
-    ])
+    spoiler = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(load + "weight.data.zero_()\nzeroed = bool(weight.abs().sum() == 0)"),
+            _graded_cell("assert zeroed", "zeroed"),
+        ]
+    )
+    after = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(load + "intact = bool(weight.abs().sum() > 0)"),
+            _graded_cell("assert intact", "intact"),
+        ]
+    )
     for nb in (spoiler, after, after):
         result = run_notebook(nb)
         assert [c.passed for c in result.checks] == [True], [c.message for c in result.checks]

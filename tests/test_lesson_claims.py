@@ -57,8 +57,11 @@ def test_ffn_error_falls_with_k_and_vanishes_at_4h(errors):
 
 
 def test_ffn_per_token_beats_fixed_beats_random(errors, cosines, ks):
-    says(FFN, "each token's own top $k$ leaves a smaller error than the fixed subset, and the fixed subset "
-              "a smaller one than a random subset; the sentence cosines come in the same order.")
+    says(
+        FFN,
+        "each token's own top $k$ leaves a smaller error than the fixed subset, and the fixed subset "
+        "a smaller one than a random subset; the sentence cosines come in the same order.",
+    )
     for row in range(len(ks) - 1):  # every k below 4H
         err = [errors[s][row].mean() for s in ("per-token", "fixed", "random")]
         cos = [cosines[s][row].mean() for s in ("per-token", "fixed", "random")]
@@ -67,8 +70,11 @@ def test_ffn_per_token_beats_fixed_beats_random(errors, cosines, ks):
 
 
 def test_ffn_wider_hidden_layer_stores_more():
-    says(FFN, "the FFN with $4H$ hidden units stores the table far better than the one with $H$, and any "
-              "hidden layer beats the linear map")
+    says(
+        FFN,
+        "the FFN with $4H$ hidden units stores the table far better than the one with $H$, and any "
+        "hidden layer beats the linear map",
+    )
     results = {r.name: r for r in ffn_width.train_lookup(hidden=16, pairs=256, steps=300, seeds=(0, 1))}  # the lesson's
     wide, narrow = results["H -> 4H -> H (GELU)"], results["H -> H -> H (GELU)"]
     linear, deep = results["linear H -> H"], results["4 x (H -> H -> H), residual"]
@@ -95,8 +101,11 @@ def runs(model, batch):
 
 
 def test_ln_all_skipped_stream_grows_and_embeddings_lost(runs):
-    says(LN, "With all of them skipped, the stream grows after every layer (left, log scale) and the sentence "
-             "embeddings end up with the lowest cosine of the table, almost unrelated to the intact ones.")
+    says(
+        LN,
+        "With all of them skipped, the stream grows after every layer (left, log scale) and the sentence "
+        "embeddings end up with the lowest cosine of the table, almost unrelated to the intact ones.",
+    )
     skip_all = runs["all"]
     assert bool((skip_all.norms[1:] > skip_all.norms[:-1]).all())
     assert skip_all.mean_cosine == min(r.mean_cosine for r in runs.values())
@@ -104,15 +113,21 @@ def test_ln_all_skipped_stream_grows_and_embeddings_lost(runs):
 
 
 def test_ln_output_side_hurts_more_in_every_layer(model, runs):
-    says(LN, "In every layer, skipping the FFN-side `output.LayerNorm` hurts more than skipping the "
-             "attention-side one (right).")
+    says(
+        LN,
+        "In every layer, skipping the FFN-side `output.LayerNorm` hurts more than skipping the "
+        "attention-side one (right).",
+    )
     for i in range(model.config.num_hidden_layers):
         assert runs[f"layer {i} output"].mean_cosine < runs[f"layer {i} attention"].mean_cosine, i
 
 
 def test_ln_normalising_without_gamma_beta_is_not_enough(runs):
-    says(LN, "with $\\gamma$ and $\\beta$ dropped the stream has a constant size, yet the mean cosine is "
-             "lower than with every attention-side LayerNorm skipped.")
+    says(
+        LN,
+        "with $\\gamma$ and $\\beta$ dropped the stream has a constant size, yet the mean cosine is "
+        "lower than with every attention-side LayerNorm skipped.",
+    )
     norms = runs["all, without gamma and beta"].norms[1:]
     assert (norms.max() - norms.min()) / norms.mean() < 1e-3
     assert runs["all, without gamma and beta"].mean_cosine < runs["all attention"].mean_cosine
@@ -140,8 +155,11 @@ def widths():
 
 
 def test_width_identity_keeps_direction_projections_lose_it(widths):
-    says(RES, "After twelve identity skips the output still points roughly where the input did (cosine "
-              "printed); after twelve projections the cosine is near 0, orthogonal or not")
+    says(
+        RES,
+        "After twelve identity skips the output still points roughly where the input did (cosine "
+        "printed); after twelve projections the cosine is near 0, orthogonal or not",
+    )
     for norm in stream_width.NORMS:
         assert widths["identity", norm].cosine[-1] > 0.5
         for s in ("projection", "orthogonal"):
@@ -149,8 +167,11 @@ def test_width_identity_keeps_direction_projections_lose_it(widths):
 
 
 def test_width_post_ln_r2(widths):
-    says(RES, "the $R^2$ from the input falls faster with depth than with identities (left), while the "
-              "orthogonal projections keep about as much as the identity.")
+    says(
+        RES,
+        "the $R^2$ from the input falls faster with depth than with identities (left), while the "
+        "orthogonal projections keep about as much as the identity.",
+    )
     ident, proj, orth = (widths[s, "Post-LN"].r2 for s in ("identity", "projection", "orthogonal"))
     assert bool((proj[1:] < ident[1:]).all())
     assert abs(orth[-1] - ident[-1]) < 0.05

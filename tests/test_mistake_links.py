@@ -17,6 +17,4 @@ def headings(lesson: str) -> set[str]:
 @pytest.mark.parametrize("mistake", list(diagnose.REGISTRY.values()), ids=list(diagnose.REGISTRY))
 def test_hint_links_an_existing_section(mistake):
     assert (ROOT / "lessons" / f"{mistake.lesson}.py").is_file(), f"no lesson {mistake.lesson}"
-    assert mistake.section in headings(mistake.lesson), (
-        f"lessons/{mistake.lesson} has no section {mistake.section!r}"
-    )
+    assert mistake.section in headings(mistake.lesson), f"lessons/{mistake.lesson} has no section {mistake.section!r}"

@@ -33,6 +33,7 @@ def only_grade_cells_of(nb, tasks):
     the last one kept: the mistake's own tasks name it, and a later cell cannot change an earlier
     verdict. Grading the rest of the notebook again for every mutation (BertModel's checks for a
     mistake in BertLayer, the measurements' plots) is what made this test take minutes."""
+
     def kept(cell):
         if not cell.metadata.get("nbgrader", {}).get("grade"):
             return True
@@ -42,7 +43,7 @@ def only_grade_cells_of(nb, tasks):
 
     cells = [c for c in nb.cells if kept(c)]
     last = max((i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("grade")), default=-1)
-    nb.cells = cells[:last + 1]
+    nb.cells = cells[: last + 1]
     return nb
 
 

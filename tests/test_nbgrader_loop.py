@@ -37,7 +37,9 @@ HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
 def _env() -> dict:
     # No manual PATH change: the venv's bin/ is not on PATH, as in a shell that never activated it.
     bindir = os.path.dirname(sys.executable)
-    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if p and os.path.abspath(p) != bindir)
+    path = os.pathsep.join(
+        p for p in os.environ.get("PATH", "").split(os.pathsep) if p and os.path.abspath(p) != bindir
+    )
     return {**os.environ, "PATH": path, "HF_HUB_OFFLINE": "1"}
 
 
@@ -83,8 +85,12 @@ def loop(tmp_path_factory):
     for name in LOOPED:
         nbgrader(course, "release_assignment", name, "--force")
         # The learner's side has no course config: their own nbgrader config names the exchange.
-        learner = (f"--Exchange.root={course / 'instructor' / 'exchange'}", f"--Exchange.assignment_dir={home}",
-                   f"--Exchange.cache={home / '.nbgrader-cache'}", "--course=bertlab")
+        learner = (
+            f"--Exchange.root={course / 'instructor' / 'exchange'}",
+            f"--Exchange.assignment_dir={home}",
+            f"--Exchange.cache={home / '.nbgrader-cache'}",
+            "--course=bertlab",
+        )
         nbgrader(home, "fetch_assignment", name, *learner)
         fetched = home / name / f"{name}.ipynb"
         shutil.copy(fetched, tmp_path_factory.getbasetemp() / f"fetched-{name}.ipynb")  # kept for the leak test
@@ -98,8 +104,13 @@ def loop(tmp_path_factory):
     graded = _run([sys.executable, "-m", "bertlab.cli", "autograde", "--course", str(course), "--json"], ROOT)
     feedback = nbgrader(course, "generate_feedback", "--assignment=*", "--force")
     nbgrader(course, "export", "--to", "instructor/grades.csv")
-    return {"course": course, "home": home, "fetched": tmp_path_factory.getbasetemp(), "autograde": graded.stdout,
-            "feedback_log": feedback.stderr}
+    return {
+        "course": course,
+        "home": home,
+        "fetched": tmp_path_factory.getbasetemp(),
+        "autograde": graded.stdout,
+        "feedback_log": feedback.stderr,
+    }
 
 
 def test_feedback_is_generated_without_configuration_warnings(loop):
@@ -191,14 +202,20 @@ def test_a_resubmission_regraded_into_an_error_leaves_no_old_feedback(loop, tmp_
     feedback = course / "instructor" / "feedback" / "learner" / name
     assert list(feedback.glob("*.html")), "the first submission's feedback is missing: nothing to go stale"
     (home / name / f"{name}.ipynb").write_text('{"cells": [  (saved half-way)')
-    learner = (f"--Exchange.root={course / 'instructor' / 'exchange'}", f"--Exchange.assignment_dir={home}",
-               f"--Exchange.cache={home / '.nbgrader-cache'}", "--course=bertlab")
+    learner = (
+        f"--Exchange.root={course / 'instructor' / 'exchange'}",
+        f"--Exchange.assignment_dir={home}",
+        f"--Exchange.cache={home / '.nbgrader-cache'}",
+        "--course=bertlab",
+    )
     nbgrader(home, "submit", name, *learner, "--student=learner")
     nbgrader(course, "collect", "--update", name)
-    regraded = json.loads(_run([sys.executable, "-m", "bertlab.cli", "autograde", "--course", str(course), "--json"],
-                               ROOT).stdout)
+    regraded = json.loads(
+        _run([sys.executable, "-m", "bertlab.cli", "autograde", "--course", str(course), "--json"], ROOT).stdout
+    )
     assert [(o["student"], o["assignment"], o["status"]) for o in regraded if o["status"] != "skipped"] == [
-        ("learner", name, "error")]
+        ("learner", name, "error")
+    ]
     nbgrader(course, "generate_feedback", "--assignment=*", "--force")
     nbgrader(course, "export", "--to", "instructor/grades.csv")
     with open(course / "instructor" / "grades.csv") as f:

@@ -74,25 +74,52 @@ def test_retired_patterns_are_searched_in_real_files():
 @pytest.mark.parametrize("path", prose_and_code(), ids=lambda p: p.name)
 def test_no_retired_letter_or_wording(path: Path):
     text = path.read_text()
-    found = [f"{path.name}: {m.group(0).strip()!r} ({why})"
-             for pattern, why in RETIRED for m in re.finditer(pattern, text, re.M)]
+    found = [
+        f"{path.name}: {m.group(0).strip()!r} ({why})"
+        for pattern, why in RETIRED
+        for m in re.finditer(pattern, text, re.M)
+    ]
     assert not found, "\n".join(found)
 
 
 def test_retired_patterns_can_match():
     # each pattern is live: a sentence written the old way is caught
-    old = ("    a = layer.attention.output(context, x)\n"
-           "each of the $4H$ rows of $W_1$ is a key\n"
-           r"$\mathrm{FFN}(x) = \max(0, xW_1)$, $W_2\,\mathrm{GELU}(W_1 h)$" "\n"
-           "padding keeps most of its attention; Heads add independently\n")
+    old = (
+        "    a = layer.attention.output(context, x)\n"
+        "each of the $4H$ rows of $W_1$ is a key\n"
+        r"$\mathrm{FFN}(x) = \max(0, xW_1)$, $W_2\,\mathrm{GELU}(W_1 h)$"
+        "\n"
+        "padding keeps most of its attention; Heads add independently\n"
+    )
     hits = sum(bool(re.search(pattern, old, re.M)) for pattern, _ in RETIRED)
     assert hits >= 6
 
 
 # -- the notation page covers the lessons' equations ---------------------------------------------
 
-GREEK = {"alpha", "beta", "gamma", "delta", "epsilon", "varepsilon", "mu", "sigma", "Phi", "phi",
-         "pi", "rho", "tau", "lambda", "theta", "omega", "Omega", "Sigma", "Delta", "eta", "xi"}
+GREEK = {
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "epsilon",
+    "varepsilon",
+    "mu",
+    "sigma",
+    "Phi",
+    "phi",
+    "pi",
+    "rho",
+    "tau",
+    "lambda",
+    "theta",
+    "omega",
+    "Omega",
+    "Sigma",
+    "Delta",
+    "eta",
+    "xi",
+}
 # commands whose argument is a word, not a symbol: \mathrm{softmax}, \text{tokens}, \mathbb{R}
 WORD_ARG = re.compile(r"\\(?:mathrm|text|operatorname|mathbb|mathbf|mathcal|textbf)\s*\{[^{}]*\}")
 MATH = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$", re.S)
@@ -141,8 +168,11 @@ def equation_sections(path: Path) -> list[str]:
 
 def notation_symbols() -> set[str]:
     """Symbols in the first column of every table of docs/notation.md."""
-    cells = [line.split("|")[1] for line in NOTATION.read_text().splitlines()
-             if line.startswith("|") and not re.match(r"\|\s*-", line)]
+    cells = [
+        line.split("|")[1]
+        for line in NOTATION.read_text().splitlines()
+        if line.startswith("|") and not re.match(r"\|\s*-", line)
+    ]
     return math_symbols("\n".join(cells))
 
 
@@ -152,14 +182,44 @@ def missing(text: str) -> set[str]:
 
 def test_symbol_extraction():
     assert symbols(r"\mathrm{LN}_2\big(h + m W_{2,l} + b^O_i\big) \odot \gamma^\top") == {
-        "h", "m", "W_2", "b^O", "\\gamma"}
+        "h",
+        "m",
+        "W_2",
+        "b^O",
+        "\\gamma",
+    }
     assert symbols(r"E_\text{word}[w_t] + \mathbb{R}^{H \times d}") == {"E_word", "w", "H", "d"}
 
 
 def test_notation_page_lists_the_layer():
     table = notation_symbols()
-    layer = {"x", "a", "h", "m", "f", "y", "Q", "K", "V", "W^Q", "W^K", "W^V", "W^O", "W_1", "W_2",
-             "b_1", "b_2", "\\gamma", "\\beta", "H", "A", "d", "B", "T", "L"}
+    layer = {
+        "x",
+        "a",
+        "h",
+        "m",
+        "f",
+        "y",
+        "Q",
+        "K",
+        "V",
+        "W^Q",
+        "W^K",
+        "W^V",
+        "W^O",
+        "W_1",
+        "W_2",
+        "b_1",
+        "b_2",
+        "\\gamma",
+        "\\beta",
+        "H",
+        "A",
+        "d",
+        "B",
+        "T",
+        "L",
+    }
     assert layer <= table, sorted(layer - table)
 
 
@@ -181,6 +241,7 @@ def test_an_undefined_symbol_is_caught():
 
 
 # -- where the page is announced ------------------------------------------------------------------
+
 
 def test_first_lesson_and_faq_link_the_notation_page():
     assert "](../docs/notation.md)" in (ROOT / "lessons" / "01-anatomy.py").read_text()

@@ -29,9 +29,17 @@ from tests.test_bad_submissions import OPTIONS, describe, problems_with
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 TASKS = sorted(p.name for p in (ROOT / "solutions").iterdir() if (p / f"{p.name}.ipynb").is_file())
-PROCESS_CASES = {"right-feed-forward", "os-exit-in-cell", "os-exit-in-forward", "sys-exit-in-cell",
-                 "sys-exit-in-forward", "right-beside-limits", "infinite-loop-in-cell", "infinite-loop-in-forward",
-                 "runaway-memory"}
+PROCESS_CASES = {
+    "right-feed-forward",
+    "os-exit-in-cell",
+    "os-exit-in-forward",
+    "sys-exit-in-cell",
+    "sys-exit-in-forward",
+    "right-beside-limits",
+    "infinite-loop-in-cell",
+    "infinite-loop-in-forward",
+    "runaway-memory",
+}
 MARKER = "BERTLAB_TEST_RUN"
 
 
@@ -60,13 +68,29 @@ def grade(folder: Path, path: str, run: str) -> dict:
     or left a process running."""
     marker = uuid.uuid4().hex
     options = {**OPTIONS["main"], **OPTIONS.get(run, {}), **RUN_OPTIONS.get(run, {})}
-    args = ["grade", "--cold", "--path", str(folder), "--json", "--no-progress", "--jobs", "2",
-            "--timeout", f"{options['timeout']:g}"]
+    args = [
+        "grade",
+        "--cold",
+        "--path",
+        str(folder),
+        "--json",
+        "--no-progress",
+        "--jobs",
+        "2",
+        "--timeout",
+        f"{options['timeout']:g}",
+    ]
     if options["memory_mb"]:
         args += ["--memory-limit", f"{options['memory_mb']:g}"]
     before = digest(folder)
-    proc = subprocess.run([sys.executable, "-m", "bertlab.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          env={**path_env(path), MARKER: marker}, timeout=1200)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bertlab.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**path_env(path), MARKER: marker},
+        timeout=1200,
+    )
     assert proc.stdout.strip(), f"no report on the {path} path:\n{proc.stderr[-3000:]}"
     assert digest(folder) == before, f"grading on the {path} path changed or added files under {folder}"
     left = gone_within(MARKER, marker, 10)  # a learner's watchdog ends it as its judge ends: moments later
@@ -83,8 +107,12 @@ RUN_OPTIONS = {"limits": {"timeout": 30.0}}
 def graded(folders) -> dict[tuple[str, str], dict]:
     """Each run on each path; the course's solutions and exercises on the portable path only (the
     Linux path's full marks and zeros for them are ``test_grading.py``'s)."""
-    return {(path, run): grade(folder, path, run) for path in PATHS for run, folder in folders.items()
-            if path == "portable" or run not in ("solutions", "exercises")}
+    return {
+        (path, run): grade(folder, path, run)
+        for path in PATHS
+        for run, folder in folders.items()
+        if path == "portable" or run not in ("solutions", "exercises")
+    }
 
 
 def verdict(task: dict) -> list[tuple]:
@@ -93,15 +121,18 @@ def verdict(task: dict) -> list[tuple]:
 
 def test_the_emulation_removes_what_macos_lacks():
     """What the portable path is tested without is really gone from a process of the run."""
-    probe = ("import ctypes, os, sys\n"
-             "from bertlab.grading import platforms\n"
-             "missing = [n for n in ('pidfd_open', 'fork') if not hasattr(os, n)]\n"
-             "for n in ('prctl', 'syscall'):\n"
-             "    try:\n        getattr(ctypes.CDLL(None), n)\n"
-             "    except AttributeError:\n        missing.append(n)\n"
-             "print(platforms.current().name, sorted(missing))\n")
-    out = subprocess.run([sys.executable, "-c", probe], env=path_env("portable"), capture_output=True, text=True,
-                         check=True).stdout.split(maxsplit=1)
+    probe = (
+        "import ctypes, os, sys\n"
+        "from bertlab.grading import platforms\n"
+        "missing = [n for n in ('pidfd_open', 'fork') if not hasattr(os, n)]\n"
+        "for n in ('prctl', 'syscall'):\n"
+        "    try:\n        getattr(ctypes.CDLL(None), n)\n"
+        "    except AttributeError:\n        missing.append(n)\n"
+        "print(platforms.current().name, sorted(missing))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], env=path_env("portable"), capture_output=True, text=True, check=True
+    ).stdout.split(maxsplit=1)
     assert out == ["portable", "['fork', 'pidfd_open', 'prctl', 'syscall']\n"]
 
 
@@ -118,8 +149,9 @@ def test_process_cases_get_their_verdict_on_the_portable_path(graded, case):
     from bertlab.grading.results import CheckResult
 
     task = graded["portable", case.run][case.folder]
-    result = TaskResult(task["task"], task["score"], task["max_score"], task["status"],
-                        [CheckResult(**c) for c in task["checks"]])
+    result = TaskResult(
+        task["task"], task["score"], task["max_score"], task["status"], [CheckResult(**c) for c in task["checks"]]
+    )
     problems = problems_with(case, result)
     assert not problems, f"{case.why}\n\n" + "\n".join(problems) + "\n\n" + describe(result)
 
@@ -131,8 +163,11 @@ def test_both_paths_give_the_same_points_and_messages(graded, run):
     # Runaway memory is stopped when a reading first exceeds the limit: where in the notebook
     # that falls depends on timing on either path, so only its end is compared.
     timing = {c.folder for c in CASES if c.name == "runaway-memory"}
-    differ = {name: (verdict(linux[name]), verdict(portable[name])) for name in linux
-              if name not in timing and verdict(linux[name]) != verdict(portable[name])}
+    differ = {
+        name: (verdict(linux[name]), verdict(portable[name]))
+        for name in linux
+        if name not in timing and verdict(linux[name]) != verdict(portable[name])
+    }
     assert not differ, f"the paths disagree: {differ}"
     for name in timing & set(linux):
         assert linux[name]["status"] == portable[name]["status"], (verdict(linux[name]), verdict(portable[name]))
@@ -154,8 +189,12 @@ def linux_only_uses(path: Path) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr in LINUX_ONLY_ATTRIBUTES:
             found.append(f"{path.name}:{node.lineno} .{node.attr}")
-        elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
-              and node.value.startswith("/proc")):
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings
+            and node.value.startswith("/proc")
+        ):
             found.append(f"{path.name}:{node.lineno} {node.value!r}")
     return found
 
@@ -190,9 +229,14 @@ def test_a_judge_killed_mid_notebook_costs_that_notebook_only_and_leaves_no_proc
     nb.cells.insert(0, nbformat.v4.new_code_cell("while True:\n    pass"))
     nbformat.write(nb, tmp_path / task / f"{task}.ipynb")
     marker = uuid.uuid4().hex
-    client = subprocess.Popen([sys.executable, "-m", "bertlab.cli", "grade", "--cold", "--path", str(tmp_path),
-                               "--json", "--no-progress"], cwd=ROOT, env={**path_env(path), MARKER: marker},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    client = subprocess.Popen(
+        [sys.executable, "-m", "bertlab.cli", "grade", "--cold", "--path", str(tmp_path), "--json", "--no-progress"],
+        cwd=ROOT,
+        env={**path_env(path), MARKER: marker},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline, looping = time.monotonic() + 120, []
         while not looping and time.monotonic() < deadline:

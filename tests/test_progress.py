@@ -46,8 +46,9 @@ def _mutated(nb, old: str, new: str):
 
 def _bertlab(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "MPLBACKEND": "Agg"}
-    return subprocess.run([sys.executable, "-m", "bertlab.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "bertlab.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
+    )
 
 
 # Session-wide: xdist may run other modules' tests between this module's, which would tear a
@@ -65,8 +66,20 @@ def graded(tmp_path_factory):
     # ADD_NORM stays as released: stubs that raise NotImplementedError.
     before = {p: p.read_bytes() for p in exercises.rglob("*.ipynb")}
     out = work / "site"
-    proc = _bertlab("grade", "03", "04", "05", "--path", str(exercises), "--progress-dir", str(out), "--json",
-                    "--jobs", "2", cwd=work)
+    proc = _bertlab(
+        "grade",
+        "03",
+        "04",
+        "05",
+        "--path",
+        str(exercises),
+        "--progress-dir",
+        str(out),
+        "--json",
+        "--jobs",
+        "2",
+        cwd=work,
+    )
     assert proc.returncode == 1, proc.stderr[-3000:]  # some checks fail, on purpose
     after = {p: p.read_bytes() for p in exercises.rglob("*.ipynb")}
     assert after == before, "grading wrote to the learner's notebooks"
@@ -86,7 +99,11 @@ def test_progress_json_has_every_graded_task(graded):
     assert not list(out.rglob(".*")), "a temporary file was left behind"
     for task in report["tasks"]:
         entry, first = entries[task["task"]], _first_failure(task)
-        assert (entry["score"], entry["max_score"], entry["status"]) == (task["score"], task["max_score"], task["status"])
+        assert (entry["score"], entry["max_score"], entry["status"]) == (
+            task["score"],
+            task["max_score"],
+            task["status"],
+        )
         assert entry["exercise"] == f"exercises/{task['task']}/{task['task']}/"
         datetime.fromisoformat(entry["graded_at"])  # a timestamp
         if first is None:
@@ -133,10 +150,21 @@ def _report(**tasks):
     results = []
     for name, (points, heatmap) in tasks.items():
         passed = heatmap is None and points == 2
-        message = "[Task 9.9] X passed" if passed else '[Task 9.9] X: values differ\n  See lessons/01-anatomy (section "The two dots")'
+        message = (
+            "[Task 9.9] X passed"
+            if passed
+            else '[Task 9.9] X: values differ\n  See lessons/01-anatomy (section "The two dots")'
+        )
         picture = base64.b64encode(heatmap).decode() if heatmap else None
-        results.append(TaskResult(name, points, 2.0, "passed" if passed else "failed",
-                                  [CheckResult("c", passed, points, 2.0, message, None, picture)]))
+        results.append(
+            TaskResult(
+                name,
+                points,
+                2.0,
+                "passed" if passed else "failed",
+                [CheckResult("c", passed, points, 2.0, message, None, picture)],
+            )
+        )
     return Report(results)
 
 
@@ -144,14 +172,20 @@ def test_write_merges_tasks_and_removes_a_stale_heatmap(tmp_path):
     first = progress.write(_report(**{"01-a": (0.0, PNG + b"a"), "02-b": (0.0, PNG + b"b")}), tmp_path)
     data = json.loads(first.read_text())
     assert [t["heatmap"] for t in data["tasks"]] == ["heatmaps/01-a.png", "heatmaps/02-b.png"]
-    assert (data["tasks"][0]["lesson"], data["tasks"][0]["section"]) == ("lessons/01-anatomy/#the-two-dots", "The two dots")
+    assert (data["tasks"][0]["lesson"], data["tasks"][0]["section"]) == (
+        "lessons/01-anatomy/#the-two-dots",
+        "The two dots",
+    )
     later = datetime(2030, 1, 2, tzinfo=timezone.utc)
     progress.write(_report(**{"01-a": (2.0, None)}), tmp_path, now=later)  # Task 01 fixed, 02 not regraded
     data = json.loads(first.read_text())
     entries = {t["task"]: t for t in data["tasks"]}
     assert entries["01-a"]["status"] == "passed" and entries["01-a"]["heatmap"] is None
     assert entries["01-a"]["graded_at"] == later.isoformat(timespec="seconds")
-    assert entries["02-b"]["heatmap"] == "heatmaps/02-b.png" and entries["02-b"]["graded_at"] != entries["01-a"]["graded_at"]
+    assert (
+        entries["02-b"]["heatmap"] == "heatmaps/02-b.png"
+        and entries["02-b"]["graded_at"] != entries["01-a"]["graded_at"]
+    )
     assert not (tmp_path / "heatmaps" / "01-a.png").exists(), "the fixed task's old heatmap is still served"
     assert (tmp_path / "heatmaps" / "02-b.png").read_bytes() == PNG + b"b"
     assert data["score"] == 2.0 and data["max_score"] == 4.0

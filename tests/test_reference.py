@@ -119,8 +119,11 @@ def test_doctor_offline_line_fails_when_loading_reaches_for_a_hub(tmp_path):
         "    return _load_model(model)\n"
         "reference.load_model = load_model\n"
     )
-    env = {**_without(reference.ENV_VAR), doctor.OFFLINE_VAR: "0",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **_without(reference.ENV_VAR),
+        doctor.OFFLINE_VAR: "0",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])),
+    }
     ok, what, detail = doctor.offline_check(None, env)
     assert not ok
     assert f"({doctor.OFFLINE_VAR}=0)" in detail

@@ -59,8 +59,10 @@ def _build(out: Path) -> str | None:
     """
     proc = subprocess.run(
         ["make", "--no-print-directory", "-o", ".venv/.installed", "site", f"SITE_DIR={out}"],
-        cwd=ROOT, env={k: v for k, v in os.environ.items() if k not in SHARED_CORES_ENV},
-        capture_output=True, text=True,
+        cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if k not in SHARED_CORES_ENV},
+        capture_output=True,
+        text=True,
     )
     return None if proc.returncode == 0 else (proc.stdout + proc.stderr)[-6000:]
 
@@ -154,8 +156,7 @@ def test_nav_lists_every_lesson_and_exercise(reader):
     paths = {urlsplit(h).path.lstrip("/") for h in hrefs}
     missing = [lesson.name for lesson in lessons() if lesson_url(lesson) not in paths]
     missing += [
-        nb.relative_to(ROOT).as_posix() for nb in exercises()
-        if f"exercises/{nb.parent.name}/{nb.stem}/" not in paths
+        nb.relative_to(ROOT).as_posix() for nb in exercises() if f"exercises/{nb.parent.name}/{nb.stem}/" not in paths
     ]
     assert not missing, f"not in the site's navigation (add them to mkdocs.yml's nav): {missing}"
     assert not reader.problems, reader.problems
@@ -248,7 +249,9 @@ def test_internal_links_resolve(site):
 
 NBCONVERT_DEFAULT_ALT = "No description has been provided for this image"
 # Text a reader must never see: inline TeX left untypeset, TeX commands, reST roles.
-RAW_TEX = re.compile(r"\$[^$\s][^$]*\$|\\[()\[\]]|\\(?:frac|sqrt|mathrm|mathbf|mathcal|text|top|partial|cdot|sum|left|right)\b")
+RAW_TEX = re.compile(
+    r"\$[^$\s][^$]*\$|\\[()\[\]]|\\(?:frac|sqrt|mathrm|mathbf|mathcal|text|top|partial|cdot|sum|left|right)\b"
+)
 REST_ROLE = re.compile(r":(?:func|class|data|meth|attr|mod|obj|exc|ref|py:\w+):`?")
 # A list item swallowed into the paragraph above it: "N. " starts a line inside a <p>.
 SWALLOWED_ITEM = re.compile(r"\n[ \t]*\d+\.[ \t]")
@@ -282,7 +285,9 @@ def prose_problems(texts: list[str], paragraphs: list[str]) -> list[str]:
 def test_prose_checks_catch_planted_defects():
     assert prose_problems(["What $W^O$ does", r"see \frac{a}{b}"], []) == ["raw TeX '$W^O$'", r"raw TeX '\\frac'"]
     assert prose_problems(["use :func:", "locate"], ["Like this::"]) == [
-        "reST role ':func:'", "paragraph ending in '::': 'Like this::'"]
+        "reST role ':func:'",
+        "paragraph ending in '::': 'Like this::'",
+    ]
     assert prose_problems([], ["4. Grade it (or make grade).\n5. Read the feedback"]) != []
     assert prose_problems(["costs 5 dollars", "Task 1.5"], ["One line.\nAnother, 2019.", "1. a"]) == []
 
@@ -343,7 +348,8 @@ def test_every_image_has_a_description(site):
         parser.feed(page.read_text(encoding="utf-8"))
         total += len(parser.alts)
         undescribed += [
-            f"{page.relative_to(site)}: alt={alt!r}" for alt in parser.alts
+            f"{page.relative_to(site)}: alt={alt!r}"
+            for alt in parser.alts
             if not (alt or "").strip() or alt.strip() == NBCONVERT_DEFAULT_ALT
         ]
     assert total, "no image on the site: the check would prove nothing"
@@ -383,7 +389,10 @@ def test_notebook_tables_of_contents_show_their_headings(reader):
                                     h ? h.querySelectorAll("mjx-container").length : 0]; });
         }""")
         entries += len(pairs)
-        wrong += [f"{url}{href}: TOC {toc!r}, heading {heading!r}" for href, toc, heading, toc_math, heading_math in pairs
-                  if heading is None or toc != heading or toc_math != heading_math]
+        wrong += [
+            f"{url}{href}: TOC {toc!r}, heading {heading!r}"
+            for href, toc, heading, toc_math, heading_math in pairs
+            if heading is None or toc != heading or toc_math != heading_math
+        ]
     assert entries, "no TOC entry on any notebook page"
     assert not wrong, "\n".join(wrong[:30])

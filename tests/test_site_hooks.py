@@ -31,7 +31,7 @@ Read [the lesson](lessons/01-demo.py), its [second section](lessons/01-demo.py#w
 ## Why $4H$
 """
 
-LESSON = '''\
+LESSON = """\
 # %% [markdown]
 # # Demo lesson
 #
@@ -50,7 +50,7 @@ import matplotlib.pyplot as plt
 
 plt.plot([0, 1], [0, 1])
 plt.show()
-'''
+"""
 
 
 def project(tmp_path: Path, home: str = HOME, lesson: str = LESSON, hooks=ALL_HOOKS) -> Path:
@@ -58,7 +58,8 @@ def project(tmp_path: Path, home: str = HOME, lesson: str = LESSON, hooks=ALL_HO
     (tmp_path / "docs" / "index.md").write_text(home)
     (tmp_path / "docs" / "lessons" / "01-demo.py").write_text(lesson)
     hook_lines = "\n".join(f"  - {HOOKS / name}" for name in hooks)
-    (tmp_path / "mkdocs.yml").write_text(textwrap.dedent("""\
+    (tmp_path / "mkdocs.yml").write_text(
+        textwrap.dedent("""\
         site_name: demo
         theme:
           name: material
@@ -80,23 +81,33 @@ def project(tmp_path: Path, home: str = HOME, lesson: str = LESSON, hooks=ALL_HO
           - pymdownx.arithmatex:
               generic: true
         hooks:
-        """) + hook_lines + "\n")
+        """)
+        + hook_lines
+        + "\n"
+    )
     return tmp_path
 
 
 def build(root: Path) -> tuple[bool, str, Path]:
     """Build ``root`` strictly, as the course's tests run it: with ``MPLBACKEND=Agg`` set."""
     env = {**os.environ, "MPLBACKEND": "Agg", "HF_HUB_OFFLINE": "1", "NO_MKDOCS_2_WARNING": "1"}
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict"], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     return proc.returncode == 0, proc.stderr, root / "site"
 
 
 def toc_links(page: str) -> list[tuple[str, str]]:
     """(href, inner html) of the on-page table of contents' links."""
-    toc = page[page.index('data-md-component="toc"'):]
-    return re.findall(r'<a href="(#[^"]*)" class="md-nav__link">\s*<span class="md-ellipsis">\s*(.*?)\s*</span>\s*</a>',
-                      toc, re.S)
+    toc = page[page.index('data-md-component="toc"') :]
+    return re.findall(
+        r'<a href="(#[^"]*)" class="md-nav__link">\s*<span class="md-ellipsis">\s*(.*?)\s*</span>\s*</a>', toc, re.S
+    )
 
 
 def test_a_correct_project_builds_with_figures_toc_and_links(tmp_path):
@@ -129,7 +140,11 @@ def _processes_with(marker: str) -> list[str]:
     found = []
     for proc in Path("/proc").iterdir():
         try:
-            if proc.name.isdigit() and proc.name != str(os.getpid()) and marker.encode() in (proc / "environ").read_bytes():
+            if (
+                proc.name.isdigit()
+                and proc.name != str(os.getpid())
+                and marker.encode() in (proc / "environ").read_bytes()
+            ):
                 found.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode())
         except OSError:
             continue
@@ -161,8 +176,9 @@ def test_lessons_run_in_kernels_that_end_with_the_build(tmp_path, monkeypatch, p
 
 def test_planted_missing_pages_anchors_and_descriptions_fail_the_build(tmp_path):
     home = HOME + "\nSee [a page not written](missing.md) and [a lost section](lessons/01-demo.py#no-such-id).\n"
-    lesson = LESSON.replace("Back to [the home page](../index.md).",
-                            "Back to [the home page](../index.md), or [nowhere](../nowhere.md).")
+    lesson = LESSON.replace(
+        "Back to [the home page](../index.md).", "Back to [the home page](../index.md), or [nowhere](../nowhere.md)."
+    )
     lesson += "\n# %%\nplt.plot([1, 0])\nplt.show()\n"
     ok, log, _ = build(project(tmp_path, home=home, lesson=lesson))
     assert not ok, "the strict build passed with a missing page, a broken anchor and an undescribed figure"
@@ -175,7 +191,7 @@ def test_planted_missing_pages_anchors_and_descriptions_fail_the_build(tmp_path)
 def test_a_lesson_that_fails_fails_the_build_with_its_own_error(tmp_path):
     """Run ahead of the pages, the failing lesson leaves no cache entry; its page runs it again and
     the build stops with the lesson's error, as without the parallel run."""
-    lesson = LESSON + "\n# %%\nraise ZeroDivisionError(\"the lesson's own error\")\n"
+    lesson = LESSON + '\n# %%\nraise ZeroDivisionError("the lesson\'s own error")\n'
     ok, log, _ = build(project(tmp_path, lesson=lesson))
     assert not ok, log
     log = re.sub(r"\x1b\[[0-9;]*m", "", log)  # the traceback's colours

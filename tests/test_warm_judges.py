@@ -21,14 +21,18 @@ TASK = "05-feed-forward"
 
 
 def bertlab(*args, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bertlab.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          env=env, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "bertlab.cli", *args], cwd=ROOT, capture_output=True, text=True, env=env, timeout=600
+    )
 
 
 def verdicts(proc: subprocess.CompletedProcess) -> list[tuple]:
     report = json.loads(proc.stdout)
-    return [(t["task"], c["name"], c["passed"], c["points"], c["message"], c["mistake"])
-            for t in report["tasks"] for c in t["checks"]]
+    return [
+        (t["task"], c["name"], c["passed"], c["points"], c["message"], c["mistake"])
+        for t in report["tasks"]
+        for c in t["checks"]
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -85,8 +89,9 @@ def test_warm_judges_give_the_verdicts_of_fresh_ones(judges, course, which):
 
 def test_judges_for_another_model_are_not_used(judges, course, tiny_bert_dir):
     before = graded(judges)
-    proc = bertlab("grade", "--path", str(course / "right"), "--json", "--no-progress",
-                   "--model", str(tiny_bert_dir), env=judges)
+    proc = bertlab(
+        "grade", "--path", str(course / "right"), "--json", "--no-progress", "--model", str(tiny_bert_dir), env=judges
+    )
     assert "by the warm judges" not in proc.stderr
     assert graded(judges) == before
     status = bertlab("judges", "status", "--model", str(tiny_bert_dir), env=judges)
@@ -153,9 +158,15 @@ def test_ctrl_c_stops_grading_at_once(judges, hanging, how):
 
     marker = judges["BERTLAB_TEST_JUDGES"]
     args = [sys.executable, "-m", "bertlab.cli", "grade", "--path", str(hanging), "--no-progress"]
-    client = subprocess.Popen(args + ([how] if how == "--cold" else []), cwd=ROOT, env=judges, text=True,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    client = subprocess.Popen(
+        args + ([how] if how == "--cold" else []),
+        cwd=ROOT,
+        env=judges,
+        text=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.monotonic() + 60
     while not learners(marker) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -180,8 +191,13 @@ def test_a_client_that_goes_away_frees_its_judge(judges, course, hanging):
     grading of its notebook: a notebook that hangs does not hold the judge until its time limit."""
     import time
 
-    client = subprocess.Popen([sys.executable, "-m", "bertlab.cli", "grade", "--path", str(hanging), "--no-progress"],
-                              cwd=ROOT, env=judges, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client = subprocess.Popen(
+        [sys.executable, "-m", "bertlab.cli", "grade", "--path", str(hanging), "--no-progress"],
+        cwd=ROOT,
+        env=judges,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
     def busy() -> int:
         return int(bertlab("judges", "status", env=judges).stdout.split(", ")[-1].split(" grading now")[0])
@@ -205,14 +221,15 @@ def test_a_client_that_goes_away_frees_its_judge(judges, course, hanging):
     assert after.returncode == 0 and "by the warm judges" in after.stderr, after.stderr
 
 
-
 def learners(marker: str) -> list[int]:
     """The processes running a notebook's cells for the judges whose environment holds ``marker``
     (a learner process works in the folder the graded copy is in: ``bertlab-grade-*/work``)."""
     found = []
     for proc in Path("/proc").iterdir():
         try:
-            if not proc.name.isdigit() or f"BERTLAB_TEST_JUDGES={marker}".encode() not in (proc / "environ").read_bytes().split(b"\0"):
+            if not proc.name.isdigit() or f"BERTLAB_TEST_JUDGES={marker}".encode() not in (
+                proc / "environ"
+            ).read_bytes().split(b"\0"):
                 continue
             cwd = Path(os.readlink(proc / "cwd"))
         except OSError:

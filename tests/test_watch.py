@@ -38,8 +38,12 @@ def test_a_saved_notebook_is_graded_again(tmp_path, monkeypatch, path):
         else:
             done.set()
 
-    thread = threading.Thread(target=watch, args=(tmp_path / "exercises", [TASK], Limits(300, 4096), show),
-                              kwargs={"say": lambda _: None, "stop": done.is_set}, daemon=True)
+    thread = threading.Thread(
+        target=watch,
+        args=(tmp_path / "exercises", [TASK], Limits(300, 4096), show),
+        kwargs={"say": lambda _: None, "stop": done.is_set},
+        daemon=True,
+    )
     thread.start()
     thread.join(600)
     assert not thread.is_alive(), f"the watch did not grade the saved notebook: {shown}"

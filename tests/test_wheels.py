@@ -81,16 +81,28 @@ def compile_for(platform: str, python: str, requirements_in: Path, out_dir: Path
     _, triple, extra_env = next(p for p in PLATFORMS if p[0] == platform)
     output = out_dir / f"{platform}-py{python}.txt"
     command = [
-        str(UV), "pip", "compile", str(requirements_in),
-        "-c", str(ROOT / "constraints.txt"),
-        "--only-binary", ":all:",
-        "--python-platform", triple,
-        "--python-version", python,
-        "--no-header", "--color", "never",
+        str(UV),
+        "pip",
+        "compile",
+        str(requirements_in),
+        "-c",
+        str(ROOT / "constraints.txt"),
+        "--only-binary",
+        ":all:",
+        "--python-platform",
+        triple,
+        "--python-version",
+        python,
+        "--no-header",
+        "--color",
+        "never",
         # Nothing is built, so this interpreter does: without these, uv looks for (and tries to
         # download) a Python of the target version first.
-        "--python", sys.executable, "--no-python-downloads",
-        "--output-file", str(output),
+        "--python",
+        sys.executable,
+        "--no-python-downloads",
+        "--output-file",
+        str(output),
     ]
     env = {**os.environ, **extra_env}
     try:
@@ -135,8 +147,9 @@ def test_pinned_set_resolves_as_wheels(resolutions, platform, python):
         pytest.fail(f"{target}: the pinned set does not resolve as wheels only. uv says:\n{result.stderr}")
 
     pins = constraints()
-    moved = {name: (pins[name], version) for name, version in result.pins.items()
-             if name in pins and pins[name] != version}
+    moved = {
+        name: (pins[name], version) for name, version in result.pins.items() if name in pins and pins[name] != version
+    }
     assert not moved, f"{target}: resolved away from constraints.txt (pinned, resolved): {moved}"
     for line in requirements():
         requirement = Requirement(line)

@@ -84,8 +84,14 @@ def test_a_sparse_tensor_crosses_whole():
 
 
 def test_answers_are_plain_data_both_ways():
-    tensors = [torch.randn(3, 4), torch.arange(6).reshape(2, 3), torch.tensor([True, False]), torch.empty(0, 5),
-               torch.randn(2, dtype=torch.float64), torch.tensor(1.5, dtype=torch.bfloat16)]
+    tensors = [
+        torch.randn(3, 4),
+        torch.arange(6).reshape(2, 3),
+        torch.tensor([True, False]),
+        torch.empty(0, 5),
+        torch.randn(2, dtype=torch.float64),
+        torch.tensor(1.5, dtype=torch.bfloat16),
+    ]
     message = ("ok", {wire.TAG: "dict", "keys": ["a", 1], "values": [tensors, (None, 2.5, float("inf"))]})
     got = wire.load_answer(wire.dump_answer(message))
     assert got[0] == "ok" and got[1]["keys"] == ["a", 1] and got[1]["values"][1] == (None, 2.5, float("inf"))

@@ -39,5 +39,8 @@ def test_nbgrader_autograde_judges_with_the_same_spin(monkeypatch):
     monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
     monkeypatch.setenv("PATH", os.environ.get("PATH", ""))  # the config prepends the venv's bin/: undone after
     source = (ROOT / "nbgrader_config.py").read_text()
-    exec(compile(source, "nbgrader_config.py", "exec"), {"get_config": Config, "__file__": str(ROOT / "nbgrader_config.py")})
+    exec(
+        compile(source, "nbgrader_config.py", "exec"),
+        {"get_config": Config, "__file__": str(ROOT / "nbgrader_config.py")},
+    )
     assert os.environ["GOMP_SPINCOUNT"] == worker_env(1)["GOMP_SPINCOUNT"]

@@ -36,8 +36,7 @@ PLACEHOLDER = re.compile(r"\{\{\s*(claim\s*:\s*)?(?:(\d\d-[a-z0-9-]+)\s*:\s*)?([
 # Code, where a placeholder is an example (the API reference shows the syntax), not a number.
 CODE = re.compile(r"(<code[^>]*>.*?</code>|<pre[^>]*>.*?</pre>)", re.S)
 # The same comparisons as bertlab.experiments.claims.OPS: the hook must not import the course.
-OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
-       "!=": operator.ne}
+OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne}
 
 _records: dict[str, dict] = {}  # lesson stem -> {"values": .., "claims": ..}
 
@@ -60,9 +59,12 @@ def holds(record: dict) -> bool:
 
 def contradicted(stem: str, records: dict) -> list[str]:
     """A line per claim of ``records`` that does not hold."""
-    return [f"{stem}: claim {name!r} does not hold ({r['left']:.6g} {r['op']} {r['right']:.6g} is false); "
-            f"the prose says: {r['says']}"
-            for name, r in sorted(records.get("claims", {}).items()) if not holds(r)]
+    return [
+        f"{stem}: claim {name!r} does not hold ({r['left']:.6g} {r['op']} {r['right']:.6g} is false); "
+        f"the prose says: {r['says']}"
+        for name, r in sorted(records.get("claims", {}).items())
+        if not holds(r)
+    ]
 
 
 def fill(page_html: str, here: str | None, records: dict[str, dict]) -> tuple[str, list[str]]:
@@ -87,8 +89,12 @@ def fill(page_html: str, here: str | None, records: dict[str, dict]) -> tuple[st
 
 def unfilled(page_html: str) -> list[str]:
     """The placeholders left in a built page's prose (code aside)."""
-    return [found.group(0) for i, part in enumerate(CODE.split(page_html)) if i % 2 == 0
-            for found in PLACEHOLDER.finditer(part)]
+    return [
+        found.group(0)
+        for i, part in enumerate(CODE.split(page_html))
+        if i % 2 == 0
+        for found in PLACEHOLDER.finditer(part)
+    ]
 
 
 def on_config(config):

@@ -26,7 +26,8 @@ def shown_code_cells(path: Path, removed_tags: set[str]) -> list:
     """The notebook's code cells the page shows, in order (cells with a removal tag are dropped)."""
     notebook = jupytext.read(path)
     return [
-        cell for cell in notebook.cells
+        cell
+        for cell in notebook.cells
         if cell.cell_type == "code" and not removed_tags.intersection(cell.metadata.get("tags", []))
     ]
 
@@ -37,8 +38,12 @@ def describe(content: str, cells: list, where: str) -> str:
     # mkdocs-jupyter's template wraps nbconvert's code cell in a second div of the same classes
     rendered = [div for div in soup.select("div.jp-CodeCell") if div.find_parent("div", class_="jp-CodeCell") is None]
     if len(rendered) != len(cells):
-        log.warning("%s: %d code cells rendered, %d in the source: figure descriptions not applied",
-                    where, len(rendered), len(cells))
+        log.warning(
+            "%s: %d code cells rendered, %d in the source: figure descriptions not applied",
+            where,
+            len(rendered),
+            len(cells),
+        )
         return content
     for number, (div, cell) in enumerate(zip(rendered, cells), start=1):
         images = div.select(".jp-OutputArea img")
@@ -49,8 +54,11 @@ def describe(content: str, cells: list, where: str) -> str:
             if alt:
                 image["alt"] = alt
             elif image.get("alt", "") in ("", NBCONVERT_DEFAULT):
-                log.warning('%s: code cell %d draws a figure without a description: add alt="..." '
-                            "to its '# %%%%' line", where, number)
+                log.warning(
+                    "%s: code cell %d draws a figure without a description: add alt=\"...\" to its '# %%%%' line",
+                    where,
+                    number,
+                )
     return str(soup)
 
 

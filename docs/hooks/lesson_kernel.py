@@ -28,9 +28,13 @@ def start(directory: Path, name: str):
     """Start a template in ``directory`` and point kernelspec ``name`` at it, for this process and
     the kernels it starts (``JUPYTER_PATH``). Returns the template's process, to be killed."""
     socket_path = directory / "template.sock"
-    template = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "serve", str(socket_path)],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True)
+    template = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), "serve", str(socket_path)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 10
     while not socket_path.exists() and template.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)  # it listens before it imports: a kernel asked for early waits for it
@@ -44,7 +48,9 @@ def kernelspec(directory: Path, socket_path: str, name: str) -> Path:
     spec = directory / "kernels" / name
     spec.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, str(Path(__file__).resolve()), "connect", socket_path, "{connection_file}"]
-    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "Python 3 (lesson)", "language": "python"}))
+    (spec / "kernel.json").write_text(
+        json.dumps({"argv": argv, "display_name": "Python 3 (lesson)", "language": "python"})
+    )
     return spec
 
 

@@ -21,8 +21,18 @@ import time
 from pathlib import Path
 
 # The options mkdocs-jupyter passes to nb2html; the rest of its configuration does not reach it.
-RENDER_OPTIONS = ("kernel_name", "theme", "allow_errors", "show_input", "no_input", "no_prompt",
-                  "remove_tag_config", "highlight_extra_classes", "include_requirejs", "custom_mathjax_url")
+RENDER_OPTIONS = (
+    "kernel_name",
+    "theme",
+    "allow_errors",
+    "show_input",
+    "no_input",
+    "no_prompt",
+    "remove_tag_config",
+    "highlight_extra_classes",
+    "include_requirejs",
+    "custom_mathjax_url",
+)
 
 
 def render(lesson: str, cache_file: str, options: dict) -> None:

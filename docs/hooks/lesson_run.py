@@ -25,8 +25,19 @@ log = logging.getLogger("mkdocs.hooks.lesson_run")
 # What ipykernel itself sets when MPLBACKEND is unset: plt.show() emits a PNG output.
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 # Environment variables read by matplotlib, the course, Hugging Face and torch's thread pools.
-KEY_ENV_PREFIXES = ("MPL", "BERTLAB_", "HF_", "TRANSFORMERS_", "TOKENIZERS_", "TORCH", "OMP_",
-                    "MKL_", "OPENBLAS_", "PYTHONHASHSEED", "CUDA_VISIBLE_DEVICES")
+KEY_ENV_PREFIXES = (
+    "MPL",
+    "BERTLAB_",
+    "HF_",
+    "TRANSFORMERS_",
+    "TOKENIZERS_",
+    "TORCH",
+    "OMP_",
+    "MKL_",
+    "OPENBLAS_",
+    "PYTHONHASHSEED",
+    "CUDA_VISIBLE_DEVICES",
+)
 
 _cache_root: Path | None = None
 _cache_dir: Path | None = None
@@ -53,7 +64,12 @@ def conditions(package: Path, kernel_name: str) -> dict[str, object]:
     """Everything a lesson's page depends on besides the lesson file and mkdocs-jupyter's options."""
     source = hashlib.sha256()
     _tree_hash(source, package)
-    for hook in ("lesson_run.py", "lessons_parallel.py", "lesson_render.py", "lesson_kernel.py"):  # how the lessons are executed
+    for hook in (
+        "lesson_run.py",
+        "lessons_parallel.py",
+        "lesson_render.py",
+        "lesson_kernel.py",
+    ):  # how the lessons are executed
         source.update(Path(__file__).with_name(hook).read_bytes())
     return {
         "source": source.hexdigest(),

@@ -64,7 +64,9 @@ def on_files(files, config):
     missing = []
     for file in files:
         if plugin.should_include(file) and _executed(plugin, file.abs_src_path):
-            entry = _get_cache_path(plugin.config["cache_dir"], _compute_cache_key(file.abs_src_path, plugin.config, True))
+            entry = _get_cache_path(
+                plugin.config["cache_dir"], _compute_cache_key(file.abs_src_path, plugin.config, True)
+            )
             if not entry.exists():
                 missing.append((file.abs_src_path, entry))
     if missing:
@@ -82,8 +84,13 @@ def _run(missing: list[tuple[str, Path]], options: str) -> None:
 
     def renderer() -> None:
         """One renderer process, fed the next lesson whenever it has finished one."""
-        proc = subprocess.Popen([sys.executable, str(RENDERER), options], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, str(RENDERER), options],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         try:
             while True:
                 try:
@@ -100,8 +107,11 @@ def _run(missing: list[tuple[str, Path]], options: str) -> None:
                     log.info("executed %s (%.0f s)", Path(lesson).name, float(detail))
                     continue
                 # Its page's own render runs it again and reports the error in full.
-                log.info("%s did not run through here: %s", Path(lesson).name,
-                         ANSI.sub("", detail) if status == "failed" else "the renderer stopped")
+                log.info(
+                    "%s did not run through here: %s",
+                    Path(lesson).name,
+                    ANSI.sub("", detail) if status == "failed" else "the renderer stopped",
+                )
                 if status != "failed":
                     return
         finally:

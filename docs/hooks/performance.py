@@ -18,10 +18,16 @@ MARKER = "<!-- bench results -->"
 FIGURE = re.compile(r"\{\{\s*bench\s*:\s*(\w+)\s*\}\}")
 # Each key's meaning, in the order the page lists them.
 KEYS = {
-    "floor_s": ("s", "`python -c \"import torch, transformers\"`: the import floor"),
+    "floor_s": ("s", '`python -c "import torch, transformers"`: the import floor'),
     "reference_import_s": ("s", "`import torch, transformers.models.bert.modeling_bert`: what a judge must load"),
-    "reference_import_vs_floor": ("x", "that import over the floor: the least a command that starts its own judge can take"),
-    "grade_one_s": ("s", "`bertlab grade 05 --path solutions`, a new command, graded by the warm judges `make start` runs"),
+    "reference_import_vs_floor": (
+        "x",
+        "that import over the floor: the least a command that starts its own judge can take",
+    ),
+    "grade_one_s": (
+        "s",
+        "`bertlab grade 05 --path solutions`, a new command, graded by the warm judges `make start` runs",
+    ),
     "grade_one_vs_floor": ("x", "one notebook, over the floor"),
     "grade_all_s": ("s", "`bertlab grade --path solutions`, every notebook, default jobs, warm judges"),
     "grade_all_vs_floor": ("x", "the whole course, over the floor"),
@@ -29,7 +35,10 @@ KEYS = {
     "grade_one_cold_vs_floor": ("x", "one notebook without warm judges, over the floor"),
     "grade_all_cold_s": ("s", "`bertlab grade --path solutions --cold`"),
     "grade_all_cold_vs_floor": ("x", "the whole course without warm judges, over the floor"),
-    "portable_grade_one_s": ("s", "`grade_one_s` on the portable path (`BERTLAB_PORTABLE=1`, what macOS runs): warm judges, learner processes spawned"),
+    "portable_grade_one_s": (
+        "s",
+        "`grade_one_s` on the portable path (`BERTLAB_PORTABLE=1`, what macOS runs): warm judges, learner processes spawned",
+    ),
     "portable_grade_one_vs_linux": ("x", "the portable path's warm `grade_one_s` over the Linux path's, this run"),
     "portable_grade_one_cold_s": ("s", "`grade_one_cold_s` on the portable path"),
     "portable_grade_one_cold_vs_linux": ("x", "over the Linux path's, this run"),
@@ -45,7 +54,10 @@ KEYS = {
     "forkserver_grade_all_vs_linux": ("x", "over the Linux path's, this run"),
     "forkserver_grade_all_cold_s": ("s", "`grade_all_cold_s`, the same"),
     "forkserver_grade_all_cold_vs_linux": ("x", "over the Linux path's, this run"),
-    "warm_judges_memory_mb": ("MB", "the warm judges' memory after this benchmark's gradings (the course and notebook 05, five times each; all their processes, shared pages counted once)"),
+    "warm_judges_memory_mb": (
+        "MB",
+        "the warm judges' memory after this benchmark's gradings (the course and notebook 05, five times each; all their processes, shared pages counted once)",
+    ),
     "watch_latency_s": ("s", "`bertlab grade --watch 05`: from a save to the printed result"),
     "check_latency_s": ("s", "one grade cell's check in a warm kernel (Task 5.1, up to values)"),
     "docs_build_cold_s": ("s", "`mkdocs build --strict` of a fresh clone (every lesson executed)"),
@@ -53,10 +65,19 @@ KEYS = {
     "start_to_serving_s": ("s", "a fresh clone's `make start` (virtual environment included) until the site answers"),
     "class_speedup": ("x", "`bertlab autograde --jobs 2` over `--jobs 1`, on the benchmark's class"),
     "speedup_vs_nbgrader": ("x", "`bertlab autograde --jobs 2` over `nbgrader autograde`, same class"),
-    "cluster_per_worker_efficiency": ("x", "`bertlab autograde --scheduler` on a Dask LocalCluster: submissions per worker-minute with two single-threaded workers over one's"),
+    "cluster_per_worker_efficiency": (
+        "x",
+        "`bertlab autograde --scheduler` on a Dask LocalCluster: submissions per worker-minute with two single-threaded workers over one's",
+    ),
     "cluster_vs_jobs2": ("x", "that two-worker cluster's seconds over `--jobs 2`'s, same class, same machine"),
-    "cluster_core_s_per_submission": ("s", "processor seconds a worker's processes spend per submission (judge and learner)"),
-    "cluster_serial_s_per_submission": ("s", "processor seconds per submission in the instructor's command (the gradebook's recording, one at a time)"),
+    "cluster_core_s_per_submission": (
+        "s",
+        "processor seconds a worker's processes spend per submission (judge and learner)",
+    ),
+    "cluster_serial_s_per_submission": (
+        "s",
+        "processor seconds per submission in the instructor's command (the gradebook's recording, one at a time)",
+    ),
     "cluster_5000_on_1_workers_h": ("h", "a class of 5,000 projected on 1 worker"),
     "cluster_5000_on_10_workers_h": ("h", "on 10 workers, at the measured efficiency"),
     "cluster_5000_on_100_workers_h": ("h", "on 100 workers, or the serial recording's time if longer"),
@@ -83,6 +104,7 @@ def shown(value: float, unit: str) -> str:
 
 def figures(markdown: str, results: dict) -> str:
     """``markdown`` with each ``{{ bench: key }}`` replaced by the key's current figure."""
+
     def figure(found: re.Match) -> str:
         key = found.group(1)
         if key not in KEYS or results.get(key) is None:
@@ -102,10 +124,13 @@ def table(results: dict) -> str:
         rows.append(f"| `{key}` | {what} | {text} | {_goal(goals.get(key), unit)} | {verdict} |")
     machine = results.get("feedback_machine") or (results.get("class_grading") or {}).get("machine") or {}
     if machine:
-        rows += ["", f"Measured on {machine.get('cpus')} CPUs ({machine.get('processor')}, "
-                     f"{machine.get('platform')}, Python {machine.get('python')}), 1-minute load average "
-                     f"{machine.get('load_average_1min', 0):.1f} when the run ended; "
-                     + (f"medians of {machine['rounds']} runs." if machine.get("rounds") else "one run of each command.")]
+        rows += [
+            "",
+            f"Measured on {machine.get('cpus')} CPUs ({machine.get('processor')}, "
+            f"{machine.get('platform')}, Python {machine.get('python')}), 1-minute load average "
+            f"{machine.get('load_average_1min', 0):.1f} when the run ended; "
+            + (f"medians of {machine['rounds']} runs." if machine.get("rounds") else "one run of each command."),
+        ]
     return "\n".join(rows)
 
 

@@ -41,7 +41,7 @@ def title_html(heading) -> str:
     text = " ".join(_text(heading).split())
     parts, end = [], 0
     for match in INLINE_TEX.finditer(text):
-        parts.append(html.escape(text[end:match.start()], quote=False))
+        parts.append(html.escape(text[end : match.start()], quote=False))
         parts.append(f'<span class="arithmatex">\\({html.escape(match.group(1), quote=False)}\\)</span>')
         end = match.end()
     parts.append(html.escape(text[end:], quote=False))

@@ -29,32 +29,61 @@ def _parser() -> argparse.ArgumentParser:
         ),
         epilog="Examples: bertlab grade 03 | bertlab grade --watch 05 | bertlab grade --path solutions --json",
     )
-    grade.add_argument("tasks", nargs="*", metavar="TASK",
-                       help="task number or name prefix (3, 03, 03-self-attention); default: all")
-    grade.add_argument("--path", type=Path, default=Path("exercises"),
-                       help="directory holding NN-name/NN-name.ipynb (default: exercises)")
+    grade.add_argument(
+        "tasks", nargs="*", metavar="TASK", help="task number or name prefix (3, 03, 03-self-attention); default: all"
+    )
+    grade.add_argument(
+        "--path",
+        type=Path,
+        default=Path("exercises"),
+        help="directory holding NN-name/NN-name.ipynb (default: exercises)",
+    )
     grade.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
-    grade.add_argument("--timeout", type=_positive(float), metavar="SECONDS",
-                       help="time limit per notebook (default: bertlab.toml's grade.timeout, else 300)")
-    grade.add_argument("--memory-limit", type=_positive(float), metavar="MB",
-                       help="memory the process running a notebook's cells may use "
-                            "(default: bertlab.toml's grade.memory_limit, else 4096)")
-    grade.add_argument("--jobs", type=_positive(int),
-                       help="notebooks graded at once (default: bertlab.toml's grade.jobs, else 2)")
-    grade.add_argument("--verbose", action="store_true", help="print every failure message, not just the first per task")
-    grade.add_argument("--progress-dir", type=Path, metavar="DIR",
-                       help="write progress.json (and failure heatmaps) here for the site's Progress page "
-                            "(default: the course's site/, when it exists and the exercises are graded)")
+    grade.add_argument(
+        "--timeout",
+        type=_positive(float),
+        metavar="SECONDS",
+        help="time limit per notebook (default: bertlab.toml's grade.timeout, else 300)",
+    )
+    grade.add_argument(
+        "--memory-limit",
+        type=_positive(float),
+        metavar="MB",
+        help="memory the process running a notebook's cells may use "
+        "(default: bertlab.toml's grade.memory_limit, else 4096)",
+    )
+    grade.add_argument(
+        "--jobs", type=_positive(int), help="notebooks graded at once (default: bertlab.toml's grade.jobs, else 2)"
+    )
+    grade.add_argument(
+        "--verbose", action="store_true", help="print every failure message, not just the first per task"
+    )
+    grade.add_argument(
+        "--progress-dir",
+        type=Path,
+        metavar="DIR",
+        help="write progress.json (and failure heatmaps) here for the site's Progress page "
+        "(default: the course's site/, when it exists and the exercises are graded)",
+    )
     grade.add_argument("--no-progress", action="store_true", help="do not write progress.json")
-    grade.add_argument("--watch", action="store_true",
-                       help="keep running: grade the task(s) again each time a notebook is saved (Ctrl-C stops)")
-    grade.add_argument("--cold", action="store_true",
-                       help="start judges for this command even when warm ones run (`bertlab judges start`)")
+    grade.add_argument(
+        "--watch",
+        action="store_true",
+        help="keep running: grade the task(s) again each time a notebook is saved (Ctrl-C stops)",
+    )
+    grade.add_argument(
+        "--cold",
+        action="store_true",
+        help="start judges for this command even when warm ones run (`bertlab judges start`)",
+    )
     _model_option(grade)
     _judges_parser(sub)
 
-    doctor = sub.add_parser("doctor", help="check the installation and the pretrained model",
-                            description="Print versions, the model's path and hash and offline status, each OK or a fix.")
+    doctor = sub.add_parser(
+        "doctor",
+        help="check the installation and the pretrained model",
+        description="Print versions, the model's path and hash and offline status, each OK or a fix.",
+    )
     _model_option(doctor)
 
     release = sub.add_parser(
@@ -62,9 +91,12 @@ def _parser() -> argparse.ArgumentParser:
         help="instructors: regenerate exercises/ from solutions/ (nbgrader generate_assignment)",
         description="Regenerate the learner release exercises/ from the nbgrader source solutions/.",
     )
-    release.add_argument("assignment", nargs="?", default="*", help="one assignment, e.g. 03-self-attention (default: all)")
-    release.add_argument("--check", action="store_true",
-                         help="do not write; exit 1 if exercises/ differs from a fresh release")
+    release.add_argument(
+        "assignment", nargs="?", default="*", help="one assignment, e.g. 03-self-attention (default: all)"
+    )
+    release.add_argument(
+        "--check", action="store_true", help="do not write; exit 1 if exercises/ differs from a fresh release"
+    )
     _autograde_parser(sub)
     return parser
 
@@ -82,12 +114,19 @@ def _judges_parser(sub) -> None:
         ),
         epilog="Examples: bertlab judges start | bertlab judges status | bertlab judges stop",
     )
-    judges.add_argument("action", choices=("start", "stop", "status"), metavar="ACTION",
-                        help="start, stop or status")
-    judges.add_argument("--jobs", type=_positive(int),
-                        help="judges kept warm, notebooks graded at once (default: bertlab.toml's grade.jobs, else 2)")
-    judges.add_argument("--idle-minutes", type=_positive(float), default=60.0, metavar="MINUTES",
-                        help="stop after this long without a request (default: 60)")
+    judges.add_argument("action", choices=("start", "stop", "status"), metavar="ACTION", help="start, stop or status")
+    judges.add_argument(
+        "--jobs",
+        type=_positive(int),
+        help="judges kept warm, notebooks graded at once (default: bertlab.toml's grade.jobs, else 2)",
+    )
+    judges.add_argument(
+        "--idle-minutes",
+        type=_positive(float),
+        default=60.0,
+        metavar="MINUTES",
+        help="stop after this long without a request (default: 60)",
+    )
     _model_option(judges)
 
 
@@ -105,26 +144,52 @@ def _autograde_parser(sub) -> None:
             "with the reason. Exit status: 0 graded, 2 nothing could be graded, 130 stopped by Ctrl-C "
             "(what was recorded is kept; the rest is graded next run)."
         ),
-        epilog=("Examples: bertlab autograde | bertlab autograde 05-feed-forward --jobs 2 | "
-                "bertlab autograde --course path/to/course --timeout 120 --force | "
-                "bertlab autograde --scheduler tcp://grading-host:8786"),
+        epilog=(
+            "Examples: bertlab autograde | bertlab autograde 05-feed-forward --jobs 2 | "
+            "bertlab autograde --course path/to/course --timeout 120 --force | "
+            "bertlab autograde --scheduler tcp://grading-host:8786"
+        ),
     )
-    autograde.add_argument("assignments", nargs="*", metavar="ASSIGNMENT",
-                           help="assignment names, e.g. 05-feed-forward (default: every collected one)")
-    autograde.add_argument("--jobs", type=_positive(int),
-                           help="submissions graded at once (default: bertlab.toml's grade.jobs, else 2)")
-    autograde.add_argument("--course", type=Path, metavar="DIR",
-                           help="the nbgrader course directory, holding nbgrader_config.py (default: the one at or above here)")
-    autograde.add_argument("--timeout", type=_positive(float), metavar="SECONDS",
-                           help="time limit per notebook (default: bertlab.toml's grade.timeout, else 300)")
-    autograde.add_argument("--memory-limit", type=_positive(float), metavar="MB",
-                           help="memory a submission's process may use (default: bertlab.toml's grade.memory_limit, else 4096)")
-    autograde.add_argument("--student", action="append", metavar="ID",
-                           help="grade only this student's submissions (repeat for several; default: everyone)")
-    autograde.add_argument("--scheduler", metavar="ADDRESS",
-                           help="grade on the workers of the Dask scheduler at ADDRESS (e.g. tcp://host:8786), "
-                                "not on this machine; each worker judges as many at once as it has threads, and --jobs is "
-                                "not used (default: bertlab.toml's grade.scheduler, else this machine)")
+    autograde.add_argument(
+        "assignments",
+        nargs="*",
+        metavar="ASSIGNMENT",
+        help="assignment names, e.g. 05-feed-forward (default: every collected one)",
+    )
+    autograde.add_argument(
+        "--jobs", type=_positive(int), help="submissions graded at once (default: bertlab.toml's grade.jobs, else 2)"
+    )
+    autograde.add_argument(
+        "--course",
+        type=Path,
+        metavar="DIR",
+        help="the nbgrader course directory, holding nbgrader_config.py (default: the one at or above here)",
+    )
+    autograde.add_argument(
+        "--timeout",
+        type=_positive(float),
+        metavar="SECONDS",
+        help="time limit per notebook (default: bertlab.toml's grade.timeout, else 300)",
+    )
+    autograde.add_argument(
+        "--memory-limit",
+        type=_positive(float),
+        metavar="MB",
+        help="memory a submission's process may use (default: bertlab.toml's grade.memory_limit, else 4096)",
+    )
+    autograde.add_argument(
+        "--student",
+        action="append",
+        metavar="ID",
+        help="grade only this student's submissions (repeat for several; default: everyone)",
+    )
+    autograde.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="grade on the workers of the Dask scheduler at ADDRESS (e.g. tcp://host:8786), "
+        "not on this machine; each worker judges as many at once as it has threads, and --jobs is "
+        "not used (default: bertlab.toml's grade.scheduler, else this machine)",
+    )
     autograde.add_argument("--force", action="store_true", help="regrade every submission, changed or not")
     autograde.add_argument("--json", action="store_true", help="print the outcomes as JSON instead of a table")
 
@@ -134,7 +199,9 @@ def _positive(kind):
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a {'whole ' if kind is int else ''}number, got {text!r}") from None
+            raise argparse.ArgumentTypeError(
+                f"expected a {'whole ' if kind is int else ''}number, got {text!r}"
+            ) from None
         if value <= 0:
             raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
         return value
@@ -144,8 +211,11 @@ def _positive(kind):
 
 
 def _model_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", metavar="PATH",
-                        help="a local Hugging Face BERT directory (default: $BERTLAB_MODEL, else the bundled all-MiniLM-L6-v2)")
+    parser.add_argument(
+        "--model",
+        metavar="PATH",
+        help="a local Hugging Face BERT directory (default: $BERTLAB_MODEL, else the bundled all-MiniLM-L6-v2)",
+    )
 
 
 def _grade(args) -> int:
@@ -155,11 +225,13 @@ def _grade(args) -> int:
     from bertlab.grading.notebooks import course_root
     from bertlab.settings import SettingsError, grade_settings
 
-    progress = (lambda msg: print(msg, file=sys.stderr, flush=True))
+    progress = lambda msg: print(msg, file=sys.stderr, flush=True)
     try:
         settings = grade_settings(course_root(args.path.resolve()) or course_root(Path.cwd()))
-        options = {key: getattr(args, key) if getattr(args, key) is not None else settings.get(key, default)
-                   for key, default in (("timeout", 300.0), ("memory_limit", 4096.0), ("jobs", 2))}
+        options = {
+            key: getattr(args, key) if getattr(args, key) is not None else settings.get(key, default)
+            for key, default in (("timeout", 300.0), ("memory_limit", 4096.0), ("jobs", 2))
+        }
         if args.watch:
             return _watch(args, options, progress)
         report = grade(args.path, args.tasks, model=args.model, progress=progress, warm=not args.cold, **options)
@@ -201,11 +273,16 @@ def _print_judges_status(warm_judges, model: str | None) -> None:
         print("no warm judges are running: `bertlab grade` starts its own (`bertlab judges start` keeps them warm)")
         return
     usable = running["fingerprint"] == warm_judges.fingerprint(model)
-    print(f"warm judges running: {running['jobs']} (pid {running['pid']}), up {time.time() - running['started']:.0f} s, "
-          f"{running['graded']} notebook(s) graded, {running['busy']} grading now")
-    print("  `bertlab grade` uses them" if usable else
-          "  started from other code, libraries or model: `bertlab grade` starts its own "
-          "(`bertlab judges start` replaces them)")
+    print(
+        f"warm judges running: {running['jobs']} (pid {running['pid']}), up {time.time() - running['started']:.0f} s, "
+        f"{running['graded']} notebook(s) graded, {running['busy']} grading now"
+    )
+    print(
+        "  `bertlab grade` uses them"
+        if usable
+        else "  started from other code, libraries or model: `bertlab grade` starts its own "
+        "(`bertlab judges start` replaces them)"
+    )
 
 
 def _watch(args, options: dict, say) -> int:
@@ -264,7 +341,9 @@ def _release(args) -> int:
         problems = release.drift(root)
         for problem in problems:
             print(problem)
-        print("exercises/ matches solutions/" if not problems else "run `bertlab release` to regenerate", file=sys.stderr)
+        print(
+            "exercises/ matches solutions/" if not problems else "run `bertlab release` to regenerate", file=sys.stderr
+        )
         return 1 if problems else 0
     release.generate(root, root / "exercises", args.assignment)
     print(f"regenerated exercises/ ({args.assignment}) from solutions/")

@@ -96,7 +96,10 @@ def offline_probe(model: str | None = None, env: Mapping[str, str] | None = None
     try:
         proc = subprocess.run(
             [sys.executable, "-c", _PROBE, model or ""],
-            env=env, capture_output=True, text=True, timeout=PROBE_TIMEOUT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT,
         )
     except subprocess.TimeoutExpired:
         return False, f"loading with the network cut took over {PROBE_TIMEOUT} s"
@@ -141,9 +144,13 @@ def checks(model: str | None = None, env: Mapping[str, str] | None = None) -> It
         yield True, "model", f"{path}"
         yield True, "weights sha256", f"{digest[:16]}... ({note})"
         config = reference.load_config(model)
-        yield True, "model loads", (
-            f"{config.num_hidden_layers} layers, hidden {config.hidden_size}, "
-            f"{config.num_attention_heads} heads, intermediate {config.intermediate_size}"
+        yield (
+            True,
+            "model loads",
+            (
+                f"{config.num_hidden_layers} layers, hidden {config.hidden_size}, "
+                f"{config.num_attention_heads} heads, intermediate {config.intermediate_size}"
+            ),
         )
     except reference.ReferenceError as err:
         yield False, "model", str(err).replace("\n", " ")
@@ -162,8 +169,7 @@ def grading_platform() -> Iterator[tuple[bool, str, str]]:
     from bertlab.grading import platforms
 
     described = platforms.current().describe()
-    why = (f"{platforms.PORTABLE_ENV}=1" if os.environ.get(platforms.PORTABLE_ENV) == "1"
-           else f"on {sys.platform}")
+    why = f"{platforms.PORTABLE_ENV}=1" if os.environ.get(platforms.PORTABLE_ENV) == "1" else f"on {sys.platform}"
     yield True, "grading path", f"{described['path']} ({why})"
     yield True, "judges", described["judges"]
     yield True, "learner processes", described["learners"]

@@ -22,7 +22,9 @@ class JudgeVerdicts(NbGraderPreprocessor):
     """Replace every grade cell's output with the judge's verdict on it."""
 
     timeout = Float(0, help="seconds per notebook (0: the course's bertlab.toml, else 300)").tag(config=True)
-    memory_limit = Float(0, help="MB for the learner's process (0: the course's bertlab.toml, else 4096)").tag(config=True)
+    memory_limit = Float(0, help="MB for the learner's process (0: the course's bertlab.toml, else 4096)").tag(
+        config=True
+    )
 
     def preprocess(self, nb, resources):
         from bertlab.grading.execute import run_notebook

@@ -96,7 +96,7 @@ def validate(path: Path) -> None:
     if model_type != "bert":
         raise ReferenceError(
             f"{path} holds a {model_type!r} model, not a BERT; the course compares against BertModel.\n"
-            "  Fix: choose a BERT checkpoint (config.json must say \"model_type\": \"bert\")."
+            '  Fix: choose a BERT checkpoint (config.json must say "model_type": "bert").'
         )
     weights = weights_file(path)
     if is_bundled(path) and sha256(weights) != BUNDLED_SHA256:

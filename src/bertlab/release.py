@@ -20,7 +20,11 @@ def generate(root: Path, release_dir: Path, assignment: str = "*") -> None:
     bindir = str(Path(sys.executable).parent)
     with tempfile.TemporaryDirectory(prefix="bertlab-release-") as tmp:
         cmd = [
-            sys.executable, "-m", "nbgrader", "generate_assignment", "--force",
+            sys.executable,
+            "-m",
+            "nbgrader",
+            "generate_assignment",
+            "--force",
             f"--assignment={assignment}",
             f"--CourseDirectory.release_directory={release_dir.resolve()}",
             # The gradebook of a local release is throwaway: keep it out of the repository.

@@ -38,10 +38,19 @@ def grade_settings(root: Path | None) -> dict:
         kind = GRADE_KEYS[key]
         if kind is str:
             if not isinstance(value, str) or not value.strip():
-                raise SettingsError(f"{path}: grade.{key} must be an address in quotes, e.g. \"tcp://host:8786\", got {value!r}")
+                raise SettingsError(
+                    f'{path}: grade.{key} must be an address in quotes, e.g. "tcp://host:8786", got {value!r}'
+                )
             settings[key] = value.strip()
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 or (kind is int and value != int(value)):
-            raise SettingsError(f"{path}: grade.{key} must be a positive {'whole ' if kind is int else ''}number, got {value!r}")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or value <= 0
+            or (kind is int and value != int(value))
+        ):
+            raise SettingsError(
+                f"{path}: grade.{key} must be a positive {'whole ' if kind is int else ''}number, got {value!r}"
+            )
         settings[key] = kind(value)
     return settings

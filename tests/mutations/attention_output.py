@@ -42,13 +42,27 @@ MUTATIONS = [
 ]
 
 # A LayerNorm written by hand, with the statistics mistakes of Task 1.2.
-HAND_NORM = ("x = hidden_states + input_tensor  # (B, T, H)\n"
-             "        mean = x.mean(-1, keepdim=True)\n"
-             "        {var}\n"
-             "        hidden_states = (x - mean) / {std} * self.LayerNorm.weight + self.LayerNorm.bias")
+HAND_NORM = (
+    "x = hidden_states + input_tensor  # (B, T, H)\n"
+    "        mean = x.mean(-1, keepdim=True)\n"
+    "        {var}\n"
+    "        hidden_states = (x - mean) / {std} * self.LayerNorm.weight + self.LayerNorm.bias"
+)
 MUTATIONS += [
-    Mutation("unbiased-variance", NB, "hidden_states = " + ADD, HAND_NORM.format(
-        var="var = x.var(-1, keepdim=True)  # torch's default: unbiased", std="torch.sqrt(var + self.LayerNorm.eps)")),
-    Mutation("layernorm-wrong-axis", NB, "hidden_states = " + ADD, HAND_NORM.replace("mean(-1", "mean(1").format(
-        var="var = x.var(1, keepdim=True, unbiased=False)", std="torch.sqrt(var + self.LayerNorm.eps)")),
+    Mutation(
+        "unbiased-variance",
+        NB,
+        "hidden_states = " + ADD,
+        HAND_NORM.format(
+            var="var = x.var(-1, keepdim=True)  # torch's default: unbiased", std="torch.sqrt(var + self.LayerNorm.eps)"
+        ),
+    ),
+    Mutation(
+        "layernorm-wrong-axis",
+        NB,
+        "hidden_states = " + ADD,
+        HAND_NORM.replace("mean(-1", "mean(1").format(
+            var="var = x.var(1, keepdim=True, unbiased=False)", std="torch.sqrt(var + self.LayerNorm.eps)"
+        ),
+    ),
 ]

@@ -33,9 +33,13 @@ MUTATIONS = [
 
 # A LayerNorm written by hand with eps added to the standard deviation, as in Task 1.2's mistake.
 MUTATIONS += [
-    Mutation("layernorm-eps-outside-sqrt", NB, "hidden_states = self.LayerNorm(hidden_states + input_tensor)",
-             "x = hidden_states + input_tensor  # (B, T, H)\n"
-             "        mean, var = x.mean(-1, keepdim=True), x.var(-1, keepdim=True, unbiased=False)\n"
-             "        hidden_states = (x - mean) / (var.sqrt() + self.LayerNorm.eps) * self.LayerNorm.weight "
-             "+ self.LayerNorm.bias"),
+    Mutation(
+        "layernorm-eps-outside-sqrt",
+        NB,
+        "hidden_states = self.LayerNorm(hidden_states + input_tensor)",
+        "x = hidden_states + input_tensor  # (B, T, H)\n"
+        "        mean, var = x.mean(-1, keepdim=True), x.var(-1, keepdim=True, unbiased=False)\n"
+        "        hidden_states = (x - mean) / (var.sqrt() + self.LayerNorm.eps) * self.LayerNorm.weight "
+        "+ self.LayerNorm.bias",
+    ),
 ]

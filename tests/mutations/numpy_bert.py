@@ -12,7 +12,7 @@ TAIL = """    attention_output = layer_norm(
         dense(intermediate, "output.dense") + attention_output,
         params["output.LayerNorm.weight"], params["output.LayerNorm.bias"], eps,
     )"""
-SECOND_ADD_NORM = TAIL[TAIL.index("    return layer_norm("):]
+SECOND_ADD_NORM = TAIL[TAIL.index("    return layer_norm(") :]
 
 MUTATIONS = [
     Mutation("softmax-unstable", NB, "shifted = x - np.max(x, axis=axis, keepdims=True)", "shifted = x"),
@@ -79,7 +79,10 @@ MUTATIONS = [
 ]
 
 MUTATIONS += [
-    Mutation("layernorm-wrong-axis", NB, "np.mean(x, axis=-1, keepdims=True)  # (..., 1)\n"
-             "    var = np.var(x, axis=-1, keepdims=True)",
-             "np.mean(x, axis=-2, keepdims=True)\n    var = np.var(x, axis=-2, keepdims=True)"),
+    Mutation(
+        "layernorm-wrong-axis",
+        NB,
+        "np.mean(x, axis=-1, keepdims=True)  # (..., 1)\n    var = np.var(x, axis=-1, keepdims=True)",
+        "np.mean(x, axis=-2, keepdims=True)\n    var = np.var(x, axis=-2, keepdims=True)",
+    ),
 ]

@@ -14,13 +14,25 @@ MUTATIONS = [
         "x.view(B, T, self.num_attention_heads, self.attention_head_size).transpose(1, 2)",
         "x.view(B, self.num_attention_heads, T, self.attention_head_size)",
     ),
-    Mutation("mask-over-queries", NB, "scores = scores + attention_mask",
-             "scores = scores + attention_mask.transpose(-1, -2)"),
+    Mutation(
+        "mask-over-queries",
+        NB,
+        "scores = scores + attention_mask",
+        "scores = scores + attention_mask.transpose(-1, -2)",
+    ),
     # The merge: the heads' axis left before the tokens', or the last two axes swapped.
-    Mutation("heads-merged-without-transpose", NB, "context_layer = context_layer.reshape(B, T, self.all_head_size)",
-             "context_layer = context_layer.transpose(1, 2).reshape(B, T, self.all_head_size)"),
-    Mutation("heads-merged-dims-swapped", NB, "context_layer = context_layer.reshape(B, T, self.all_head_size)",
-             "context_layer = context_layer.transpose(-1, -2).reshape(B, T, self.all_head_size)"),
+    Mutation(
+        "heads-merged-without-transpose",
+        NB,
+        "context_layer = context_layer.reshape(B, T, self.all_head_size)",
+        "context_layer = context_layer.transpose(1, 2).reshape(B, T, self.all_head_size)",
+    ),
+    Mutation(
+        "heads-merged-dims-swapped",
+        NB,
+        "context_layer = context_layer.reshape(B, T, self.all_head_size)",
+        "context_layer = context_layer.transpose(-1, -2).reshape(B, T, self.all_head_size)",
+    ),
     Mutation("dropout-in-eval", NB, "training=module.training)", "training=True)"),
     # BertSelfAttention's dropout moved from the attention probabilities to the context layer.
     Mutation(

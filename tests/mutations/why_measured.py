@@ -18,7 +18,9 @@ MUTATIONS = [
         "real = attention_mask[..., None].to(hidden_states.dtype)  # (B, T, 1): 1 on real tokens",
         "real = torch.ones_like(hidden_states[..., :1])  # (B, T, 1)",
     ),
-    Mutation("residual-norm-includes-padding", NB, "X = hidden_states * real  # (B, T, H)", "X = hidden_states  # (B, T, H)"),
+    Mutation(
+        "residual-norm-includes-padding", NB, "X = hidden_states * real  # (B, T, H)", "X = hidden_states  # (B, T, H)"
+    ),
     Mutation("residual-not-relative", NB, _RATIO, "return residual.flatten(1).norm(dim=-1)"),
     Mutation(
         "residual-mean-over-features",
@@ -26,14 +28,18 @@ MUTATIONS = [
         "mean = (hidden_states * real).sum(1, keepdim=True) / n",
         "mean = hidden_states.mean(-1, keepdim=True)",
     ),
-    Mutation("residual-squared-norms", NB, _RATIO, "return residual.flatten(1).pow(2).sum(-1) / X.flatten(1).pow(2).sum(-1)"),
+    Mutation(
+        "residual-squared-norms", NB, _RATIO, "return residual.flatten(1).pow(2).sum(-1) / X.flatten(1).pow(2).sum(-1)"
+    ),
     Mutation(
         "variant-skip-kept",
         NB,
         "attention.output.LayerNorm(hidden_states + a if attention_skip else a)",
         "attention.output.LayerNorm(hidden_states + a)",
     ),
-    Mutation("variant-ffn-skip-kept", NB, "layer.output.LayerNorm(h + f if ffn_skip else f)", "layer.output.LayerNorm(h + f)"),
+    Mutation(
+        "variant-ffn-skip-kept", NB, "layer.output.LayerNorm(h + f if ffn_skip else f)", "layer.output.LayerNorm(h + f)"
+    ),
     Mutation(
         "skip-removed-layernorm-dropped",
         NB,
@@ -44,7 +50,12 @@ MUTATIONS = [
     f = layer.output.dense(layer.intermediate(h))
     return layer.output.LayerNorm(h + f) if ffn_skip else f""",
     ),
-    Mutation("removed-ffn-keeps-layernorm", NB, "return h  # a removed block", "return layer.output.LayerNorm(h)  # a removed block"),
+    Mutation(
+        "removed-ffn-keeps-layernorm",
+        NB,
+        "return h  # a removed block",
+        "return layer.output.LayerNorm(h)  # a removed block",
+    ),
     Mutation("cosine-not-normalised", NB, "return F.normalize(mean, dim=-1)", "return mean"),
     Mutation("pooling-includes-padding", NB, _POOL, "mean = hidden.mean(1)  # (B, H)"),
     Mutation("cls-pooling", NB, _POOL, "mean = hidden[:, 0]  # (B, H)"),

@@ -72,10 +72,13 @@ class AddNormTask(ModuleTask):
         hf.get_submodule(name).eps = eps
         with torch.no_grad():
             alone = float((self.call(hf, inputs)[output] - expected[output]).abs().max())
-            yours = float((self.call(self.learner_for(cls, ctx, layer), inputs)[output].float()
-                           - expected[output]).abs().max())
-        measured = (f"On {self.where(layer)}'s input, that eps alone moves HF's outputs by up to {alone:.1e}; "
-                    f"yours differ by up to {yours:.1e}")
+            yours = float(
+                (self.call(self.learner_for(cls, ctx, layer), inputs)[output].float() - expected[output]).abs().max()
+            )
+        measured = (
+            f"On {self.where(layer)}'s input, that eps alone moves HF's outputs by up to {alone:.1e}; "
+            f"yours differ by up to {yours:.1e}"
+        )
         if yours > 2 * alone + self.atol:
             return measured + ", so more than the eps differs (the values check says what)."
         return measured + "."

@@ -279,7 +279,6 @@ class BertModelTask(BuiltOnParts, _HiddenStates, ModuleTask):
     # the sentence embeddings of sentence-transformers.
     stages = ("names", "shapes", "values", "masks", "calls", "arguments", "config", "dropout", "gradients", "sentences")
 
-
     def check_shapes(self, cls, ctx):
         self._named_if_square(super().check_shapes, cls, ctx)
 
@@ -304,14 +303,18 @@ class BertModelTask(BuiltOnParts, _HiddenStates, ModuleTask):
             mistake = diagnose.diagnose(self.id, hf, inputs, got, expected)
             if mistake is None:
                 raise
-            raise CheckFailed(f"{err}\n  On a square batch ({len(inputs['input_ids'])} x {len(inputs['input_ids'])}) "
-                              f"it runs: {mistake.hint()}", mistake.id) from None
+            raise CheckFailed(
+                f"{err}\n  On a square batch ({len(inputs['input_ids'])} x {len(inputs['input_ids'])}) "
+                f"it runs: {mistake.hint()}",
+                mistake.id,
+            ) from None
 
     def part_reference(self, ctx, attr):
         module = super().part_reference(ctx, attr)
         if attr == "encoder":  # HF's encoder returns a ModelOutput; the course's returns a tuple
             module.__class__ = CourseEncoder
         return module
+
     random_trials = 3
 
     def captured(self, ctx, layer):
@@ -332,8 +335,7 @@ class BertModelTask(BuiltOnParts, _HiddenStates, ModuleTask):
         out = self.call_learner(what, module, seed=seed, **inputs)
         if not isinstance(out, (tuple, list)) or len(out) != 3:
             self.fail(
-                "forward must return a tuple (last_hidden_state, pooler_output, hidden_states); "
-                f"got {_describe(out)}"
+                f"forward must return a tuple (last_hidden_state, pooler_output, hidden_states); got {_describe(out)}"
             )
         for name, value in zip(("last_hidden_state", "pooler_output"), out):
             if not isinstance(value, torch.Tensor):
@@ -357,16 +359,29 @@ class BertModelTask(BuiltOnParts, _HiddenStates, ModuleTask):
         wrong = [k for k in theirs if k in mine and mine[k] != theirs[k]]
         if missing or unexpected or wrong:
             task = part_of(missing + unexpected + wrong)
-            title = {"2.1": "BertEmbeddings", "3.2": "BertSelfAttention", "4.1": "BertSelfOutput", "4.2": "BertAttention",
-                     "5.1": "BertIntermediate", "5.2": "BertOutput", "6.1": "BertLayer", "6.2": "BertEncoder",
-                     "6.3": "BertPooler"}.get(task)
+            title = {
+                "2.1": "BertEmbeddings",
+                "3.2": "BertSelfAttention",
+                "4.1": "BertSelfOutput",
+                "4.2": "BertAttention",
+                "5.1": "BertIntermediate",
+                "5.2": "BertOutput",
+                "6.1": "BertLayer",
+                "6.2": "BertEncoder",
+                "6.3": "BertPooler",
+            }.get(task)
             self.fail(
                 "the complete pretrained state_dict does not load into your BertModel",
                 f"missing: {', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''}" if missing else "",
-                f"unexpected: {', '.join(unexpected[:4])}{', ...' if len(unexpected) > 4 else ''}" if unexpected else "",
-                "shapes differ: " + ", ".join(f"{k}: expected {list(theirs[k])}, got {list(mine[k])}" for k in wrong[:3])
-                if wrong else "",
-                f"fails because your {title} (task {task}) differs; fix {task} first." if task
+                f"unexpected: {', '.join(unexpected[:4])}{', ...' if len(unexpected) > 4 else ''}"
+                if unexpected
+                else "",
+                "shapes differ: "
+                + ", ".join(f"{k}: expected {list(theirs[k])}, got {list(mine[k])}" for k in wrong[:3])
+                if wrong
+                else "",
+                f"fails because your {title} (task {task}) differs; fix {task} first."
+                if task
                 else "Use HF's attribute names exactly: embeddings, encoder, pooler.",
             )
         self.load(module, ctx, None)
@@ -382,9 +397,14 @@ class BertModelTask(BuiltOnParts, _HiddenStates, ModuleTask):
         base, description = random_model_batch(ctx)
         (B, T), g, config = base["input_ids"].shape, ctx.generator, ctx.model.config
         forms = {
-            "position_ids": {**base, "position_ids": torch.randint(config.max_position_embeddings, (B, T), generator=g)},
-            "inputs_embeds": {**{k: v for k, v in base.items() if k != "input_ids"},
-                              "inputs_embeds": torch.randn(B, T, config.hidden_size, generator=g)},
+            "position_ids": {
+                **base,
+                "position_ids": torch.randint(config.max_position_embeddings, (B, T), generator=g),
+            },
+            "inputs_embeds": {
+                **{k: v for k, v in base.items() if k != "input_ids"},
+                "inputs_embeds": torch.randn(B, T, config.hidden_size, generator=g),
+            },
         }
         for argument, inputs in forms.items():
             with torch.no_grad():
@@ -392,8 +412,11 @@ class BertModelTask(BuiltOnParts, _HiddenStates, ModuleTask):
             try:
                 self.compare(expected, got, self.outputs, f"HF's BertModel called with `{argument}` on {description}")
             except CheckFailed as err:
-                raise CheckFailed(f"{err}\n  Pass `{argument}` on to self.embeddings, as HF's BertModel does: "
-                                  f"the caller's `{argument}` must change the output.", err.mistake) from None
+                raise CheckFailed(
+                    f"{err}\n  Pass `{argument}` on to self.embeddings, as HF's BertModel does: "
+                    f"the caller's `{argument}` must change the output.",
+                    err.mistake,
+                ) from None
 
     def check_sentences(self, cls, ctx):
         self._on_parts(self._check_sentences, cls, ctx)

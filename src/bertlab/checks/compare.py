@@ -47,8 +47,10 @@ def non_finite(outputs: dict, dims: dict, order: list[str] | None = None) -> str
         if bad.any():
             index = tuple(int(i) for i in bad.nonzero()[0])
             what = "NaN" if bool(value.detach().isnan().any()) else "inf"
-            found.append(f"`{name}` ({int(bad.sum())} of {value.numel()} values {what}, the first at "
-                         f"{_where(index, dims.get(name, ()))})")
+            found.append(
+                f"`{name}` ({int(bad.sum())} of {value.numel()} values {what}, the first at "
+                f"{_where(index, dims.get(name, ()))})"
+            )
     if not found:
         return None
     later = f"; then in {', '.join(found[1:])}" if len(found) > 1 else ""
@@ -92,8 +94,12 @@ def diagnose_non_finite(task_id: str, reference_module, inputs: dict, got: dict,
         if names and all(
             close_where_finite(got[n], wrong[n], expected[n], diagnose.MATCH_ATOL)
             if not bool(torch.isfinite(got[n].detach()).all())
-            else got[n].shape == wrong[n].shape and bool(torch.allclose(
-                got[n].detach().float(), wrong[n].float(), atol=diagnose.MATCH_ATOL, rtol=diagnose.MATCH_ATOL))
+            else got[n].shape == wrong[n].shape
+            and bool(
+                torch.allclose(
+                    got[n].detach().float(), wrong[n].float(), atol=diagnose.MATCH_ATOL, rtol=diagnose.MATCH_ATOL
+                )
+            )
             for n in names
         ):
             return mistake
@@ -139,8 +145,11 @@ def difference(name: str, expected: dict, got: dict, dims: tuple[str, ...]) -> D
     layers = [
         (key, expected[key].detach().float(), got[key].detach().float())
         for key in expected
-        if "[" in key and key.split("[")[0] == base and isinstance(got.get(key), torch.Tensor)
+        if "[" in key
+        and key.split("[")[0] == base
+        and isinstance(got.get(key), torch.Tensor)
         and tuple(got[key].shape) == tuple(expected[key].shape) == tuple(want.shape)
     ]
-    return Difference(name, tuple(dims), want.detach().float(), have.detach().float(),
-                      layers if len(layers) > 1 else [])
+    return Difference(
+        name, tuple(dims), want.detach().float(), have.detach().float(), layers if len(layers) > 1 else []
+    )

@@ -30,8 +30,11 @@ def random_ids_batch(ctx: Context, token_types: bool, positions: bool) -> tuple[
     B, T = int(torch.randint(1, 5, (1,), generator=g)), int(torch.randint(1, 21, (1,), generator=g))
     inputs = {
         "input_ids": torch.randint(config.vocab_size, (B, T), generator=g),
-        "token_type_ids": (torch.randint(config.type_vocab_size, (B, T), generator=g) if token_types
-                           else torch.zeros(B, T, dtype=torch.long)),
+        "token_type_ids": (
+            torch.randint(config.type_vocab_size, (B, T), generator=g)
+            if token_types
+            else torch.zeros(B, T, dtype=torch.long)
+        ),
         "position_ids": torch.randint(config.max_position_embeddings, (B, T), generator=g) if positions else None,
     }
     return inputs, (
@@ -46,7 +49,10 @@ def random_embeds_batch(ctx: Context) -> tuple[dict, str]:
     B, T = int(torch.randint(1, 5, (1,), generator=g)), int(torch.randint(1, 21, (1,), generator=g))
     inputs_embeds = torch.randn(B, T, config.hidden_size, generator=g)
     token_type_ids = torch.zeros(B, T, dtype=torch.long)  # given: the buffer is the buffers check's
-    return {"inputs_embeds": inputs_embeds, "token_type_ids": token_type_ids}, f"random word vectors as inputs_embeds (batch {B}, length {T}), no input_ids"
+    return {
+        "inputs_embeds": inputs_embeds,
+        "token_type_ids": token_type_ids,
+    }, f"random word vectors as inputs_embeds (batch {B}, length {T}), no input_ids"
 
 
 def random_past_batch(ctx: Context) -> tuple[dict, str]:
@@ -54,8 +60,11 @@ def random_past_batch(ctx: Context) -> tuple[dict, str]:
     g, config = ctx.generator, ctx.model.config
     B, T = int(torch.randint(1, 5, (1,), generator=g)), int(torch.randint(1, 21, (1,), generator=g))
     past = int(torch.randint(1, config.max_position_embeddings - T + 1, (1,), generator=g))
-    inputs = {"input_ids": torch.randint(config.vocab_size, (B, T), generator=g),
-              "token_type_ids": torch.zeros(B, T, dtype=torch.long), "past_key_values_length": past}
+    inputs = {
+        "input_ids": torch.randint(config.vocab_size, (B, T), generator=g),
+        "token_type_ids": torch.zeros(B, T, dtype=torch.long),
+        "past_key_values_length": past,
+    }
     return inputs, f"random ids (batch {B}, length {T}) and past_key_values_length={past}"
 
 
@@ -93,7 +102,7 @@ class BertEmbeddingsTask(ModuleTask):
             self.fail(
                 f"the buffer {' and '.join(saved)} is saved in the state_dict, so the pretrained weights cannot load",
                 "HF keeps these buffers out of the state_dict: register them with "
-                f"`self.register_buffer(\"{saved[0]}\", ..., persistent=False)`.",
+                f'`self.register_buffer("{saved[0]}", ..., persistent=False)`.',
             )
         super().check_names(cls, ctx)
         eps, want = getattr(module.LayerNorm, "eps", None), ctx.model.config.layer_norm_eps
@@ -115,16 +124,22 @@ class BertEmbeddingsTask(ModuleTask):
         """The default token types: ``token_type_ids`` (1, P) = 0, like HF's, and a call without
         token types answers as HF's. Its own check: the others pass token types explicitly."""
         module = self.learner_for(cls, ctx, None)
-        self.check_buffer(module, ctx, "token_type_ids", "all zeros",
-                          "HF's BertEmbeddings reads the token types there when it is called without them (and its "
-                          "BertModel does too); the other checks of Task 2.1 pass token types, and need it not.")
+        self.check_buffer(
+            module,
+            ctx,
+            "token_type_ids",
+            "all zeros",
+            "HF's BertEmbeddings reads the token types there when it is called without them (and its "
+            "BertModel does too); the other checks of Task 2.1 pass token types, and need it not.",
+        )
         hf = self.reference(ctx, None)
         inputs, description = random_ids_batch(ctx, token_types=False, positions=False)
         inputs["token_type_ids"] = None
         with torch.no_grad():
             expected, got = self.call(hf, inputs), self.call(module, inputs)
-        self.compare(expected, got, self.outputs, f"HF's {self.title} on {description.replace('all-zero', 'no')}",
-                     (hf, inputs))
+        self.compare(
+            expected, got, self.outputs, f"HF's {self.title} on {description.replace('all-zero', 'no')}", (hf, inputs)
+        )
 
     def check_buffer(self, module, ctx: Context, name: str, what: str, why: str = "") -> None:
         """HF's buffer ``name`` (1, P), whose entries are ``what``, is in ``module`` alike (``why``: what uses it)."""
@@ -150,12 +165,20 @@ class BertEmbeddingsTask(ModuleTask):
         module = self.learner_for(cls, ctx, None)
         hf = self.reference(ctx, None)
         batches = [random_ids_batch(ctx, *form) + (None,) for form in FORMS]
-        batches.append(random_embeds_batch(ctx) + (
-            "With `inputs_embeds` given and no `input_ids`, the word vectors are `inputs_embeds` (step 1 of "
-            "forward): take B and T from it, not from input_ids.",))
-        batches.append(random_past_batch(ctx) + (
-            "The default positions start at past_key_values_length: past_key_values_length, ..., "
-            "past_key_values_length + T - 1 (step 2 of forward).",))
+        batches.append(
+            random_embeds_batch(ctx)
+            + (
+                "With `inputs_embeds` given and no `input_ids`, the word vectors are `inputs_embeds` (step 1 of "
+                "forward): take B and T from it, not from input_ids.",
+            )
+        )
+        batches.append(
+            random_past_batch(ctx)
+            + (
+                "The default positions start at past_key_values_length: past_key_values_length, ..., "
+                "past_key_values_length + T - 1 (step 2 of forward).",
+            )
+        )
         for inputs, description, hint in batches:
             with torch.no_grad():
                 expected = self.call(hf, inputs)

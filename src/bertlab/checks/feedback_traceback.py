@@ -16,10 +16,16 @@ from pathlib import Path
 import bertlab
 
 # Where code the learner did not write lives: this package, the standard library, installed packages.
-_NOT_THE_LEARNERS = tuple(str(Path(p).resolve()) for p in {
-    Path(bertlab.__file__).parent, sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"],
-    sysconfig.get_paths()["platlib"], sys.prefix,
-})
+_NOT_THE_LEARNERS = tuple(
+    str(Path(p).resolve())
+    for p in {
+        Path(bertlab.__file__).parent,
+        sysconfig.get_paths()["stdlib"],
+        sysconfig.get_paths()["purelib"],
+        sysconfig.get_paths()["platlib"],
+        sys.prefix,
+    }
+)
 
 
 def _learners(frame: traceback.FrameSummary) -> bool:

@@ -29,11 +29,18 @@ from torch import nn
 from bertlab import capture as capture_mod
 from bertlab import diagnose, reference
 from bertlab.checks import feature_dropout, heatmap
-from bertlab.checks.compare import (Difference, allclose, diagnose_non_finite, difference, non_finite,
-                                    worst_position)
+from bertlab.checks.compare import Difference, allclose, diagnose_non_finite, difference, non_finite, worst_position
 from bertlab.checks.feedback_traceback import learner_traceback
-from bertlab.checks.harness import (describe_call, given, gradients_of, invoke_learner, load_weights, state_digest,
-                                    state_shapes, weighted_sum)
+from bertlab.checks.harness import (
+    describe_call,
+    given,
+    gradients_of,
+    invoke_learner,
+    load_weights,
+    state_digest,
+    state_shapes,
+    weighted_sum,
+)
 from bertlab.diagnose import common as placement
 from bertlab.diagnose.common import DropoutProbe
 
@@ -130,8 +137,7 @@ class Task:
 
     # -- failure messages -------------------------------------------------------------------
 
-    def fail(self, what: str, *details: str, mistake: diagnose.Mistake | None = None,
-             values: Difference | None = None):
+    def fail(self, what: str, *details: str, mistake: diagnose.Mistake | None = None, values: Difference | None = None):
         lines = [f"[Task {self.id}] {self.title}: {what}", *(f"  {d}" for d in details if d)]
         if mistake is not None:
             lines.append("  " + mistake.hint())
@@ -150,8 +156,16 @@ class Task:
             grad: keep autograd on (the gradients check).
         """
         # Inside ``feature_dropout.per_feature()`` here, the learner's process draws the same masks.
-        outcome = invoke_learner(fn, args, kwargs, seed=seed, forbid_shortcuts=self.forbid_shortcuts, grad=grad,
-                                 threads=torch.get_num_threads(), per_feature_dropout=feature_dropout.active())
+        outcome = invoke_learner(
+            fn,
+            args,
+            kwargs,
+            seed=seed,
+            forbid_shortcuts=self.forbid_shortcuts,
+            grad=grad,
+            threads=torch.get_num_threads(),
+            per_feature_dropout=feature_dropout.active(),
+        )
         return self.outcome_value(outcome, what, args, kwargs)
 
     def outcome_value(self, outcome, what: str, args: tuple = (), kwargs: dict | None = None):
@@ -176,8 +190,11 @@ class Task:
                 call,
             )
         if outcome.kind == "wrong_device":
-            self.fail(f"{what} returned a tensor on the {outcome.error} device; the inputs are on the CPU: "
-                      "keep the output there (no .to(...) or .cuda())", call)
+            self.fail(
+                f"{what} returned a tensor on the {outcome.error} device; the inputs are on the CPU: "
+                "keep the output there (no .to(...) or .cuda())",
+                call,
+            )
         self.fail(f"{what} raised {outcome.error}", f"at {outcome.where}" if outcome.where else "", call)
 
     def compare(self, expected: dict, got: dict, dims: dict, against: str, diagnose_with=None):
@@ -207,8 +224,9 @@ class Task:
             what = "values" if len(expected) == 1 else f"`{name}` values"
             mistake = None
             if diagnose_with is not None:
-                mistake = (diagnose.diagnose(self.id, *diagnose_with, got, expected)
-                           or diagnose_non_finite(self.id, *diagnose_with, got, expected))
+                mistake = diagnose.diagnose(self.id, *diagnose_with, got, expected) or diagnose_non_finite(
+                    self.id, *diagnose_with, got, expected
+                )
             self.fail(
                 f"{what} differ from {against} (atol {self.atol:g})",
                 worst_position(want, have, dims[name]),
@@ -254,7 +272,7 @@ class ModuleTask(Task):
 
     def build(self, cls, ctx: Context) -> nn.Module:
         if not isinstance(cls, type):
-            self.fail(f"pass the class itself, e.g. check(\"{self.id}\", {self.title}), not {cls!r}")
+            self.fail(f'pass the class itself, e.g. check("{self.id}", {self.title}), not {cls!r}')
         module = self.call_learner(f"{cls.__name__}(config)", cls, ctx.config)
         if not isinstance(module, nn.Module):
             self.fail(f"{cls.__name__} must subclass torch.nn.Module")
@@ -318,9 +336,7 @@ class ModuleTask(Task):
         for name, want in expected.items():
             if tuple(got[name].shape) != tuple(want.shape):
                 dims = ", ".join(self.outputs[name])
-                self.fail(
-                    f"`{name}` has shape {list(got[name].shape)}, expected {list(want.shape)} ({dims})"
-                )
+                self.fail(f"`{name}` has shape {list(got[name].shape)}, expected {list(want.shape)} ({dims})")
 
     def check_values(self, cls, ctx: Context) -> None:
         module = self.build(cls, ctx)
@@ -341,9 +357,7 @@ class ModuleTask(Task):
             with torch.no_grad():
                 expected = {k: v.float() for k, v in self.call(hf, inputs).items()}
                 got = self.call(self.load(module, ctx, layer), inputs)
-            self.compare(
-                expected, got, self.outputs, f"HF's {self.title} on {description}", (hf, inputs)
-            )
+            self.compare(expected, got, self.outputs, f"HF's {self.title} on {description}", (hf, inputs))
 
     def check_calls(self, cls, ctx: Context) -> None:
         """One module called again and again, with other inputs (and another mask) of the same
@@ -363,9 +377,11 @@ class ModuleTask(Task):
         before = state_digest(module) if watched else {}
         weights = {k for k, v in before.items() if v.startswith("tensor ")}
         last = before
-        calls = ((first, f"a first call, on {description}"),
-                 (second, "a second call with other inputs and mask of the same shape (another padding)"),
-                 (first, f"a third call, on the first call's inputs again ({description})"))
+        calls = (
+            (first, f"a first call, on {description}"),
+            (second, "a second call with other inputs and mask of the same shape (another padding)"),
+            (first, f"a third call, on the first call's inputs again ({description})"),
+        )
         answers: dict[int, dict] = {}  # HF's, by inputs: the third call's are the first's
         for number, (inputs, which) in enumerate(calls):
             with torch.no_grad():
@@ -375,8 +391,9 @@ class ModuleTask(Task):
                 got = self.call(module, inputs)
             if watched:
                 now = state_digest(module)
-                changed = sorted(k for k in last.keys() | now.keys() if last.get(k) != now.get(k)
-                                 and (number > 0 or k in weights))
+                changed = sorted(
+                    k for k in last.keys() | now.keys() if last.get(k) != now.get(k) and (number > 0 or k in weights)
+                )
                 if changed:
                     self.fail(
                         f"forward changes {', '.join(f'`self.{k}`' for k in changed[:5])} "
@@ -404,8 +421,10 @@ class ModuleTask(Task):
             try:
                 load_weights(module, hf.state_dict())
             except RuntimeError as err:
-                self.fail(f"the weights of {against} do not load: {str(err).splitlines()[0]}",
-                          "Read every size from `config`, never from the pretrained model.")
+                self.fail(
+                    f"the weights of {against} do not load: {str(err).splitlines()[0]}",
+                    "Read every size from `config`, never from the pretrained model.",
+                )
         for _ in range(2):
             inputs, description = self.random_inputs(other)
             with torch.no_grad():
@@ -413,9 +432,13 @@ class ModuleTask(Task):
                 got = self.call(module, inputs)
             # Random weights give larger values than the pretrained ones: a wrong size or eps moves
             # them by far more than float32's relative precision, which is all this allows on top.
-            if all(isinstance(got.get(k), torch.Tensor) and got[k].shape == v.shape and got[k].dtype == v.dtype
-                   and bool(torch.allclose(got[k].detach().float(), v, atol=self.atol, rtol=1e-5))
-                   for k, v in expected.items()):
+            if all(
+                isinstance(got.get(k), torch.Tensor)
+                and got[k].shape == v.shape
+                and got[k].dtype == v.dtype
+                and bool(torch.allclose(got[k].detach().float(), v, atol=self.atol, rtol=1e-5))
+                for k, v in expected.items()
+            ):
                 continue
             try:
                 # Diagnosed too: a mistake the pretrained model's tiny eps hides (eps added to the
@@ -472,17 +495,23 @@ class ModuleTask(Task):
         """HF's gradients under the learner's loss (``harness.weighted_sum`` of the same outputs)."""
         hf = self.reference(ctx, layer)  # frozen, in eval mode: its gradients are asked for, not kept
         params = dict(hf.named_parameters())
-        kwargs = {k: (v.detach().clone().requires_grad_(True) if k in self.grad_inputs else v) for k, v in inputs.items()}
+        kwargs = {
+            k: (v.detach().clone().requires_grad_(True) if k in self.grad_inputs else v) for k, v in inputs.items()
+        }
         given = [k for k in self.grad_inputs if k in kwargs]
         hf.requires_grad_(True)
         try:
             tensors = [t for t in self.raw_order(self.call(hf, kwargs)) if t.is_floating_point()]
-            grads = torch.autograd.grad(weighted_sum(tensors, seed), [*params.values(), *(kwargs[k] for k in given)],
-                                        allow_unused=True)
+            grads = torch.autograd.grad(
+                weighted_sum(tensors, seed), [*params.values(), *(kwargs[k] for k in given)], allow_unused=True
+            )
         finally:
             hf.requires_grad_(False)
-        return {"params": dict(zip(params, grads[:len(params)])), "inputs": dict(zip(given, grads[len(params):])),
-                "shapes": [tuple(t.shape) for t in tensors]}
+        return {
+            "params": dict(zip(params, grads[: len(params)])),
+            "inputs": dict(zip(given, grads[len(params) :])),
+            "shapes": [tuple(t.shape) for t in tensors],
+        }
 
     def check_gradients(self, cls, ctx: Context) -> None:
         """In eval mode, under the same weights, inputs and upstream gradient, every parameter's
@@ -541,13 +570,20 @@ def other_inputs_of_the_same_shape(inputs: dict, generator: torch.Generator) -> 
             if torch.equal(new, lengths):  # the same padding would test nothing: change one row
                 new[0] = lengths[0] - 1 if lengths[0] > 1 else padding.shape[-1]
             padded = (torch.arange(padding.shape[-1])[None, :] < new[:, None]).to(padding.dtype)
-            other[name] = padded if not value.is_floating_point() else additive_mask(
-                padded, value.dtype, per_query=value.shape[-2] > 1)
+            other[name] = (
+                padded
+                if not value.is_floating_point()
+                else additive_mask(padded, value.dtype, per_query=value.shape[-2] > 1)
+            )
         elif value.is_floating_point():
             other[name] = torch.randn(value.shape, generator=generator, dtype=value.dtype)
         else:  # ids: new ones in the range the first ones used
-            other[name] = torch.randint(max(int(value.max()) + 1, 2) if value.numel() else 1, value.shape,
-                                        generator=generator, dtype=value.dtype)
+            other[name] = torch.randint(
+                max(int(value.max()) + 1, 2) if value.numel() else 1,
+                value.shape,
+                generator=generator,
+                dtype=value.dtype,
+            )
     return other
 
 
@@ -560,7 +596,9 @@ GRAD_RTOL, GRAD_NOISE = 1e-3, 1e-5
 
 def is_reference(obj) -> bool:
     """Whether ``obj`` is transformers' own code (the expected side of a comparison), not the learner's."""
-    return type(obj).__module__.startswith("transformers.") or getattr(obj, "__module__", "").startswith("transformers.")
+    return type(obj).__module__.startswith("transformers.") or getattr(obj, "__module__", "").startswith(
+        "transformers."
+    )
 
 
 def _describe(value) -> str:
@@ -574,8 +612,16 @@ def _describe(value) -> str:
 # -- the config check: another BertConfig ------------------------------------------------------
 
 # Sizes a learner might wire in, by the config field that holds them.
-SIZE_FIELDS = ("hidden_size", "intermediate_size", "num_attention_heads", "attention_head_size",
-               "num_hidden_layers", "vocab_size", "max_position_embeddings", "type_vocab_size")
+SIZE_FIELDS = (
+    "hidden_size",
+    "intermediate_size",
+    "num_attention_heads",
+    "attention_head_size",
+    "num_hidden_layers",
+    "vocab_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+)
 
 
 def config_sizes(config) -> dict[str, int]:
@@ -586,8 +632,12 @@ def config_sizes(config) -> dict[str, int]:
 
 
 def _config_key(config) -> tuple:
-    return (*config_sizes(config).values(), config.layer_norm_eps, config.hidden_dropout_prob,
-            config.attention_probs_dropout_prob)
+    return (
+        *config_sizes(config).values(),
+        config.layer_norm_eps,
+        config.hidden_dropout_prob,
+        config.attention_probs_dropout_prob,
+    )
 
 
 def _differs(options, taken) -> Any:
@@ -605,7 +655,8 @@ def other_config(config):
 
     old = config_sizes(config)
     hidden, heads = next(
-        (h, n) for h, n in [(48, 3), (60, 5), (42, 7)]
+        (h, n)
+        for h, n in [(48, 3), (60, 5), (42, 7)]
         if h != old["hidden_size"] and n != old["num_attention_heads"] and h // n != old["attention_head_size"]
     )
     intermediate = next(i for i in (hidden * 5 // 3, hidden * 2 + 6) if i not in (4 * hidden, old["intermediate_size"]))
@@ -655,16 +706,18 @@ class _PretrainedSizes:
         self.num_attention_heads, self.num_hidden_layers = sizes["num_attention_heads"], sizes["num_hidden_layers"]
         self.vocab_size, self.max_position_embeddings = sizes["vocab_size"], sizes["max_position_embeddings"]
         self.type_vocab_size = sizes["type_vocab_size"]
-        self.layer_norm_eps, self.hidden_dropout_prob, self.attention_probs_dropout_prob = key[len(SIZE_FIELDS):]
+        self.layer_norm_eps, self.hidden_dropout_prob, self.attention_probs_dropout_prob = key[len(SIZE_FIELDS) :]
         self.hidden_act = "gelu"
 
 
 def describe_config(config) -> str:
     sizes = config_sizes(config)
-    return (f"hidden_size {sizes['hidden_size']}, {sizes['num_attention_heads']} heads of size "
-            f"{sizes['attention_head_size']}, intermediate_size {sizes['intermediate_size']}, "
-            f"layer_norm_eps {config.layer_norm_eps:g}, {sizes['num_hidden_layers']} layers, "
-            f"vocab_size {sizes['vocab_size']}, max_position_embeddings {sizes['max_position_embeddings']}")
+    return (
+        f"hidden_size {sizes['hidden_size']}, {sizes['num_attention_heads']} heads of size "
+        f"{sizes['attention_head_size']}, intermediate_size {sizes['intermediate_size']}, "
+        f"layer_norm_eps {config.layer_norm_eps:g}, {sizes['num_hidden_layers']} layers, "
+        f"vocab_size {sizes['vocab_size']}, max_position_embeddings {sizes['max_position_embeddings']}"
+    )
 
 
 def _wired(task, field: str, value, pretrained, config, *details: str) -> None:
@@ -721,14 +774,21 @@ def explain_sizes(task, module: nn.Module, hf: nn.Module, pretrained, config, ag
             eps = getattr(learner, "eps", None)
             if isinstance(eps, float) and eps != sub.eps:
                 origin = " (the pretrained model's)" if eps == pretrained.layer_norm_eps else ""
-                task.fail(f"{where}: LayerNorm eps is {eps:g}{origin}, not config.layer_norm_eps = {sub.eps:g}",
-                          "Pass eps=config.layer_norm_eps to nn.LayerNorm.")
+                task.fail(
+                    f"{where}: LayerNorm eps is {eps:g}{origin}, not config.layer_norm_eps = {sub.eps:g}",
+                    "Pass eps=config.layer_norm_eps to nn.LayerNorm.",
+                )
         if isinstance(sub, nn.Dropout) and isinstance(learner, nn.Dropout) and learner.p != sub.p:
-            field = ("attention_probs_dropout_prob" if sub.p == config.attention_probs_dropout_prob
-                     else "hidden_dropout_prob")
+            field = (
+                "attention_probs_dropout_prob"
+                if sub.p == config.attention_probs_dropout_prob
+                else "hidden_dropout_prob"
+            )
             origin = " (the pretrained model's)" if learner.p == getattr(pretrained, field) else ""
-            task.fail(f"{where}: dropout p is {learner.p:g}{origin}, not config.{field} = {sub.p:g}",
-                      f"Build it with nn.Dropout(config.{field}).")
+            task.fail(
+                f"{where}: dropout p is {learner.p:g}{origin}, not config.{field} = {sub.p:g}",
+                f"Build it with nn.Dropout(config.{field}).",
+            )
 
 
 # -- the dropout check: where dropout acts -----------------------------------------------------
@@ -742,8 +802,9 @@ def set_submodule(module: nn.Module, path: str, value: nn.Module) -> None:
     setattr(module, last, value)
 
 
-def check_dropout_placement(task: "ModuleTask", cls, ctx: Context, layer, inputs: dict, module=None,
-                            other_config: bool = False) -> None:
+def check_dropout_placement(
+    task: "ModuleTask", cls, ctx: Context, layer, inputs: dict, module=None, other_config: bool = False
+) -> None:
     """In train mode, the learner's module equals HF's when dropout acts in the same places.
 
     First with every nn.Dropout of both modules (same attribute paths) replaced by a
@@ -782,10 +843,17 @@ def check_dropout_placement(task: "ModuleTask", cls, ctx: Context, layer, inputs
         # Another config's random weights give larger values than the pretrained ones: as in the
         # config check, float32's relative precision is allowed on top (a right softmax written
         # another way differs by that much, a wrong probability by far more).
-        return all(tuple(got[k].shape) == tuple(expected[k].shape) and (
-            allclose(expected[k], got[k], task.atol) or (other_config and bool(torch.allclose(
-                got[k].detach().float(), expected[k].float(), atol=task.atol, rtol=1e-5))))
-            for k in expected)
+        return all(
+            tuple(got[k].shape) == tuple(expected[k].shape)
+            and (
+                allclose(expected[k], got[k], task.atol)
+                or (
+                    other_config
+                    and bool(torch.allclose(got[k].detach().float(), expected[k].float(), atol=task.atol, rtol=1e-5))
+                )
+            )
+            for k in expected
+        )
 
     probed = run(probes=True, module=module)
     if same(probed) or same(run(probes=False, per_feature=True)):
@@ -795,8 +863,11 @@ def check_dropout_placement(task: "ModuleTask", cls, ctx: Context, layer, inputs
         return
     mistake = placement.diagnose_placement(task.id, reference_module, inputs, probed, from_seed)
     got, expected = from_seed
-    name = next(k for k in expected if tuple(got[k].shape) != tuple(expected[k].shape)
-                or not allclose(expected[k], got[k], task.atol))
+    name = next(
+        k
+        for k in expected
+        if tuple(got[k].shape) != tuple(expected[k].shape) or not allclose(expected[k], got[k], task.atol)
+    )
     if other_config:
         config = ctx.model.config
         task.fail(
@@ -809,7 +880,9 @@ def check_dropout_placement(task: "ModuleTask", cls, ctx: Context, layer, inputs
     task.fail(
         f"in train mode, `{name}` differs from HF's {task.title}, both with the same fixed dropout masks "
         "and from the same seed: dropout does not act where HF's does",
-        worst_position(expected[name], got[name], task.outputs[name]) if got[name].shape == expected[name].shape else "",
+        worst_position(expected[name], got[name], task.outputs[name])
+        if got[name].shape == expected[name].shape
+        else "",
         "" if mistake is not None else placement.WHERE.get(task.id, placement.PARTS_ONLY),
         mistake=mistake,
     )
@@ -922,7 +995,7 @@ class BuiltOnParts:
         return module
 
     def differing_part(self, cls, ctx: Context) -> str:
-        """"fails because your X (task N) differs; fix N first" for the first part that differs from HF's, or ""."""
+        """ "fails because your X (task N) differs; fix N first" for the first part that differs from HF's, or ""."""
         try:
             own = self.own_module(cls, ctx)
         except CheckFailed:
@@ -937,7 +1010,10 @@ class BuiltOnParts:
                 inputs, expected = task.captured(ctx, layer)
                 with torch.no_grad():
                     got = task.call(part, inputs)
-                if all(tuple(got[k].shape) == tuple(v.shape) and allclose(v, got[k], task.atol) for k, v in expected.items()):
+                if all(
+                    tuple(got[k].shape) == tuple(v.shape) and allclose(v, got[k], task.atol)
+                    for k, v in expected.items()
+                ):
                     continue
             except (CheckFailed, KeyError, RuntimeError):
                 pass

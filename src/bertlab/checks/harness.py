@@ -71,8 +71,10 @@ def _copy(value):
 def _changed(before, after, name: str) -> list[str]:
     """Names (``input_tensor``, ``params["dense.weight"]``) whose contents differ."""
     if isinstance(before, torch.Tensor) and isinstance(after, torch.Tensor):
-        same = before.shape == after.shape and bool(torch.equal(before, after.detach()) or
-                                                    torch.allclose(before, after.detach(), equal_nan=True, rtol=0, atol=0))
+        same = before.shape == after.shape and bool(
+            torch.equal(before, after.detach())
+            or torch.allclose(before, after.detach(), equal_nan=True, rtol=0, atol=0)
+        )
         return [] if same else [name]
     if isinstance(before, np.ndarray) and isinstance(after, np.ndarray):
         return [] if before.shape == after.shape and np.array_equal(before, after, equal_nan=True) else [name]
@@ -148,11 +150,16 @@ def module_shortcut(obj) -> str:
         classes.append(("your class", obj))
     elif isinstance(obj, nn.Module):
         given_paths = [name for name, sub in obj.named_modules() if _is_given(sub)]
-        classes += [(f"`{name or 'the module'}`", type(sub)) for name, sub in obj.named_modules()
-                    if not any(name == g or name.startswith(g + ".") for g in given_paths)]
+        classes += [
+            (f"`{name or 'the module'}`", type(sub))
+            for name, sub in obj.named_modules()
+            if not any(name == g or name.startswith(g + ".") for g in given_paths)
+        ]
     for where, cls in classes:
         for base in cls.__mro__:
-            if base.__module__.startswith("transformers.models.") or base.__module__.startswith("sentence_transformers"):
+            if base.__module__.startswith("transformers.models.") or base.__module__.startswith(
+                "sentence_transformers"
+            ):
                 return f"{where} is built on transformers' {base.__name__}"
     return ""
 
@@ -192,8 +199,17 @@ def _reset_torch_state(seed: int | None, threads: int | None = None) -> None:
 # nn.init's random fillers. A module a check builds gets the reference's weights (strictly: every
 # parameter and saved buffer) before any value of it is read, so drawing random numbers first is
 # wasted: it is most of what building a BertModel costs, 17 times per notebook 06.
-_RANDOM_INITS = ("uniform_", "normal_", "trunc_normal_", "xavier_uniform_", "xavier_normal_",
-                 "kaiming_uniform_", "kaiming_normal_", "orthogonal_", "sparse_")
+_RANDOM_INITS = (
+    "uniform_",
+    "normal_",
+    "trunc_normal_",
+    "xavier_uniform_",
+    "xavier_normal_",
+    "kaiming_uniform_",
+    "kaiming_normal_",
+    "orthogonal_",
+    "sparse_",
+)
 
 
 def _nan_fill(tensor, *args, **kwargs):
@@ -221,9 +237,17 @@ def _weights_loaded_later(fn):
             setattr(nn.init, name, function)
 
 
-def invoke(fn, args: tuple = (), kwargs: dict | None = None, *, seed: int | None = None,
-           forbid_shortcuts: bool = False, grad: bool = False, threads: int | None = None,
-           per_feature_dropout: bool = False) -> Outcome:
+def invoke(
+    fn,
+    args: tuple = (),
+    kwargs: dict | None = None,
+    *,
+    seed: int | None = None,
+    forbid_shortcuts: bool = False,
+    grad: bool = False,
+    threads: int | None = None,
+    per_feature_dropout: bool = False,
+) -> Outcome:
     """Call ``fn(*args, **kwargs)`` on copies of the arguments and report what happened.
 
     Args:
@@ -273,9 +297,9 @@ def invoke(fn, args: tuple = (), kwargs: dict | None = None, *, seed: int | None
 def _argument_name(name: str) -> str:
     # kwargs["input_tensor"] -> input_tensor ; args[0] -> argument 1
     if name.startswith("kwargs["):
-        return name[len('kwargs["'):].replace('"]', "", 1)
+        return name[len('kwargs["') :].replace('"]', "", 1)
     if name.startswith("args["):
-        index, _, rest = name[len("args["):].partition("]")
+        index, _, rest = name[len("args[") :].partition("]")
         return f"argument {int(index) + 1}{rest}"
     return name
 
@@ -311,12 +335,28 @@ def state_shapes(module) -> dict[str, tuple]:
 
 
 # What nn.Module keeps for itself: hooks and the like change with torch's own bookkeeping.
-_MODULE_INTERNALS = frozenset({"_parameters", "_buffers", "_modules", "_non_persistent_buffers_set",
-                               "_state_dict_hooks", "_state_dict_pre_hooks", "_load_state_dict_pre_hooks",
-                               "_load_state_dict_post_hooks", "_forward_hooks", "_forward_pre_hooks",
-                               "_backward_hooks", "_backward_pre_hooks", "_forward_hooks_with_kwargs",
-                               "_forward_pre_hooks_with_kwargs", "_forward_hooks_always_called",
-                               "_is_full_backward_hook", "_compiled_call_impl", GIVEN})
+_MODULE_INTERNALS = frozenset(
+    {
+        "_parameters",
+        "_buffers",
+        "_modules",
+        "_non_persistent_buffers_set",
+        "_state_dict_hooks",
+        "_state_dict_pre_hooks",
+        "_load_state_dict_pre_hooks",
+        "_load_state_dict_post_hooks",
+        "_forward_hooks",
+        "_forward_pre_hooks",
+        "_backward_hooks",
+        "_backward_pre_hooks",
+        "_forward_hooks_with_kwargs",
+        "_forward_pre_hooks_with_kwargs",
+        "_forward_hooks_always_called",
+        "_is_full_backward_hook",
+        "_compiled_call_impl",
+        GIVEN,
+    }
+)
 
 
 _SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -386,8 +426,11 @@ def _describe_value(value) -> str:
     if isinstance(value, np.ndarray):
         return f"{value.dtype} array {list(value.shape)}"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k!r}: {_describe_value(v)}" for k, v in list(value.items())[:4]) + (
-            ", ...}" if len(value) > 4 else "}")
+        return (
+            "{"
+            + ", ".join(f"{k!r}: {_describe_value(v)}" for k, v in list(value.items())[:4])
+            + (", ...}" if len(value) > 4 else "}")
+        )
     if isinstance(value, (list, tuple)) and len(value) <= 4:
         inner = ", ".join(_describe_value(v) for v in value)
         return f"[{inner}]" if isinstance(value, list) else f"({inner})"
@@ -396,8 +439,9 @@ def _describe_value(value) -> str:
     return type(value).__name__
 
 
-def gradients(fn, args: tuple, kwargs: dict, grad_names: tuple[str, ...], seed: int,
-              forbid_shortcuts: bool = True) -> Outcome:
+def gradients(
+    fn, args: tuple, kwargs: dict, grad_names: tuple[str, ...], seed: int, forbid_shortcuts: bool = True
+) -> Outcome:
     """Backpropagate a random weighting of ``fn(*args, **kwargs)``'s tensors; report the gradients.
 
     Runs where ``fn`` lives, in eval mode. The value of an ``ok`` outcome is a dict: ``params``
@@ -421,10 +465,16 @@ def gradients(fn, args: tuple, kwargs: dict, grad_names: tuple[str, ...], seed: 
         done = invoke(loss.backward, grad=True)
         if done.kind != "ok":
             return done
-    params = {n: (None if p.grad is None else p.grad.detach().clone()) for n, p in module.named_parameters()} if module else {}
+    params = (
+        {n: (None if p.grad is None else p.grad.detach().clone()) for n, p in module.named_parameters()}
+        if module
+        else {}
+    )
     inputs = {k: (None if kwargs[k].grad is None else kwargs[k].grad.clone()) for k in grad_names if k in kwargs}
-    return Outcome("ok", value={"params": params, "inputs": inputs, "connected": connected,
-                                "shapes": [tuple(t.shape) for t in tensors]})
+    return Outcome(
+        "ok",
+        value={"params": params, "inputs": inputs, "connected": connected, "shapes": [tuple(t.shape) for t in tensors]},
+    )
 
 
 def weighted_sum(tensors: list[torch.Tensor], seed: int):

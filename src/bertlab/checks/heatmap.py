@@ -74,7 +74,9 @@ def _bin(plane: np.ndarray, axis: int) -> tuple[np.ndarray, int]:
     return np.moveaxis(binned, -1, axis), width
 
 
-def _plane(diff: np.ndarray, dims: tuple[str, ...], index: tuple[int, ...]) -> tuple[np.ndarray, list[str], tuple[str, str]]:
+def _plane(
+    diff: np.ndarray, dims: tuple[str, ...], index: tuple[int, ...]
+) -> tuple[np.ndarray, list[str], tuple[str, str]]:
     """(2-D array, what was fixed, (row name, column name)): leading dims fixed at ``index``."""
     names = dims if len(dims) == diff.ndim else tuple(f"dim{i}" for i in range(diff.ndim))
     fixed = [f"{names[i]} {index[i]}" for i in range(max(0, diff.ndim - 2))]
@@ -131,7 +133,7 @@ def figure(values: Difference):
         layers, width = _bin(layers, 1)
         image = ax.imshow(layers, aspect="auto", cmap=cmap, vmin=0, interpolation="nearest")
         base = values.name.split("[")[0]
-        ax.set_yticks(range(len(values.layers)), [name[len(base):].strip("[]") for name, _, _ in values.layers])
+        ax.set_yticks(range(len(values.layers)), [name[len(base) :].strip("[]") for name, _, _ in values.layers])
         ax.set_ylabel(f"{base}[i]")
         ax.set_xlabel(row_name + (f" (bins of {width}, max)" if width > 1 else ""))
         ax.set_title(f"per layer, max over {col_name}", fontsize=9)

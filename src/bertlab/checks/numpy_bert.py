@@ -209,8 +209,12 @@ class NumpyTask(Task):
     def check_case(self, fn, case: Case) -> None:
         got = self.call(fn, case)
         self.compare(
-            {self.output: case.expected}, {self.output: got}, {self.output: case.dims},
-            case.against, (None, case.inputs), case.hint,
+            {self.output: case.expected},
+            {self.output: got},
+            {self.output: case.dims},
+            case.against,
+            (None, case.inputs),
+            case.hint,
         )
 
     # -- the checks, in order ---------------------------------------------------------------
@@ -246,7 +250,10 @@ def attention_scores(ctx: Context, layer: int) -> torch.Tensor:
     hidden_states, mask = call.args[0], call.kwargs["attention_mask"]
     B, T, _ = hidden_states.shape
     with torch.no_grad():
-        q, k = (m(hidden_states).view(B, T, module.num_attention_heads, -1).transpose(1, 2) for m in (module.query, module.key))
+        q, k = (
+            m(hidden_states).view(B, T, module.num_attention_heads, -1).transpose(1, 2)
+            for m in (module.query, module.key)
+        )
         scores = (q @ k.transpose(-1, -2)) * module.scaling  # (B, heads, T, T)
     return scores if mask is None else scores + mask
 
@@ -260,24 +267,37 @@ class SoftmaxTask(NumpyTask):
         for layer in _layers(ctx):
             scores = attention_scores(ctx, layer)
             yield Case(
-                {"x": scores, "axis": -1}, torch.softmax(scores, dim=-1),
-                f"torch.softmax over the keys of the pretrained layer {layer}'s masked attention scores", PROBS,
+                {"x": scores, "axis": -1},
+                torch.softmax(scores, dim=-1),
+                f"torch.softmax over the keys of the pretrained layer {layer}'s masked attention scores",
+                PROBS,
             )
 
     def edge_cases(self, ctx):
         x = _randn(ctx, 3, 5, 4)
-        yield Case({"x": x, "axis": 1}, torch.softmax(x, dim=1), "torch.softmax(x, dim=1) on a (3, 5, 4) array, axis=1",
-                   ("dim0", "dim1", "dim2"), "Normalise along `axis`, the argument, not a fixed axis.")
+        yield Case(
+            {"x": x, "axis": 1},
+            torch.softmax(x, dim=1),
+            "torch.softmax(x, dim=1) on a (3, 5, 4) array, axis=1",
+            ("dim0", "dim1", "dim2"),
+            "Normalise along `axis`, the argument, not a fixed axis.",
+        )
         big = 1e4 + 10 * _randn(ctx, 2, 3, 6, 6)  # exp(1e4) overflows float32 and float64 alike
-        yield Case({"x": big, "axis": -1}, torch.softmax(big, dim=-1),
-                   "torch.softmax on scores around 1e4 (exp overflows unless each row's maximum is subtracted)", PROBS,
-                   "Subtract each row's maximum, np.max(x, axis=axis, keepdims=True), before np.exp.",
-                   magnitude=float(big.abs().max()))
+        yield Case(
+            {"x": big, "axis": -1},
+            torch.softmax(big, dim=-1),
+            "torch.softmax on scores around 1e4 (exp overflows unless each row's maximum is subtracted)",
+            PROBS,
+            "Subtract each row's maximum, np.max(x, axis=axis, keepdims=True), before np.exp.",
+            magnitude=float(big.abs().max()),
+        )
         offsets = torch.tensor([1e4, 0.0, -1e4, 5e3])[:, None]
         spread = _randn(ctx, 4, 7) + offsets  # rows far apart: one maximum for the whole array is not enough
         yield Case(
-            {"x": spread, "axis": -1}, torch.softmax(spread, dim=-1),
-            "torch.softmax on rows whose scores lie 1e4 apart", ("row", "column"),
+            {"x": spread, "axis": -1},
+            torch.softmax(spread, dim=-1),
+            "torch.softmax on rows whose scores lie 1e4 apart",
+            ("row", "column"),
             "Subtract each row's own maximum, np.max(x, axis=axis, keepdims=True), not the maximum of the whole array.",
             magnitude=float(spread.abs().max()),
         )
@@ -305,8 +325,9 @@ class SoftmaxTask(NumpyTask):
                 f"(tolerance {rtol + self.atol:.2g}, float32 at |x| ~ {case.magnitude:.0e})",
                 f"one row sums to {float(sums.flatten()[worst]):.6g}",
             )
-        self.compare({self.output: want}, {self.output: got}, dims, case.against, (None, case.inputs), case.hint,
-                     rtol=rtol)
+        self.compare(
+            {self.output: want}, {self.output: got}, dims, case.against, (None, case.inputs), case.hint, rtol=rtol
+        )
 
 
 def _layer_norm_inputs(ctx: Context, layer: int, part: str) -> tuple[torch.Tensor, Any]:
@@ -331,23 +352,44 @@ class LayerNormTask(NumpyTask):
             for part in ("attention.output", "output"):
                 x, norm = _layer_norm_inputs(ctx, layer, part)
                 yield self.case(
-                    x, norm.weight.detach(), norm.bias.detach(), ctx.model.config.layer_norm_eps,
+                    x,
+                    norm.weight.detach(),
+                    norm.bias.detach(),
+                    ctx.model.config.layer_norm_eps,
                     f"torch's layer_norm on what the pretrained layer {layer}'s {part}.LayerNorm received",
                 )
 
     def edge_cases(self, ctx):
         eps = ctx.model.config.layer_norm_eps
         H = 4  # with few features, dividing the variance by H - 1 instead of H is plain to see
-        yield self.case(2 * _randn(ctx, 3, 5, H) + 1, _randn(ctx, H), _randn(ctx, H), eps,
-                        f"torch's layer_norm on rows of {H} features")
+        yield self.case(
+            2 * _randn(ctx, 3, 5, H) + 1,
+            _randn(ctx, H),
+            _randn(ctx, H),
+            eps,
+            f"torch's layer_norm on rows of {H} features",
+        )
         H = 16
         x = _randn(ctx, 5, H)
         x[1], x[3] = 2.5, -0.5  # constant rows: variance exactly 0, so only eps keeps 0 / 0 away
-        yield self.case(x, _randn(ctx, H), _randn(ctx, H), eps, "torch's layer_norm on a batch with constant rows",
-                        ("row", "dim"), "A constant row has variance 0: eps inside the square root keeps it finite.")
-        yield self.case(0.1 * _randn(ctx, 5, H), _randn(ctx, H), _randn(ctx, H), 1e-2,
-                        "torch's layer_norm with eps=0.01 on rows of variance ~0.01", ("row", "dim"),
-                        "Use the `eps` argument, inside the square root: (x - mean) / sqrt(var + eps).")
+        yield self.case(
+            x,
+            _randn(ctx, H),
+            _randn(ctx, H),
+            eps,
+            "torch's layer_norm on a batch with constant rows",
+            ("row", "dim"),
+            "A constant row has variance 0: eps inside the square root keeps it finite.",
+        )
+        yield self.case(
+            0.1 * _randn(ctx, 5, H),
+            _randn(ctx, H),
+            _randn(ctx, H),
+            1e-2,
+            "torch's layer_norm with eps=0.01 on rows of variance ~0.01",
+            ("row", "dim"),
+            "Use the `eps` argument, inside the square root: (x - mean) / sqrt(var + eps).",
+        )
 
 
 class GeluTask(NumpyTask):
@@ -360,12 +402,18 @@ class GeluTask(NumpyTask):
             dense = ctx.model.encoder.layer[layer].intermediate.dense
             with torch.no_grad():
                 x = dense(ctx.capture.layer(layer, "intermediate").args[0])  # (B, T, I)
-            yield Case({"x": x}, F.gelu(x), f"torch's exact GELU on the pretrained layer {layer}'s intermediate.dense output",
-                       TOKENS)
+            yield Case(
+                {"x": x},
+                F.gelu(x),
+                f"torch's exact GELU on the pretrained layer {layer}'s intermediate.dense output",
+                TOKENS,
+            )
 
     def edge_cases(self, ctx):
         x = torch.cat([torch.linspace(-10, 10, 201), torch.tensor([-30.0, 30.0, 0.0])])
-        yield Case({"x": x}, F.gelu(x), "torch's exact GELU on x from -10 to 10, and -30, 30, 0 (a 1-D array)", ("index",))
+        yield Case(
+            {"x": x}, F.gelu(x), "torch's exact GELU on x from -10 to 10, and -30, 30, 0 (a 1-D array)", ("index",)
+        )
         x = 5 * _randn(ctx, 3, 7)
         yield Case({"x": x}, F.gelu(x), "torch's exact GELU on a (3, 7) array", ("row", "column"))
 
@@ -394,17 +442,29 @@ class LinearTask(NumpyTask):
             for name, part in LINEARS:
                 dense = ctx.model.encoder.layer[layer].get_submodule(name)
                 x, weight, bias = ctx.capture.layer(layer, part).args[0], dense.weight.detach(), dense.bias.detach()
-                yield Case({"x": x, "weight": weight, "bias": bias}, F.linear(x, weight, bias),
-                           f"nn.functional.linear with the pretrained layer {layer}'s {name}", TOKENS)
+                yield Case(
+                    {"x": x, "weight": weight, "bias": bias},
+                    F.linear(x, weight, bias),
+                    f"nn.functional.linear with the pretrained layer {layer}'s {name}",
+                    TOKENS,
+                )
 
     def edge_cases(self, ctx):
         x, weight, bias = _randn(ctx, 6, 5), _randn(ctx, 7, 5), _randn(ctx, 7)
-        yield Case({"x": x, "weight": weight, "bias": bias}, F.linear(x, weight, bias),
-                   "nn.functional.linear with x (6, 5), weight (7, 5): 5 features in, 7 out", ("row", "feature"),
-                   "weight has shape (out_features, in_features): y = x @ weight.T + bias.")
+        yield Case(
+            {"x": x, "weight": weight, "bias": bias},
+            F.linear(x, weight, bias),
+            "nn.functional.linear with x (6, 5), weight (7, 5): 5 features in, 7 out",
+            ("row", "feature"),
+            "weight has shape (out_features, in_features): y = x @ weight.T + bias.",
+        )
         x, weight, bias = _randn(ctx, 5), _randn(ctx, 3, 5), _randn(ctx, 3)
-        yield Case({"x": x, "weight": weight, "bias": bias}, F.linear(x, weight, bias),
-                   "nn.functional.linear with a 1-D x (5,) and weight (3, 5)", ("feature",))
+        yield Case(
+            {"x": x, "weight": weight, "bias": bias},
+            F.linear(x, weight, bias),
+            "nn.functional.linear with a 1-D x (5,) and weight (3, 5)",
+            ("feature",),
+        )
 
 
 def _state_dict(module: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -440,15 +500,25 @@ class BertLayerTask(NumpyTask):
     small = {"hidden_size": 24, "num_attention_heads": 2, "intermediate_size": 40}
 
     def case(self, hidden_states, mask, layer: torch.nn.Module, config, expected, against) -> Case:
-        inputs = {"hidden_states": hidden_states, "attention_mask": mask, "params": _state_dict(layer),
-                  "config": copy.deepcopy(config)}
+        inputs = {
+            "hidden_states": hidden_states,
+            "attention_mask": mask,
+            "params": _state_dict(layer),
+            "config": copy.deepcopy(config),
+        }
         return Case(inputs, expected, against, TOKENS)
 
     def value_cases(self, ctx):
         for i in _layers(ctx):
             call = ctx.capture.layer(i)
-            yield self.case(call.args[0], call.args[1], ctx.model.encoder.layer[i], ctx.model.config, call.output,
-                            f"the pretrained layer {i}")
+            yield self.case(
+                call.args[0],
+                call.args[1],
+                ctx.model.encoder.layer[i],
+                ctx.model.config,
+                call.output,
+                f"the pretrained layer {i}",
+            )
 
     def check_masks(self, fn, ctx: Context) -> None:
         fn = self.function(fn)
@@ -458,8 +528,17 @@ class BertLayerTask(NumpyTask):
             layer = ctx.model.encoder.layer[i]
             with torch.no_grad():
                 expected = layer(hidden_states, attention_mask=mask)
-            self.check_case(fn, self.case(hidden_states, mask, layer, ctx.model.config, expected,
-                                          f"HF's pretrained layer {i} on a random batch ({description})"))
+            self.check_case(
+                fn,
+                self.case(
+                    hidden_states,
+                    mask,
+                    layer,
+                    ctx.model.config,
+                    expected,
+                    f"HF's pretrained layer {i} on a random batch ({description})",
+                ),
+            )
 
     def small_layer(self, ctx: Context, eps: float):
         """HF's BertLayer on a small config, with random weights drawn from the check's generator."""
@@ -487,16 +566,31 @@ class BertLayerTask(NumpyTask):
         hidden_states, mask, description = random_layer_batch(ctx, config.hidden_size)
         with torch.no_grad():
             expected = layer(hidden_states, attention_mask=mask)
-        self.check_case(fn, self.case(hidden_states, mask, layer, config, expected,
-                                      f"HF's BertLayer with a small config ({sizes}) on a random batch ({description})"))
+        self.check_case(
+            fn,
+            self.case(
+                hidden_states,
+                mask,
+                layer,
+                config,
+                expected,
+                f"HF's BertLayer with a small config ({sizes}) on a random batch ({description})",
+            ),
+        )
 
         eps = 1e-2
         wide, wide_config = self.small_layer(ctx, eps)
         wide.load_state_dict(layer.state_dict())
         with torch.no_grad():
             wide_expected = wide(hidden_states, attention_mask=mask)
-        case = self.case(hidden_states, mask, wide, wide_config, wide_expected,
-                         f"HF's BertLayer with a small config and layer_norm_eps={eps:g}")
+        case = self.case(
+            hidden_states,
+            mask,
+            wide,
+            wide_config,
+            wide_expected,
+            f"HF's BertLayer with a small config and layer_norm_eps={eps:g}",
+        )
         got = self.call(fn, case)
         if not _close(wide_expected, got, self.atol, self.rtol) and _close(expected, got, self.atol, self.rtol):
             self.fail(
@@ -505,8 +599,9 @@ class BertLayerTask(NumpyTask):
                 "Pass config.layer_norm_eps to both layer_norm calls, and make sure layer_norm adds eps "
                 "inside the square root (Task 1.2).",
             )
-        self.compare({self.output: wide_expected}, {self.output: got}, {self.output: TOKENS}, case.against,
-                     (None, case.inputs))
+        self.compare(
+            {self.output: wide_expected}, {self.output: got}, {self.output: TOKENS}, case.against, (None, case.inputs)
+        )
 
 
 TASKS = [SoftmaxTask(), LayerNormTask(), GeluTask(), LinearTask(), BertLayerTask()]

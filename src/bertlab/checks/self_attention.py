@@ -84,8 +84,12 @@ class BertSelfAttentionTask(ModuleTask):
             named = super().call(module, inputs, what, seed)
         else:
             out = self.call_learner(what, module, seed=seed, **inputs)
-            if (isinstance(out, (tuple, list)) and len(out) == len(self.outputs) and out[-1] is None
-                    and isinstance(out[0], torch.Tensor)):
+            if (
+                isinstance(out, (tuple, list))
+                and len(out) == len(self.outputs)
+                and out[-1] is None
+                and isinstance(out[0], torch.Tensor)
+            ):
                 self.weights_missing = True
                 out = (out[0], torch.empty(0))  # a stand-in, dropped below
             named = super().call(_Returns(out), {}, what)
@@ -100,8 +104,10 @@ class BertSelfAttentionTask(ModuleTask):
             got = self.call(self.learner_for(cls, ctx, layer), inputs)
         for name, want in expected.items():
             if name in got and tuple(got[name].shape) != tuple(want.shape):
-                self.fail(f"`{name}` has shape {list(got[name].shape)}, expected {list(want.shape)} "
-                          f"({', '.join(self.outputs[name])})")
+                self.fail(
+                    f"`{name}` has shape {list(got[name].shape)}, expected {list(want.shape)} "
+                    f"({', '.join(self.outputs[name])})"
+                )
 
     def compare(self, expected, got, dims, against, diagnose_with=None):
         if self.weights_missing:  # the context alone, and the failure says so
@@ -111,8 +117,12 @@ class BertSelfAttentionTask(ModuleTask):
         except CheckFailed as err:
             if not self.weights_missing:
                 raise
-            raise CheckFailed(f"{err}\n  (Your forward returns None for `{self.weights_name}`: only "
-                              f"`{list(self.outputs)[0]}` was compared.)", err.mistake, err.values) from None
+            raise CheckFailed(
+                f"{err}\n  (Your forward returns None for `{self.weights_name}`: only "
+                f"`{list(self.outputs)[0]}` was compared.)",
+                err.mistake,
+                err.values,
+            ) from None
 
     def compare_given(self, expected, got, dims, against, diagnose_with=None):
         try:
@@ -148,21 +158,34 @@ class BertSelfAttentionTask(ModuleTask):
         seen = eager_call_seen(self.last_module, inputs)
         if seen is None:
             return ""
-        lost = (" The grader builds your module, then loads the pretrained weights into it (again for each layer): "
-                "a scaling folded into `query`'s weights, in __init__ or once on a first call, is lost. Scale "
-                "the scores in forward." if mistake.id == "no-scaling" else "")
+        lost = (
+            " The grader builds your module, then loads the pretrained weights into it (again for each layer): "
+            "a scaling folded into `query`'s weights, in __init__ or once on a first call, is lost. Scale "
+            "the scores in forward."
+            if mistake.id == "no-scaling"
+            else ""
+        )
         if not seen["called"]:
-            return (f"Your BertSelfAttention does not call your eager_attention_forward (watched while it ran): "
-                    f"this mistake is in its own code.{lost}")
+            return (
+                f"Your BertSelfAttention does not call your eager_attention_forward (watched while it ran): "
+                f"this mistake is in its own code.{lost}"
+            )
         args = seen["args"]
         if not _answers_as_hf(args, seen["returned"]):
-            return ("Your BertSelfAttention calls your eager_attention_forward, which answers otherwise than HF's on "
-                    "the very arguments it is given: fix 3.1 first.")
+            return (
+                "Your BertSelfAttention calls your eager_attention_forward, which answers otherwise than HF's on "
+                "the very arguments it is given: fix 3.1 first."
+            )
         scaling = args[5] if len(args) > 5 else None
-        passed = "" if isinstance(scaling, float) and abs(scaling - self.head_scaling(inputs)) < 1e-6 else (
-            f" It is passed scaling={scaling!r}; HF passes self.scaling = {self.head_scaling(inputs):.4g}.")
-        return ("Your BertSelfAttention calls your eager_attention_forward, which answers as HF's on the arguments "
-                f"it is given: the mistake is in what forward passes it, or does with its answer.{passed}{lost}")
+        passed = (
+            ""
+            if isinstance(scaling, float) and abs(scaling - self.head_scaling(inputs)) < 1e-6
+            else (f" It is passed scaling={scaling!r}; HF passes self.scaling = {self.head_scaling(inputs):.4g}.")
+        )
+        return (
+            "Your BertSelfAttention calls your eager_attention_forward, which answers as HF's on the arguments "
+            f"it is given: the mistake is in what forward passes it, or does with its answer.{passed}{lost}"
+        )
 
     def head_scaling(self, inputs: dict) -> float:
         model = self.last_module
@@ -201,13 +224,16 @@ def watch_eager_call(module, inputs: dict) -> dict:
         return value if isinstance(value, (int, float, bool, type(None))) else None
 
     def profile(frame, event, arg):
-        is_eager = frame.f_code is code if code is not None else (
-            frame.f_code.co_name == EAGER and "transformers" not in frame.f_code.co_filename)
+        is_eager = (
+            frame.f_code is code
+            if code is not None
+            else (frame.f_code.co_name == EAGER and "transformers" not in frame.f_code.co_filename)
+        )
         if not is_eager:
             return
         if event == "call" and not seen["called"]:
             seen["called"] = True
-            names = frame.f_code.co_varnames[:frame.f_code.co_argcount]
+            names = frame.f_code.co_varnames[: frame.f_code.co_argcount]
             seen["args"] = [plain(frame.f_locals.get(n)) for n in names]
             frames.append(frame)
         elif event == "return" and frames and frame is frames[0]:
@@ -233,8 +259,10 @@ def _answers_as_hf(args: list, returned) -> bool:
         return False
     with torch.no_grad():
         expected = _hf_eager_attention_forward()(_Training().eval(), query, key, value, mask, scaling=scaling)
-    return all(isinstance(g, torch.Tensor) and g.shape == e.shape and allclose(e, g, diagnose.MATCH_ATOL)
-               for g, e in zip(returned, expected))
+    return all(
+        isinstance(g, torch.Tensor) and g.shape == e.shape and allclose(e, g, diagnose.MATCH_ATOL)
+        for g, e in zip(returned, expected)
+    )
 
 
 class _Returns:
@@ -303,8 +331,9 @@ class EagerAttentionForwardTask(BertSelfAttentionTask):
             inputs, _ = self.random_inputs(other)
             pretrained_head = config_sizes(ctx.model.config)["attention_head_size"]
             head = inputs["query"].shape[-1]
-            wrong = flawed.attention(inputs["query"], inputs["key"], inputs["value"], inputs["attention_mask"],
-                                     pretrained_head**-0.5)[1]
+            wrong = flawed.attention(
+                inputs["query"], inputs["key"], inputs["value"], inputs["attention_mask"], pretrained_head**-0.5
+            )[1]
             with torch.no_grad():
                 got = self.call(fn, inputs).get("attn_weights")  # None: returned as None, compared without
             if got is None or got.shape != wrong.shape or not allclose(wrong, got, diagnose.MATCH_ATOL):
@@ -323,7 +352,9 @@ class EagerAttentionForwardTask(BertSelfAttentionTask):
         call = ctx.capture.layer(layer, "attention.self")
         context, probs = call.output
         B, T, _ = context.shape
-        inputs = self.heads(ctx, layer, {"hidden_states": call.args[0], "attention_mask": call.kwargs["attention_mask"]})
+        inputs = self.heads(
+            ctx, layer, {"hidden_states": call.args[0], "attention_mask": call.kwargs["attention_mask"]}
+        )
         return inputs, {"attn_output": context.view(B, T, probs.shape[1], -1), "attn_weights": probs}
 
     def random_inputs(self, ctx):
@@ -353,8 +384,9 @@ class EagerAttentionForwardTask(BertSelfAttentionTask):
             # tells them apart. From one seed, HF's function and the learner's must drop alike.
             other = {**inputs, "dropout": OTHER_DROPOUT}
             got = self.call(fn, other, training=True, seed=placement.SEED)
-            expected = self.call(ctx.model.get_submodule(self.hf_path.format(layer=0)), other, training=True,
-                                 seed=placement.SEED)
+            expected = self.call(
+                ctx.model.get_submodule(self.hf_path.format(layer=0)), other, training=True, seed=placement.SEED
+            )
             if not all(allclose(expected[k], got[k], self.atol) for k in expected):
                 self.fail(
                     f"with module.training=True and dropout={OTHER_DROPOUT}, the attention weights differ from "

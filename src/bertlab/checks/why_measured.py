@@ -142,7 +142,9 @@ class RelativeResidualTask(FunctionTask):
 
     def check_shapes(self, fn, ctx: Context) -> None:
         hidden, mask = ctx.capture.hidden_states[0], ctx.capture.batch["attention_mask"]
-        self.tensor(self.call(self.function(fn), hidden, mask), "the output", (hidden.shape[0],), self.outputs["residual"])
+        self.tensor(
+            self.call(self.function(fn), hidden, mask), "the output", (hidden.shape[0],), self.outputs["residual"]
+        )
 
     def check_values(self, fn, ctx: Context) -> None:
         mask = ctx.capture.batch["attention_mask"]  # (B, T): the corpus has padding
@@ -188,10 +190,20 @@ class LayerVariantTask(FunctionTask):
             expected = lesions.layer_forward(layer, hidden, mask, edit)[0]  # (B, T, H)
         got = self.call(fn, layer, hidden, mask, *flags)
         got = self.tensor(got, "the output", tuple(expected.shape), TOKENS)
-        inputs = {"hidden_states": hidden, "attention_mask": mask,
-                  "attention_skip": attention_skip, "ffn": ffn, "ffn_skip": ffn_skip}
-        self.compare({"layer_output": expected}, {"layer_output": got}, self.outputs,
-                     f"{against} with {_flags(*flags)}", (layer, inputs))
+        inputs = {
+            "hidden_states": hidden,
+            "attention_mask": mask,
+            "attention_skip": attention_skip,
+            "ffn": ffn,
+            "ffn_skip": ffn_skip,
+        }
+        self.compare(
+            {"layer_output": expected},
+            {"layer_output": got},
+            self.outputs,
+            f"{against} with {_flags(*flags)}",
+            (layer, inputs),
+        )
 
     def check_shapes(self, fn, ctx: Context) -> None:
         call = ctx.capture.layer(0)
@@ -204,7 +216,9 @@ class LayerVariantTask(FunctionTask):
         for i, layer in enumerate(ctx.model.encoder.layer):
             call = ctx.capture.layer(i)  # the layer's captured input and additive mask
             for flags in FLAG_SETS:
-                self.run_case(fn, layer, call.args[0], call.args[1], flags, f"the reference on the pretrained layer {i}")
+                self.run_case(
+                    fn, layer, call.args[0], call.args[1], flags, f"the reference on the pretrained layer {i}"
+                )
 
     def check_masks(self, fn, ctx: Context) -> None:
         fn = self.function(fn)
@@ -215,9 +229,14 @@ class LayerVariantTask(FunctionTask):
             hidden, padding, description = random_tokens(ctx, ctx.model.config.hidden_size)
             per_query = bool(_randint(ctx, 0, 2))
             mask = additive_mask(padding, per_query=per_query)  # (B, 1, T, T) or (B, 1, 1, T)
-            self.run_case(fn, layers[i], hidden, mask, flags,
-                          f"the reference on the pretrained layer {i}, random tokens ({description}, "
-                          f"mask {list(mask.shape)})")
+            self.run_case(
+                fn,
+                layers[i],
+                hidden,
+                mask,
+                flags,
+                f"the reference on the pretrained layer {i}, random tokens ({description}, mask {list(mask.shape)})",
+            )
 
 
 # -- Tasks 7.3 and 7.5: measurements over the whole model -----------------------------------
@@ -296,11 +315,15 @@ class MeasurementTask(FunctionTask):
             return self._results[key][1]
         out = self.call(self.function(fn), model, batch)
         if not isinstance(out, Mapping):
-            self.fail(f"must return a dict {{name: tensor}} with keys {', '.join(map(repr, self.names))}; "
-                      f"got {_describe(out)}")
+            self.fail(
+                f"must return a dict {{name: tensor}} with keys {', '.join(map(repr, self.names))}; "
+                f"got {_describe(out)}"
+            )
         if set(out) != set(self.names):
-            self.fail(f"must return a dict with keys {', '.join(map(repr, self.names))}; got keys "
-                      f"{', '.join(map(repr, out)) or 'none'}")
+            self.fail(
+                f"must return a dict with keys {', '.join(map(repr, self.names))}; got keys "
+                f"{', '.join(map(repr, out)) or 'none'}"
+            )
         n = self.length(model)
         got = {k: self.tensor(out[k], f"the output[{k!r}]", (n,), self.dims) for k in self.names}
         if cache:
@@ -334,8 +357,7 @@ class MeasurementTask(FunctionTask):
             want, have = claim.answer(reference), claim.answer(got)
             if want != have:
                 self.fail(
-                    f"your numbers answer \"{claim.question}\" with {have!r}; the reference's answer "
-                    f"is {want!r}",
+                    f'your numbers answer "{claim.question}" with {have!r}; the reference\'s answer is {want!r}',
                     "The conclusion comes from the numbers: fix the values check first.",
                 )
 
@@ -359,15 +381,21 @@ class CurvesTask(MeasurementTask):
     dims = ("hidden state",)
     stages = ("shapes", "values", "random_init", "conclusions")
     claims = (
-        Claim(f"which variants end below {COLLAPSED:g} of their embeddings' residual (collapsed)?",
-              lambda c: sorted(k for k, v in c.items() if v[-1] < COLLAPSED * v[0]),
-              lambda c: min(abs(v[-1] - COLLAPSED * v[0]).item() for v in c.values())),
-        Claim("which variant ends with the largest residual?",
-              lambda c: max(c, key=lambda k: c[k][-1].item()),
-              lambda c: _gap(sorted((v[-1].item() for v in c.values()), reverse=True)[:2])),
-        Claim("does every variant with the attention skip end above every variant without it?",
-              lambda c: bool(_with_skip(c) > _without_skip(c)),
-              lambda c: abs(_with_skip(c) - _without_skip(c))),
+        Claim(
+            f"which variants end below {COLLAPSED:g} of their embeddings' residual (collapsed)?",
+            lambda c: sorted(k for k, v in c.items() if v[-1] < COLLAPSED * v[0]),
+            lambda c: min(abs(v[-1] - COLLAPSED * v[0]).item() for v in c.values()),
+        ),
+        Claim(
+            "which variant ends with the largest residual?",
+            lambda c: max(c, key=lambda k: c[k][-1].item()),
+            lambda c: _gap(sorted((v[-1].item() for v in c.values()), reverse=True)[:2]),
+        ),
+        Claim(
+            "does every variant with the attention skip end above every variant without it?",
+            lambda c: bool(_with_skip(c) > _without_skip(c)),
+            lambda c: abs(_with_skip(c) - _without_skip(c)),
+        ),
     )
 
     def reference_result(self, model, batch):
@@ -381,8 +409,13 @@ class CurvesTask(MeasurementTask):
         # pretrained ones, and lesson 8's "at initialisation" curves come out the same.
         seed = _randint(ctx, 0, 2**16)
         model = _fresh_model(ctx.model, seed)
-        self.compare_on(fn, model, ctx.capture.batch,
-                        f"the reference on a freshly initialised BertModel (seed {seed}, corpus)", cache=False)
+        self.compare_on(
+            fn,
+            model,
+            ctx.capture.batch,
+            f"the reference on a freshly initialised BertModel (seed {seed}, corpus)",
+            cache=False,
+        )
 
 
 @functools.lru_cache(maxsize=2)
@@ -422,14 +455,21 @@ class LesionTask(MeasurementTask):
     dims = ("layer",)
     stages = ("shapes", "values", "conclusions")
     claims = (
-        Claim("which single lesion (kind, layer) moves the sentence embeddings most?", _worst_lesion,
-              lambda e: _gap(torch.cat(list(e.values())).sort().values[:2])),
-        Claim("in which layers does removing the FFN hurt more than removing the attention skip?",
-              lambda e: torch.nonzero(e["ffn"] < e["attention_skip"]).flatten().tolist(),
-              lambda e: (e["ffn"] - e["attention_skip"]).abs().min().item()),
-        Claim("averaged over the layers, does removing the attention skip hurt more than removing the FFN?",
-              lambda e: bool(e["attention_skip"].mean() < e["ffn"].mean()),
-              lambda e: abs(e["attention_skip"].mean() - e["ffn"].mean()).item()),
+        Claim(
+            "which single lesion (kind, layer) moves the sentence embeddings most?",
+            _worst_lesion,
+            lambda e: _gap(torch.cat(list(e.values())).sort().values[:2]),
+        ),
+        Claim(
+            "in which layers does removing the FFN hurt more than removing the attention skip?",
+            lambda e: torch.nonzero(e["ffn"] < e["attention_skip"]).flatten().tolist(),
+            lambda e: (e["ffn"] - e["attention_skip"]).abs().min().item(),
+        ),
+        Claim(
+            "averaged over the layers, does removing the attention skip hurt more than removing the FFN?",
+            lambda e: bool(e["attention_skip"].mean() < e["ffn"].mean()),
+            lambda e: abs(e["attention_skip"].mean() - e["ffn"].mean()).item(),
+        ),
     )
 
     def reference_result(self, model, batch):
@@ -459,16 +499,22 @@ class SentenceCosineTask(FunctionTask):
 
     def check_shapes(self, fn, ctx: Context) -> None:
         hidden, mask = ctx.capture.last_hidden_state, ctx.capture.batch["attention_mask"]
-        self.tensor(self.call(self.function(fn), hidden, hidden, mask), "the output", (hidden.shape[0],),
-                    self.outputs["cosine"])
+        self.tensor(
+            self.call(self.function(fn), hidden, hidden, mask), "the output", (hidden.shape[0],), self.outputs["cosine"]
+        )
 
     def check_values(self, fn, ctx: Context) -> None:
         fn = self.function(fn)
         last, mask = ctx.capture.last_hidden_state, ctx.capture.batch["attention_mask"]
         for i, hidden in enumerate(ctx.capture.hidden_states[:-1]):
             where = "the embeddings output" if i == 0 else f"the output of layer {i - 1}"
-            self.run_case(fn, hidden, last, mask,
-                          f"the reference between {where} and the last hidden state (pretrained model, corpus)")
+            self.run_case(
+                fn,
+                hidden,
+                last,
+                mask,
+                f"the reference between {where} and the last hidden state (pretrained model, corpus)",
+            )
 
     def check_masks(self, fn, ctx: Context) -> None:
         fn = self.function(fn)

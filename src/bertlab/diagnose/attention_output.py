@@ -121,21 +121,45 @@ def _flawed(flaw):
 
 
 for _id, _tasks, _description, _lesson, _section in [
-    ("layernorm-before-residual", ADD_NORM,
-     "LayerNorm applied BEFORE the residual add, LayerNorm(dense(x)) + input_tensor, instead of "
-     "LayerNorm(dense(x) + input_tensor)", LESSON, "Post-LN"),
-    ("residual-missing", ADD_NORM,
-     "LayerNorm(dense(x)) with NO residual: `input_tensor` is never added (adding dense(x) to "
-     "itself is the same mistake: LayerNorm cancels the factor 2)", LESSON, "The first Add & Norm"),
-    ("residual-wrong-tensor", ADD_NORM + ("4.2",),
-     "LayerNorm(dense(x) + x): the residual is the tensor that entered `dense`, not "
-     "`input_tensor`, the input of the whole sub-layer", LESSON, "The first Add & Norm"),
-    ("attention-output-wrong-order", ("4.2",),
-     "self.output(hidden_states, self_output): the arguments swapped, so `dense` sees the layer's "
-     "input and the attention output becomes the residual", LESSON, "The first Add & Norm"),
-    ("attention-mask-not-passed", ("4.2",),
-     "self-attention called WITHOUT the attention mask, so padding tokens are attended to",
-     "03-multi-head-attention", "The additive mask"),
+    (
+        "layernorm-before-residual",
+        ADD_NORM,
+        "LayerNorm applied BEFORE the residual add, LayerNorm(dense(x)) + input_tensor, instead of "
+        "LayerNorm(dense(x) + input_tensor)",
+        LESSON,
+        "Post-LN",
+    ),
+    (
+        "residual-missing",
+        ADD_NORM,
+        "LayerNorm(dense(x)) with NO residual: `input_tensor` is never added (adding dense(x) to "
+        "itself is the same mistake: LayerNorm cancels the factor 2)",
+        LESSON,
+        "The first Add & Norm",
+    ),
+    (
+        "residual-wrong-tensor",
+        ADD_NORM + ("4.2",),
+        "LayerNorm(dense(x) + x): the residual is the tensor that entered `dense`, not "
+        "`input_tensor`, the input of the whole sub-layer",
+        LESSON,
+        "The first Add & Norm",
+    ),
+    (
+        "attention-output-wrong-order",
+        ("4.2",),
+        "self.output(hidden_states, self_output): the arguments swapped, so `dense` sees the layer's "
+        "input and the attention output becomes the residual",
+        LESSON,
+        "The first Add & Norm",
+    ),
+    (
+        "attention-mask-not-passed",
+        ("4.2",),
+        "self-attention called WITHOUT the attention mask, so padding tokens are attended to",
+        "03-multi-head-attention",
+        "The additive mask",
+    ),
 ]:
     register(Mistake(_id, _tasks, _description, _lesson, _section, _flawed(_id)))
 
@@ -158,15 +182,21 @@ register(
 NEAR_MISSES = ("layernorm-eps-default",)
 
 for _id, _description in [
-    ("dropout-after-layernorm",
-     "dropout applied AFTER the LayerNorm (in train mode), which also drops the residual path, "
-     "instead of on dense(x) before the add"),
-    ("dropout-on-residual-sum",
-     "dropout applied to the residual SUM, LayerNorm(dropout(dense(x) + input_tensor)) (in train mode), "
-     "which also drops the residual path, instead of LayerNorm(dropout(dense(x)) + input_tensor)"),
-    ("dropout-on-sublayer-input",
-     "dropout applied to the sub-layer's input, dense(dropout(x)) (in train mode), instead of to "
-     "dense(x), the update added to the residual"),
+    (
+        "dropout-after-layernorm",
+        "dropout applied AFTER the LayerNorm (in train mode), which also drops the residual path, "
+        "instead of on dense(x) before the add",
+    ),
+    (
+        "dropout-on-residual-sum",
+        "dropout applied to the residual SUM, LayerNorm(dropout(dense(x) + input_tensor)) (in train mode), "
+        "which also drops the residual path, instead of LayerNorm(dropout(dense(x)) + input_tensor)",
+    ),
+    (
+        "dropout-on-sublayer-input",
+        "dropout applied to the sub-layer's input, dense(dropout(x)) (in train mode), instead of to "
+        "dense(x), the update added to the residual",
+    ),
 ]:
     register(Mistake(_id, ADD_NORM, _description, LESSON, "Dropout on the branch, never on the residual"))
 
@@ -190,8 +220,10 @@ def _matches(got: dict, wrong: dict, expected: dict, atol: float, rtol: float) -
         return a.shape == b.shape and bool(torch.allclose(a.detach().float(), b, atol=atol, rtol=rtol))
 
     names = [n for n in wrong if n in got]
-    return bool(names) and any(not close(wrong[n], expected[n]) for n in names) and all(
-        close(got[n], wrong[n]) for n in names
+    return (
+        bool(names)
+        and any(not close(wrong[n], expected[n]) for n in names)
+        and all(close(got[n], wrong[n]) for n in names)
     )
 
 

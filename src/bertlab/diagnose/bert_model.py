@@ -119,8 +119,16 @@ class WouldRaise(Exception):
     """The mistaken code raises on these inputs, so it cannot explain a learner's numbers."""
 
 
-def model(module, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, flaw=None,
-          variant=None, **kwargs):
+def model(
+    module,
+    input_ids=None,
+    attention_mask=None,
+    token_type_ids=None,
+    position_ids=None,
+    flaw=None,
+    variant=None,
+    **kwargs,
+):
     """HF's BertModel with every hidden state, flattened by ``flatten``."""
     embedding_output = module.embeddings(input_ids=input_ids, token_type_ids=token_type_ids, position_ids=position_ids)
     try:

@@ -48,14 +48,16 @@ SEED = 0
 WHERE = {
     "2.1": "HF applies `self.dropout` once, to the output of the LayerNorm (the last step of forward).",
     "3.2": "HF applies dropout to the attention probabilities, after the softmax and before they weight "
-           "the values (`dropout=self.dropout.p if self.training else 0.0` for eager_attention_forward).",
+    "the values (`dropout=self.dropout.p if self.training else 0.0` for eager_attention_forward).",
     "4.1": "HF applies `self.dropout` to dense(hidden_states) only, before the residual add: "
-           "LayerNorm(dropout(dense(hidden_states)) + input_tensor).",
+    "LayerNorm(dropout(dense(hidden_states)) + input_tensor).",
     "5.2": "HF applies `self.dropout` to dense(hidden_states) only, before the residual add: "
-           "LayerNorm(dropout(dense(hidden_states)) + input_tensor).",
+    "LayerNorm(dropout(dense(hidden_states)) + input_tensor).",
 }
-PARTS_ONLY = ("Here dropout acts only inside the parts (HF's own, in this check): call them in train mode as "
-              "they are, and add no dropout of your own.")
+PARTS_ONLY = (
+    "Here dropout acts only inside the parts (HF's own, in this check): call them in train mode as "
+    "they are, and add no dropout of your own."
+)
 
 
 class DropoutProbe(nn.Dropout):
@@ -117,8 +119,10 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 def _matches(got: dict, wrong: dict, expected: dict) -> bool:
     names = [n for n in wrong if n in got]
-    return bool(names) and any(not _close(wrong[n], expected[n]) for n in names) and all(
-        _close(got[n], wrong[n]) for n in names
+    return (
+        bool(names)
+        and any(not _close(wrong[n], expected[n]) for n in names)
+        and all(_close(got[n], wrong[n]) for n in names)
     )
 
 

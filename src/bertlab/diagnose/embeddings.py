@@ -13,8 +13,16 @@ from bertlab.diagnose import Mistake, register
 LESSON = "02-embeddings"
 
 
-def embeddings(module, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None,
-               past_key_values_length=0, flaw=None, **kwargs):
+def embeddings(
+    module,
+    input_ids=None,
+    token_type_ids=None,
+    position_ids=None,
+    inputs_embeds=None,
+    past_key_values_length=0,
+    flaw=None,
+    **kwargs,
+):
     """HF's BertEmbeddings.forward (eval mode) on ``module``'s weights, with an optional flaw.
 
     Args:

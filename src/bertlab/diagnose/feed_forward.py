@@ -40,10 +40,16 @@ def _flawed(flaw):
 
 
 for _id, _description, _section in [
-    ("tanh-gelu", 'the tanh approximation of GELU (`approximate="tanh"`, HF\'s "gelu_new") '
-                  "instead of the exact erf form", "Exact GELU"),
+    (
+        "tanh-gelu",
+        'the tanh approximation of GELU (`approximate="tanh"`, HF\'s "gelu_new") instead of the exact erf form',
+        "Exact GELU",
+    ),
     ("relu-instead-of-gelu", "ReLU instead of GELU: negative pre-activations become exactly 0", "Exact GELU"),
-    ("activation-missing", "dense(x) with NO activation: the two matrices of the FFN collapse into one",
-     "The per-token nonlinearity"),
+    (
+        "activation-missing",
+        "dense(x) with NO activation: the two matrices of the FFN collapse into one",
+        "The per-token nonlinearity",
+    ),
 ]:
     register(Mistake(_id, ("5.1",), _description, LESSON, _section, _flawed(_id)))

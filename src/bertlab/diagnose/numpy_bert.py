@@ -98,7 +98,9 @@ def bert_layer(hidden_states, attention_mask, params, config, flaw=None, variant
         if attention_mask is not None and flaw != "numpy-layer-mask-ignored":
             scores = scores + attention_mask
         context = (softmax(scores, -1, flaw) @ v).transpose(1, 2).reshape(B, T, H)  # merge the heads
-        attention_output = add_norm(dense(context, "attention.output.dense"), hidden_states, "attention.output.LayerNorm")
+        attention_output = add_norm(
+            dense(context, "attention.output.dense"), hidden_states, "attention.output.LayerNorm"
+        )
 
         def feed_forward(x, residual):  # (B, T, H) -> (B, T, H): W_1, GELU, W_2, second Add & Norm
             intermediate = gelu(dense(x, "intermediate.dense"), flaw)  # (B, T, I)
@@ -165,57 +167,125 @@ ATTENTION, FFN, NORM, ANATOMY = "03-multi-head-attention", "05-feed-forward", "0
 ADD_NORM = "04-add-and-norm"
 
 for _id, _tasks, _primitive, _description, _lesson, _section in [
-    ("softmax-unstable", (SOFTMAX, LAYER), softmax,
-     "a softmax WITHOUT subtracting each row's maximum: exp of large scores overflows to inf, and inf / inf = NaN",
-     ATTENTION, "A numerically stable softmax"),
-    ("softmax-wrong-axis-numpy", (SOFTMAX, LAYER), softmax,
-     "a softmax normalised over axis 0 instead of over `axis` (the keys, axis -1)",
-     ATTENTION, "Softmax over the keys"),
-    ("unbiased-variance", (LAYERNORM, LAYER), layer_norm,
-     "LayerNorm with the UNBIASED variance (divided by H - 1: ddof=1 in numpy, unbiased=True or torch.std in "
-     "torch) instead of the biased one (divided by H)",
-     NORM, "LayerNorm by hand"),
-    ("layernorm-wrong-axis", (LAYERNORM, LAYER), layer_norm,
-     "LayerNorm with its mean and variance taken over the TOKENS (axis -2) instead of over each token's "
-     "features (axis -1)",
-     NORM, "LayerNorm by hand"),
-    ("layernorm-eps-missing", (LAYERNORM,), layer_norm,
-     "LayerNorm WITHOUT eps: a constant row gives 0 / 0 = NaN",
-     NORM, "LayerNorm by hand"),
-    ("layernorm-eps-outside-sqrt", (LAYERNORM, LAYER), layer_norm,
-     "LayerNorm dividing by sqrt(var) + eps instead of sqrt(var + eps)",
-     NORM, "LayerNorm by hand"),
-    ("tanh-gelu-numpy", (GELU, LAYER), gelu,
-     "the tanh APPROXIMATION of GELU instead of the exact x * Phi(x) with erf",
-     FFN, "Exact GELU"),
-    ("relu-instead-of-gelu-numpy", (GELU, LAYER), gelu,
-     "ReLU instead of GELU",
-     FFN, "Exact GELU"),
-    ("weight-not-transposed", (LINEAR,), linear,
-     "x @ W instead of x @ W.T: PyTorch stores a Linear's weight as (out_features, in_features)",
-     ANATOMY, "What `intermediate.dense` is"),
-    ("numpy-layer-no-scaling", (LAYER,), None,
-     "a layer whose attention scores are NOT divided by sqrt(head_size)",
-     ATTENTION, "Scaled scores"),
-    ("numpy-layer-mask-ignored", (LAYER,), None,
-     "a layer that ignores `attention_mask`, so padding tokens are attended to",
-     ATTENTION, "The additive mask"),
+    (
+        "softmax-unstable",
+        (SOFTMAX, LAYER),
+        softmax,
+        "a softmax WITHOUT subtracting each row's maximum: exp of large scores overflows to inf, and inf / inf = NaN",
+        ATTENTION,
+        "A numerically stable softmax",
+    ),
+    (
+        "softmax-wrong-axis-numpy",
+        (SOFTMAX, LAYER),
+        softmax,
+        "a softmax normalised over axis 0 instead of over `axis` (the keys, axis -1)",
+        ATTENTION,
+        "Softmax over the keys",
+    ),
+    (
+        "unbiased-variance",
+        (LAYERNORM, LAYER),
+        layer_norm,
+        "LayerNorm with the UNBIASED variance (divided by H - 1: ddof=1 in numpy, unbiased=True or torch.std in "
+        "torch) instead of the biased one (divided by H)",
+        NORM,
+        "LayerNorm by hand",
+    ),
+    (
+        "layernorm-wrong-axis",
+        (LAYERNORM, LAYER),
+        layer_norm,
+        "LayerNorm with its mean and variance taken over the TOKENS (axis -2) instead of over each token's "
+        "features (axis -1)",
+        NORM,
+        "LayerNorm by hand",
+    ),
+    (
+        "layernorm-eps-missing",
+        (LAYERNORM,),
+        layer_norm,
+        "LayerNorm WITHOUT eps: a constant row gives 0 / 0 = NaN",
+        NORM,
+        "LayerNorm by hand",
+    ),
+    (
+        "layernorm-eps-outside-sqrt",
+        (LAYERNORM, LAYER),
+        layer_norm,
+        "LayerNorm dividing by sqrt(var) + eps instead of sqrt(var + eps)",
+        NORM,
+        "LayerNorm by hand",
+    ),
+    (
+        "tanh-gelu-numpy",
+        (GELU, LAYER),
+        gelu,
+        "the tanh APPROXIMATION of GELU instead of the exact x * Phi(x) with erf",
+        FFN,
+        "Exact GELU",
+    ),
+    ("relu-instead-of-gelu-numpy", (GELU, LAYER), gelu, "ReLU instead of GELU", FFN, "Exact GELU"),
+    (
+        "weight-not-transposed",
+        (LINEAR,),
+        linear,
+        "x @ W instead of x @ W.T: PyTorch stores a Linear's weight as (out_features, in_features)",
+        ANATOMY,
+        "What `intermediate.dense` is",
+    ),
+    (
+        "numpy-layer-no-scaling",
+        (LAYER,),
+        None,
+        "a layer whose attention scores are NOT divided by sqrt(head_size)",
+        ATTENTION,
+        "Scaled scores",
+    ),
+    (
+        "numpy-layer-mask-ignored",
+        (LAYER,),
+        None,
+        "a layer that ignores `attention_mask`, so padding tokens are attended to",
+        ATTENTION,
+        "The additive mask",
+    ),
     # The wiring of the two sub-layers (lesson 4): which tensor goes where.
-    ("numpy-layer-second-residual-from-input", (LAYER,), None,
-     "a layer whose second residual is the LAYER'S INPUT, layer_norm(W_2(...) + hidden_states), instead of "
-     "the attention sub-layer's output, layer_norm(W_2(...) + attention_output)",
-     ADD_NORM, "The second Add & Norm"),
-    ("numpy-layer-ffn-fed-layer-input", (LAYER,), None,
-     "a layer whose feed-forward network reads the LAYER'S INPUT, linear(hidden_states, intermediate.dense), "
-     "instead of the attention sub-layer's output, linear(attention_output, intermediate.dense)",
-     ADD_NORM, "One layer by four calls"),
-    ("numpy-layer-ffn-applied-twice", (LAYER,), None,
-     "a layer that applies the feed-forward sub-layer (W_1, GELU, W_2, Add & Norm) TWICE, the second time "
-     "on its own output; a layer has one of each sub-layer",
-     ADD_NORM, "One layer by four calls"),
-    ("numpy-layer-layernorm-before-add", (LAYER,), None,
-     "a layer that normalises BEFORE the residual add, layer_norm(W(...)) + residual, instead of "
-     "layer_norm(W(...) + residual) (Post-LN), in one Add & Norm or both",
-     ADD_NORM, "Post-LN"),
+    (
+        "numpy-layer-second-residual-from-input",
+        (LAYER,),
+        None,
+        "a layer whose second residual is the LAYER'S INPUT, layer_norm(W_2(...) + hidden_states), instead of "
+        "the attention sub-layer's output, layer_norm(W_2(...) + attention_output)",
+        ADD_NORM,
+        "The second Add & Norm",
+    ),
+    (
+        "numpy-layer-ffn-fed-layer-input",
+        (LAYER,),
+        None,
+        "a layer whose feed-forward network reads the LAYER'S INPUT, linear(hidden_states, intermediate.dense), "
+        "instead of the attention sub-layer's output, linear(attention_output, intermediate.dense)",
+        ADD_NORM,
+        "One layer by four calls",
+    ),
+    (
+        "numpy-layer-ffn-applied-twice",
+        (LAYER,),
+        None,
+        "a layer that applies the feed-forward sub-layer (W_1, GELU, W_2, Add & Norm) TWICE, the second time "
+        "on its own output; a layer has one of each sub-layer",
+        ADD_NORM,
+        "One layer by four calls",
+    ),
+    (
+        "numpy-layer-layernorm-before-add",
+        (LAYER,),
+        None,
+        "a layer that normalises BEFORE the residual add, layer_norm(W(...)) + residual, instead of "
+        "layer_norm(W(...) + residual) (Post-LN), in one Add & Norm or both",
+        ADD_NORM,
+        "Post-LN",
+    ),
 ]:
     register(Mistake(_id, _tasks, _description, _lesson, _section, _flawed(_primitive, _id)))

@@ -73,8 +73,12 @@ def _flawed(flaw):
     def outputs(module, inputs):
         if "query" in inputs:  # Task 3.1: the function on already split heads
             context, probs = attention(
-                inputs["query"], inputs["key"], inputs["value"], inputs["attention_mask"],
-                inputs["scaling"], flaw,
+                inputs["query"],
+                inputs["key"],
+                inputs["value"],
+                inputs["attention_mask"],
+                inputs["scaling"],
+                flaw,
             )
             return {"attn_output": context, "attn_weights": probs}
         return self_attention(module, inputs["hidden_states"], inputs.get("attention_mask"), flaw)
@@ -86,18 +90,48 @@ BOTH = ("3.1", "3.2")
 
 for _id, _tasks, _description, _section in [
     ("no-scaling", BOTH, "the scores computed WITHOUT the 1/sqrt(head_size) scaling", "Scaled scores"),
-    ("softmax-wrong-axis", BOTH, "a softmax over the queries (dim -2) instead of the keys (dim -1)", "Softmax over the keys"),
+    (
+        "softmax-wrong-axis",
+        BOTH,
+        "a softmax over the queries (dim -2) instead of the keys (dim -1)",
+        "Softmax over the keys",
+    ),
     ("mask-ignored", BOTH, "attention that ignores the mask, so padding tokens are attended to", "The additive mask"),
     ("mask-multiplied", BOTH, "the mask MULTIPLIED with the scores instead of added to them", "The additive mask"),
-    ("mask-wrong-sign", BOTH, "the mask SUBTRACTED from the scores, so only padding is attended to", "The additive mask"),
-    ("mask-over-queries", BOTH, "the mask broadcast over the QUERIES instead of the keys (its last two axes "
-     "swapped, e.g. `attention_mask.transpose(-1, -2)` or a (B, 1, T, 1) mask): padded queries are masked, "
-     "padding keys are attended to", "The mask's shape on its way to the scores"),
-    ("heads-split-wrong", ("3.2",), "heads split by `view(B, heads, T, d)` without the transpose: tokens and heads get mixed", "Splitting into heads"),
-    ("heads-merged-without-transpose", ("3.2",), "the heads merged from (B, heads, T, d) without moving the heads' "
-     "axis back after the tokens' (a transpose forgotten): tokens and heads get mixed", "Merging the heads"),
-    ("heads-merged-dims-swapped", ("3.2",), "the heads merged in (B, T, d, heads) order (a transpose of the last "
-     "two axes before the reshape): the heads' features are interleaved", "Merging the heads"),
+    (
+        "mask-wrong-sign",
+        BOTH,
+        "the mask SUBTRACTED from the scores, so only padding is attended to",
+        "The additive mask",
+    ),
+    (
+        "mask-over-queries",
+        BOTH,
+        "the mask broadcast over the QUERIES instead of the keys (its last two axes "
+        "swapped, e.g. `attention_mask.transpose(-1, -2)` or a (B, 1, T, 1) mask): padded queries are masked, "
+        "padding keys are attended to",
+        "The mask's shape on its way to the scores",
+    ),
+    (
+        "heads-split-wrong",
+        ("3.2",),
+        "heads split by `view(B, heads, T, d)` without the transpose: tokens and heads get mixed",
+        "Splitting into heads",
+    ),
+    (
+        "heads-merged-without-transpose",
+        ("3.2",),
+        "the heads merged from (B, heads, T, d) without moving the heads' "
+        "axis back after the tokens' (a transpose forgotten): tokens and heads get mixed",
+        "Merging the heads",
+    ),
+    (
+        "heads-merged-dims-swapped",
+        ("3.2",),
+        "the heads merged in (B, T, d, heads) order (a transpose of the last "
+        "two axes before the reshape): the heads' features are interleaved",
+        "Merging the heads",
+    ),
 ]:
     register(Mistake(_id, _tasks, _description, LESSON, _section, _flawed(_id)))
 
@@ -132,7 +166,9 @@ def self_attention_train(module, inputs, flaw, make_drop) -> dict:
     B, T, _ = hidden_states.shape
     h, d = module.num_attention_heads, module.attention_head_size
     drop = make_drop(module.dropout.p)
-    q, k, v = (layer(hidden_states).view(B, T, h, d).transpose(1, 2) for layer in (module.query, module.key, module.value))
+    q, k, v = (
+        layer(hidden_states).view(B, T, h, d).transpose(1, 2) for layer in (module.query, module.key, module.value)
+    )
     scores = (q @ k.transpose(-1, -2)) * module.scaling  # (B, h, T, T)
     if inputs.get("attention_mask") is not None:
         scores = scores + inputs["attention_mask"]

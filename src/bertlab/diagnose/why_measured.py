@@ -55,7 +55,9 @@ def relative_residual(hidden_states, attention_mask, flaw=None):
     else:
         mean = (hidden_states * weights).sum(1, keepdim=True) / weights.sum(1, keepdim=True)  # (B, 1, H)
     residual = ((hidden_states - mean) * weights).flatten(1)  # (B, T*H)
-    whole = hidden_states.flatten(1) if flaw == "residual-norm-includes-padding" else (hidden_states * weights).flatten(1)
+    whole = (
+        hidden_states.flatten(1) if flaw == "residual-norm-includes-padding" else (hidden_states * weights).flatten(1)
+    )
     if flaw == "residual-not-relative":
         return residual.norm(dim=-1)
     if flaw == "residual-squared-norms":
@@ -127,7 +129,9 @@ def sentence_embeddings(hidden_states, attention_mask, flaw=None):
 
 def sentence_cosine(hidden_a, hidden_b, attention_mask, flaw=None):
     """Cosine between the sentence embeddings of two passes over the same batch: (B,)."""
-    return (sentence_embeddings(hidden_a, attention_mask, flaw) * sentence_embeddings(hidden_b, attention_mask, flaw)).sum(-1)
+    return (
+        sentence_embeddings(hidden_a, attention_mask, flaw) * sentence_embeddings(hidden_b, attention_mask, flaw)
+    ).sum(-1)
 
 
 def lesion_effects(model, batch, flaw=None) -> dict[str, torch.Tensor]:
@@ -169,46 +173,92 @@ FOUR = "Four variants, pretrained and at initialisation"
 LESION_SECTION = "Lesions: remove one piece of the pretrained model"
 
 for _id, _tasks, _description, _lesson, _section in [
-    ("residual-includes-padding", (RESIDUAL, CURVES),
-     "the residual computed over ALL T positions, padding included, in the token mean and in both norms",
-     RESIDUAL_LESSON, MEASURE),
-    ("residual-norm-includes-padding", (RESIDUAL, CURVES),
-     "a residual whose numerator leaves padding out but whose denominator ||X|| counts the padded rows too",
-     RESIDUAL_LESSON, MEASURE),
-    ("residual-not-relative", (RESIDUAL, CURVES),
-     "||X - 1 x̄ᵀ||_F NOT divided by ||X||_F",
-     RESIDUAL_LESSON, MEASURE),
-    ("residual-mean-over-features", (RESIDUAL, CURVES),
-     "X minus each token's mean over its H features, instead of minus the mean token x̄ (a mean over the tokens)",
-     RESIDUAL_LESSON, MEASURE),
-    ("residual-squared-norms", (RESIDUAL, CURVES),
-     "the ratio of SQUARED norms, ||X - 1 x̄ᵀ||² / ||X||², without the square roots",
-     RESIDUAL_LESSON, MEASURE),
-    ("variant-skip-kept", (VARIANT, CURVES, LESIONS),
-     "a layer that adds the skip connection around attention even when `attention_skip=False`",
-     RESIDUAL_LESSON, FOUR),
+    (
+        "residual-includes-padding",
+        (RESIDUAL, CURVES),
+        "the residual computed over ALL T positions, padding included, in the token mean and in both norms",
+        RESIDUAL_LESSON,
+        MEASURE,
+    ),
+    (
+        "residual-norm-includes-padding",
+        (RESIDUAL, CURVES),
+        "a residual whose numerator leaves padding out but whose denominator ||X|| counts the padded rows too",
+        RESIDUAL_LESSON,
+        MEASURE,
+    ),
+    ("residual-not-relative", (RESIDUAL, CURVES), "||X - 1 x̄ᵀ||_F NOT divided by ||X||_F", RESIDUAL_LESSON, MEASURE),
+    (
+        "residual-mean-over-features",
+        (RESIDUAL, CURVES),
+        "X minus each token's mean over its H features, instead of minus the mean token x̄ (a mean over the tokens)",
+        RESIDUAL_LESSON,
+        MEASURE,
+    ),
+    (
+        "residual-squared-norms",
+        (RESIDUAL, CURVES),
+        "the ratio of SQUARED norms, ||X - 1 x̄ᵀ||² / ||X||², without the square roots",
+        RESIDUAL_LESSON,
+        MEASURE,
+    ),
+    (
+        "variant-skip-kept",
+        (VARIANT, CURVES, LESIONS),
+        "a layer that adds the skip connection around attention even when `attention_skip=False`",
+        RESIDUAL_LESSON,
+        FOUR,
+    ),
     # Not a Task 7.5 mistake: no lesion removes the FFN skip, so the lesion table cannot show it.
-    ("variant-ffn-skip-kept", (VARIANT, CURVES),
-     "a layer that adds the skip connection around the feed-forward block even when `ffn_skip=False`",
-     RESIDUAL_LESSON, FOUR),
-    ("skip-removed-layernorm-dropped", (VARIANT, CURVES, LESIONS),
-     "a layer that drops the LayerNorm along with a removed skip: the branch alone, a or f, instead of LayerNorm(a) or LayerNorm(f)",
-     RESIDUAL_LESSON, FOUR),
-    ("removed-ffn-keeps-layernorm", (VARIANT, CURVES, LESIONS),
-     "a layer that still applies output.LayerNorm when the feed-forward block is removed (`ffn=False`): "
-     "a removed block is the identity, LayerNorm included",
-     RESIDUAL_LESSON, FOUR),
-    ("cosine-not-normalised", (COSINE, LESIONS),
-     "the dot product of the mean-pooled vectors WITHOUT L2 normalisation: that is not a cosine",
-     RESIDUAL_LESSON, LESION_SECTION),
-    ("pooling-includes-padding", (COSINE, LESIONS),
-     "sentence embeddings averaged over all T positions, padding included, instead of over the real tokens",
-     RESIDUAL_LESSON, LESION_SECTION),
-    ("cls-pooling", (COSINE, LESIONS),
-     "sentence embeddings taken from the first token ([CLS]) instead of the mean over the real tokens",
-     RESIDUAL_LESSON, LESION_SECTION),
-    ("lesion-in-every-layer", (LESIONS,),
-     "the lesion applied to EVERY layer at once instead of to layer i alone",
-     ACTIVATION_LESSON, "The experiment: put the ReLUs in"),
+    (
+        "variant-ffn-skip-kept",
+        (VARIANT, CURVES),
+        "a layer that adds the skip connection around the feed-forward block even when `ffn_skip=False`",
+        RESIDUAL_LESSON,
+        FOUR,
+    ),
+    (
+        "skip-removed-layernorm-dropped",
+        (VARIANT, CURVES, LESIONS),
+        "a layer that drops the LayerNorm along with a removed skip: the branch alone, a or f, instead of LayerNorm(a) or LayerNorm(f)",
+        RESIDUAL_LESSON,
+        FOUR,
+    ),
+    (
+        "removed-ffn-keeps-layernorm",
+        (VARIANT, CURVES, LESIONS),
+        "a layer that still applies output.LayerNorm when the feed-forward block is removed (`ffn=False`): "
+        "a removed block is the identity, LayerNorm included",
+        RESIDUAL_LESSON,
+        FOUR,
+    ),
+    (
+        "cosine-not-normalised",
+        (COSINE, LESIONS),
+        "the dot product of the mean-pooled vectors WITHOUT L2 normalisation: that is not a cosine",
+        RESIDUAL_LESSON,
+        LESION_SECTION,
+    ),
+    (
+        "pooling-includes-padding",
+        (COSINE, LESIONS),
+        "sentence embeddings averaged over all T positions, padding included, instead of over the real tokens",
+        RESIDUAL_LESSON,
+        LESION_SECTION,
+    ),
+    (
+        "cls-pooling",
+        (COSINE, LESIONS),
+        "sentence embeddings taken from the first token ([CLS]) instead of the mean over the real tokens",
+        RESIDUAL_LESSON,
+        LESION_SECTION,
+    ),
+    (
+        "lesion-in-every-layer",
+        (LESIONS,),
+        "the lesion applied to EVERY layer at once instead of to layer i alone",
+        ACTIVATION_LESSON,
+        "The experiment: put the ReLUs in",
+    ),
 ]:
     register(Mistake(_id, _tasks, _description, _lesson, _section, _simulate(_id)))

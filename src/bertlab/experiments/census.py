@@ -29,7 +29,9 @@ GROUP = {
 }
 GROUPS = ("embeddings", "attention", "feed-forward", "pooler")
 
-_LAYER = re.compile(r"^(?:bert\.)?encoder\.layer\.(\d+)\.(attention\.self|attention\.output|intermediate|output)\.(.+)$")
+_LAYER = re.compile(
+    r"^(?:bert\.)?encoder\.layer\.(\d+)\.(attention\.self|attention\.output|intermediate|output)\.(.+)$"
+)
 _OUTER = re.compile(r"^(?:bert\.)?(embeddings|pooler)\.(.+)$")
 
 

@@ -20,8 +20,7 @@ import math
 import operator
 
 # What a claim may say about its two numbers.
-OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
-       "!=": operator.ne}
+OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne}
 # The script the build looks for in a lesson's page.
 SCRIPT_TYPE = "application/vnd.bertlab.claims+json"
 
@@ -74,8 +73,9 @@ def claim(name: str, left, op: str, right, says: str) -> bool:
     record = {"left": sides[0], "op": op, "right": sides[1], "says": says}
     _claims[name] = record
     if not holds(record):
-        raise ClaimError(f"claim {name!r} does not hold: {sides[0]:.6g} {op} {sides[1]:.6g} is false, "
-                         f"yet the prose says: {says}")
+        raise ClaimError(
+            f"claim {name!r} does not hold: {sides[0]:.6g} {op} {sides[1]:.6g} is false, yet the prose says: {says}"
+        )
     return True
 
 

@@ -51,8 +51,13 @@ def unit_ranking(activations: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
     return activations.abs()[real].mean(0).argsort(descending=True)  # (I,)
 
 
-def keep_mask(activations: torch.Tensor, k: int, strategy: str, ranking: torch.Tensor | None = None,
-              generator: torch.Generator | None = None) -> torch.Tensor:
+def keep_mask(
+    activations: torch.Tensor,
+    k: int,
+    strategy: str,
+    ranking: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """A 0/1 mask over the units, 1 for the ``k`` kept ones.
 
     Args:
@@ -91,8 +96,13 @@ def intact_activations(model, batch: Mapping[str, torch.Tensor]) -> tuple[list[t
 
 
 @torch.no_grad()
-def truncation_errors(model, batch: Mapping[str, torch.Tensor], ks: Sequence[int] = KS,
-                      strategies: Sequence[str] = STRATEGIES, seed: int = 0) -> dict[str, torch.Tensor]:
+def truncation_errors(
+    model,
+    batch: Mapping[str, torch.Tensor],
+    ks: Sequence[int] = KS,
+    strategies: Sequence[str] = STRATEGIES,
+    seed: int = 0,
+) -> dict[str, torch.Tensor]:
     """Relative error of each layer's FFN output when only ``k`` units are kept.
 
     Every layer gets its intact input (the stream between its two blocks in the unchanged
@@ -123,8 +133,9 @@ def truncation_errors(model, batch: Mapping[str, torch.Tensor], ks: Sequence[int
     return out
 
 
-def subset_masks(activations: Sequence[torch.Tensor], real: torch.Tensor, k: int, strategy: str,
-                 seed: int = 0) -> list[torch.Tensor | None]:
+def subset_masks(
+    activations: Sequence[torch.Tensor], real: torch.Tensor, k: int, strategy: str, seed: int = 0
+) -> list[torch.Tensor | None]:
     """One (I,) mask per layer for a fixed or random subset; ``None`` per layer for ``"per-token"``.
 
     Args:
@@ -153,8 +164,10 @@ def units_kept(model, k: int, strategy: str, masks: Sequence[torch.Tensor | None
     def hook(module, args, output, mask):
         return output * (keep_mask(output, k, strategy) if mask is None else mask)
 
-    handles = [layer.intermediate.register_forward_hook(lambda mod, a, o, mask=mask: hook(mod, a, o, mask))
-               for layer, mask in zip(model.encoder.layer, masks)]
+    handles = [
+        layer.intermediate.register_forward_hook(lambda mod, a, o, mask=mask: hook(mod, a, o, mask))
+        for layer, mask in zip(model.encoder.layer, masks)
+    ]
     try:
         yield model
     finally:
@@ -163,8 +176,13 @@ def units_kept(model, k: int, strategy: str, masks: Sequence[torch.Tensor | None
 
 
 @torch.no_grad()
-def embedding_cosines(model, batch: Mapping[str, torch.Tensor], ks: Sequence[int] = KS,
-                      strategies: Sequence[str] = STRATEGIES, seed: int = 0) -> dict[str, torch.Tensor]:
+def embedding_cosines(
+    model,
+    batch: Mapping[str, torch.Tensor],
+    ks: Sequence[int] = KS,
+    strategies: Sequence[str] = STRATEGIES,
+    seed: int = 0,
+) -> dict[str, torch.Tensor]:
     """Cosine of each sentence embedding to the intact one, with every layer keeping ``k`` units.
 
     The fixed subsets are ranked on ``batch`` itself, run through the intact model.
@@ -251,8 +269,9 @@ def lookup_table(hidden: int, pairs: int, seed: int) -> tuple[torch.Tensor, torc
     return torch.randn(pairs, hidden, generator=g), torch.randn(pairs, hidden, generator=g)
 
 
-def train_lookup(hidden: int = 16, pairs: int = 256, steps: int = 300, lr: float = 1e-2,
-                 seeds: Sequence[int] = (0, 1)) -> list[TrainResult]:
+def train_lookup(
+    hidden: int = 16, pairs: int = 256, steps: int = 300, lr: float = 1e-2, seeds: Sequence[int] = (0, 1)
+) -> list[TrainResult]:
     """Train each of ``lookup_models`` to memorise a random key -> value table.
 
     Full-batch Adam on the mean squared error, the same data, steps and learning rate for every

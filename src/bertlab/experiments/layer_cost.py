@@ -25,8 +25,12 @@ PARTS = ("Q, K, V projections", "scores and weighted sum", "W^O", "FFN")
 
 def multiply_adds(T: int, H: int, I: int) -> dict[str, int]:
     """The formula's multiply-adds of each part for one sentence of ``T`` tokens."""
-    return {"Q, K, V projections": 3 * T * H * H, "scores and weighted sum": 2 * T * T * H,
-            "W^O": T * H * H, "FFN": 2 * T * H * I}
+    return {
+        "Q, K, V projections": 3 * T * H * H,
+        "scores and weighted sum": 2 * T * T * H,
+        "W^O": T * H * H,
+        "FFN": 2 * T * H * I,
+    }
 
 
 def crossover(H: int, I: int) -> int:
@@ -43,11 +47,14 @@ def counted(layer: nn.Module, T: int) -> dict[str, int]:
     H = layer.attention.self.query.in_features
     work = products.count(layer, torch.randn(1, T, H))
     projections = _sum(work.by_module, ".self.query", ".self.key", ".self.value")
-    return {"Q, K, V projections": projections,
-            "scores and weighted sum": _sum(work.by_module, ".attention.self") - projections,
-            "W^O": _sum(work.by_module, ".attention.output.dense"),
-            # ".output.dense" also ends attention's W^O: taken out again
-            "FFN": _sum(work.by_module, ".intermediate.dense", ".output.dense") - _sum(work.by_module, ".attention.output.dense")}
+    return {
+        "Q, K, V projections": projections,
+        "scores and weighted sum": _sum(work.by_module, ".attention.self") - projections,
+        "W^O": _sum(work.by_module, ".attention.output.dense"),
+        # ".output.dense" also ends attention's W^O: taken out again
+        "FFN": _sum(work.by_module, ".intermediate.dense", ".output.dense")
+        - _sum(work.by_module, ".attention.output.dense"),
+    }
 
 
 def fastest_seconds(layer: nn.Module, T: int, repeats: int = 3) -> float:

@@ -25,8 +25,10 @@ def eps_effect(model: nn.Module, batch: dict, eps: float) -> dict[str, float]:
     real = batch["attention_mask"].bool()  # (B, T)
     inputs: dict[str, torch.Tensor] = {}
     norms = {name: m for name, m in model.named_modules() if isinstance(m, nn.LayerNorm)}
-    hooks = [m.register_forward_pre_hook(lambda _m, args, name=name: inputs.__setitem__(name, args[0]))
-             for name, m in norms.items()]
+    hooks = [
+        m.register_forward_pre_hook(lambda _m, args, name=name: inputs.__setitem__(name, args[0]))
+        for name, m in norms.items()
+    ]
     try:
         with torch.no_grad():
             model(**batch)

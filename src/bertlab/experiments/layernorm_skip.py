@@ -97,8 +97,14 @@ class Run:
 
 
 @torch.no_grad()
-def measure(model, batch: Mapping[str, torch.Tensor], which: Iterable[tuple[int, str]], name: str,
-            affine: bool | None = None, intact: torch.Tensor | None = None) -> Run:
+def measure(
+    model,
+    batch: Mapping[str, torch.Tensor],
+    which: Iterable[tuple[int, str]],
+    name: str,
+    affine: bool | None = None,
+    intact: torch.Tensor | None = None,
+) -> Run:
     """Run ``model`` on ``batch`` with ``which`` changed (see ``skipped``); compare to intact.
 
     Args:
@@ -147,8 +153,12 @@ def affine_stats(model) -> dict[tuple[int, str], dict[str, float]]:
         ln = layer_norm(model.encoder.layer[i], kind)
         g, b = ln.weight.detach(), ln.bias.detach()
         out[i, kind] = {
-            "gamma_min": g.min().item(), "gamma_median": g.median().item(), "gamma_max": g.max().item(),
-            "beta_min": b.min().item(), "beta_max": b.max().item(), "beta_abs_mean": b.abs().mean().item(),
+            "gamma_min": g.min().item(),
+            "gamma_median": g.median().item(),
+            "gamma_max": g.max().item(),
+            "beta_min": b.min().item(),
+            "beta_max": b.max().item(),
+            "beta_abs_mean": b.abs().mean().item(),
         }
     return out
 
@@ -168,6 +178,7 @@ def pre_norm_stats(model, batch: Mapping[str, torch.Tensor]) -> dict[tuple[int, 
     def record(key):
         def hook(module, args, output):
             seen[key] = args[0].detach()
+
         return hook
 
     for i, kind in all_of(model):
@@ -181,5 +192,8 @@ def pre_norm_stats(model, batch: Mapping[str, torch.Tensor]) -> dict[tuple[int, 
     out = {}
     for key, z in seen.items():
         z = z[real]  # (N, H)
-        out[key] = {"mean_abs_mean": z.mean(-1).abs().mean().item(), "std_mean": z.std(-1, unbiased=False).mean().item()}
+        out[key] = {
+            "mean_abs_mean": z.mean(-1).abs().mean().item(),
+            "std_mean": z.std(-1, unbiased=False).mean().item(),
+        }
     return out

@@ -200,7 +200,9 @@ def layer_forward(layer, x: torch.Tensor, mask: torch.Tensor, edit: LayerEdit = 
     return y, a, h, f
 
 
-def run(model, batch: Mapping[str, torch.Tensor], edits: Edits = None, start: tuple[int, torch.Tensor] | None = None) -> Trace:
+def run(
+    model, batch: Mapping[str, torch.Tensor], edits: Edits = None, start: tuple[int, torch.Tensor] | None = None
+) -> Trace:
     """The hand-composed forward pass of ``model`` on ``batch``.
 
     Args:

@@ -81,7 +81,9 @@ def relative_residual(hidden: torch.Tensor, attention_mask: torch.Tensor, norm: 
 
 
 @torch.no_grad()
-def residuals(model, batch: Mapping[str, torch.Tensor], variant: str | LayerEdit = "full", norm: str = "fro") -> torch.Tensor:
+def residuals(
+    model, batch: Mapping[str, torch.Tensor], variant: str | LayerEdit = "full", norm: str = "fro"
+) -> torch.Tensor:
     """Relative residual of every hidden state under one variant.
 
     Args:

@@ -102,8 +102,9 @@ class Measure:
         return (self.grad[0] / self.grad[-1]).item()
 
 
-def measure(shortcut: str, norm: str, width: int = 32, depth: int = 12, samples: int = 512,
-            seeds: Sequence[int] = (0, 1, 2)) -> Measure:
+def measure(
+    shortcut: str, norm: str, width: int = 32, depth: int = 12, samples: int = 512, seeds: Sequence[int] = (0, 1, 2)
+) -> Measure:
     """Run random inputs through a fresh stack per seed and average the measures.
 
     The gradient is that of the mean squared error between the output and random targets, the
@@ -124,11 +125,14 @@ def measure(shortcut: str, norm: str, width: int = 32, depth: int = 12, samples:
             r2s.append(torch.tensor([linear_r2(x, s.detach()) for s in streams]))
             grads.append(torch.stack([block.ffn[0].weight.grad.norm() for block in net]))
     extra = sum(p.numel() for b in net for p in (b.shortcut.parameters() if b.shortcut is not None else ()))
-    return Measure(shortcut, norm, torch.stack(cosines).mean(0), torch.stack(r2s).mean(0),
-                   torch.stack(grads).mean(0), extra)
+    return Measure(
+        shortcut, norm, torch.stack(cosines).mean(0), torch.stack(r2s).mean(0), torch.stack(grads).mean(0), extra
+    )
 
 
-def compare(width: int = 32, depth: int = 12, samples: int = 512, seeds: Sequence[int] = (0, 1, 2)) -> dict[tuple[str, str], Measure]:
+def compare(
+    width: int = 32, depth: int = 12, samples: int = 512, seeds: Sequence[int] = (0, 1, 2)
+) -> dict[tuple[str, str], Measure]:
     """``measure`` for every (shortcut, norm) pair."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # matrices this small: threads cost more than they save

@@ -51,8 +51,9 @@ class WarmJudges(WorkerPlugin):
         self.pool.close()
 
 
-def judge_submission(assignment: str, submitted: dict[str, bytes], sources: dict[str, bytes], limits: Limits,
-                     version: str) -> TaskResult:
+def judge_submission(
+    assignment: str, submitted: dict[str, bytes], sources: dict[str, bytes], limits: Limits, version: str
+) -> TaskResult:
     """Judge one submission (file name -> bytes) of ``assignment`` with this worker's warm judges.
 
     Raises VersionMismatch when this worker's bertlab is not ``version``, the instructor's: a worker
@@ -65,7 +66,10 @@ def judge_submission(assignment: str, submitted: dict[str, bytes], sources: dict
     with tempfile.TemporaryDirectory(prefix="bertlab-submission-") as tmp:
         # The learner's files and the sources in folders of their own: a submitted file named like
         # a source must not replace it.
-        paths, source_paths = _write(Path(tmp) / "submitted" / assignment, submitted), _write(Path(tmp) / "source", sources)
+        paths, source_paths = (
+            _write(Path(tmp) / "submitted" / assignment, submitted),
+            _write(Path(tmp) / "source", sources),
+        )
         return grade_task(assignment, paths, limits, pool, sources=source_paths)
 
 

@@ -18,6 +18,7 @@ import io
 from bertlab.grading import tamper
 from bertlab.grading.results import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, CheckResult, NotebookResult, grade_cell_meta
 from bertlab.grading.proxy import Learner, LearnerGone
+
 # Names a grade cell resolves in the judge, never in the learner's namespace.
 TRUSTED_NAMES = ("check",)
 
@@ -62,8 +63,13 @@ def _heatmap(err: BaseException) -> str | None:
         return None
 
 
-def judge_notebook(nb, timeout: float = DEFAULT_TIMEOUT, memory_mb: float = DEFAULT_MEMORY_MB,
-                   env: dict | None = None, cwd: str | None = None) -> NotebookResult:
+def judge_notebook(
+    nb,
+    timeout: float = DEFAULT_TIMEOUT,
+    memory_mb: float = DEFAULT_MEMORY_MB,
+    env: dict | None = None,
+    cwd: str | None = None,
+) -> NotebookResult:
     """Run every code cell of ``nb`` in a learner process and score its grade cells here."""
     result = NotebookResult()
     tampered = tamper.scan(nb)
@@ -100,8 +106,15 @@ def judge_notebook(nb, timeout: float = DEFAULT_TIMEOUT, memory_mb: float = DEFA
                 result.checks.append(CheckResult(grade_id, False, 0.0, points, f"{err} (cell {gone_in} was running)"))
             except Exception as err:  # a failed check, or the learner's name missing
                 result.checks.append(
-                    CheckResult(grade_id, False, 0.0, points, _message(err, first_error), getattr(err, "mistake", None),
-                                _heatmap(err))
+                    CheckResult(
+                        grade_id,
+                        False,
+                        0.0,
+                        points,
+                        _message(err, first_error),
+                        getattr(err, "mistake", None),
+                        _heatmap(err),
+                    )
                 )
             else:
                 lines = [line for line in output.getvalue().splitlines() if line.strip()]

@@ -26,8 +26,12 @@ def _describe(obj) -> dict:
         "is_class": isinstance(obj, type),
         "callable": callable(obj),
         "type": f"{type(obj).__module__}.{type(obj).__qualname__}",
-        "name": getattr(obj, "__name__", type(obj).__name__) if isinstance(getattr(obj, "__name__", None), str) else type(obj).__name__,
-        "torch_base": f"{torch_base.__module__}.{torch_base.__qualname__}" if torch_base and isinstance(obj, nn.Module) else None,
+        "name": getattr(obj, "__name__", type(obj).__name__)
+        if isinstance(getattr(obj, "__name__", None), str)
+        else type(obj).__name__,
+        "torch_base": f"{torch_base.__module__}.{torch_base.__qualname__}"
+        if torch_base and isinstance(obj, nn.Module)
+        else None,
         "mro": [f"{c.__module__}.{c.__qualname__}" for c in cls.__mro__][:20],
         "repr": _short_repr(obj),
     }
@@ -120,10 +124,16 @@ class Server:
             else:
                 target, call_args, options = args
                 outcome = harness.gradients(target, *call_args, **options)
-            return self.answer({
-                "kind": outcome.kind, "value": outcome.value, "error": outcome.error,
-                "where": outcome.where, "changed": outcome.changed, "shortcut": outcome.shortcut,
-            })
+            return self.answer(
+                {
+                    "kind": outcome.kind,
+                    "value": outcome.value,
+                    "error": outcome.error,
+                    "where": outcome.where,
+                    "changed": outcome.changed,
+                    "shortcut": outcome.shortcut,
+                }
+            )
         # getattr / setattr / list / len / getitem run the learner's code too (properties, __iter__)
         try:
             if op == "getattr":
@@ -200,4 +210,3 @@ def main(request_fd: str, answer_fd: str, system) -> None:
         raise
     write_frame(int(answer_fd), READY.encode())
     server.serve()
-

@@ -129,7 +129,8 @@ def restore_locked_cells(nb, source_nb) -> list[str]:
     source = {
         meta["grade_id"]: cell
         for cell in source_nb.cells
-        if (meta := cell.get("metadata", {}).get("nbgrader", {})) and (meta.get("grade") or meta.get("locked"))
+        if (meta := cell.get("metadata", {}).get("nbgrader", {}))
+        and (meta.get("grade") or meta.get("locked"))
         and meta.get("grade_id")
     }
     seen = set()

@@ -57,8 +57,12 @@ class Worker:
 
     def judge(self, notebook: Path, result: Path, limits: Limits) -> str:
         """``done``, or why not: ``timeout`` or ``died: <last line of stderr>``."""
-        request = {"notebook": str(notebook), "result": str(result), "timeout": limits.timeout,
-                   "memory_mb": limits.memory_mb}
+        request = {
+            "notebook": str(notebook),
+            "result": str(result),
+            "timeout": limits.timeout,
+            "memory_mb": limits.memory_mb,
+        }
         answer: list[str] = []
         try:
             self.proc.stdin.write(json.dumps(request) + "\n")

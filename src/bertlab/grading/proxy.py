@@ -104,8 +104,11 @@ class Learner:
                 raise
             hello = f"it ended{self.process.how_ended()}"
         if hello != wire.READY:
-            self.gone = LearnerGone(f"the grader could not start the notebook's process: {hello} "
-                                    f"(not your code: `bertlab doctor` checks the installation)", "error")
+            self.gone = LearnerGone(
+                f"the grader could not start the notebook's process: {hello} "
+                f"(not your code: `bertlab doctor` checks the installation)",
+                "error",
+            )
             raise wire.ChannelClosed("not started")
         self.started = True
 
@@ -126,8 +129,7 @@ class Learner:
                 return
             self.memory_checked = now
             if self.process.rss_mb() > self.memory_mb:
-                self.gone = LearnerGone(
-                    f"stopped: your code used more than {self.memory_mb:g} MB of memory", "error")
+                self.gone = LearnerGone(f"stopped: your code used more than {self.memory_mb:g} MB of memory", "error")
                 raise wire.ChannelClosed("memory")
             if ready:
                 return
@@ -141,7 +143,9 @@ class Learner:
             return LearnerGone(f"the notebook's process sent an unreadable answer ({type(err).__name__})", "error")
         # How it ended is not said: a template's fork is no child of ours, and a verdict's words
         # must not depend on the platform's way of starting processes.
-        return LearnerGone("the notebook's process ended: does a cell call os._exit() or crash the interpreter?", "error")
+        return LearnerGone(
+            "the notebook's process ended: does a cell call os._exit() or crash the interpreter?", "error"
+        )
 
     def kill(self) -> None:
         self.process.kill()
@@ -163,7 +167,9 @@ class Learner:
         return self.request("lookup", name)
 
     def _proxy(self, description: dict):
-        proxy = (RemoteCallable if description["meta"]["callable"] else Remote)(self, description["id"], description["meta"])
+        proxy = (RemoteCallable if description["meta"]["callable"] else Remote)(
+            self, description["id"], description["meta"]
+        )
         self.proxies[id(proxy)] = description["id"]
         return proxy
 
@@ -214,7 +220,11 @@ class Remote:
         return _posing_class(self._meta)
 
     def __getattr__(self, name: str):
-        if name.startswith("__") and name.endswith("__") and name not in ("__name__", "__qualname__", "__mro__", "__bases__", "__module__"):
+        if (
+            name.startswith("__")
+            and name.endswith("__")
+            and name not in ("__name__", "__qualname__", "__mro__", "__bases__", "__module__")
+        ):
             raise AttributeError(name)
         return self._learner.request("getattr", self, name)
 

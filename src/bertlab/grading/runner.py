@@ -102,7 +102,9 @@ def _run_worker(nb, limits: Limits, pool: WorkerPool) -> tuple[str, list[CheckRe
     return ("passed" if all(c.passed for c in checks) else "failed"), checks
 
 
-def _expected_notebooks(name: str, paths: list[Path], sources: list[Path] | None = None) -> list[tuple[Path, Path | None]]:
+def _expected_notebooks(
+    name: str, paths: list[Path], sources: list[Path] | None = None
+) -> list[tuple[Path, Path | None]]:
     """(learner notebook, its source) pairs to grade for task folder ``name``.
 
     Where the course has a source for this task, its notebooks are the ones graded, found by
@@ -119,8 +121,9 @@ def _expected_notebooks(name: str, paths: list[Path], sources: list[Path] | None
     return [(paths[0].parent / src.name, src) for src in sources]
 
 
-def grade_task(name: str, paths: list[Path], limits: Limits, pool: WorkerPool,
-               sources: list[Path] | None = None) -> TaskResult:
+def grade_task(
+    name: str, paths: list[Path], limits: Limits, pool: WorkerPool, sources: list[Path] | None = None
+) -> TaskResult:
     """Judge task ``name``'s notebooks ``paths`` against its ``sources`` (see ``_expected_notebooks``)."""
     start = time.perf_counter()
     status, checks = "passed", []
@@ -150,7 +153,9 @@ def grade_task(name: str, paths: list[Path], limits: Limits, pool: WorkerPool,
             nb_status, nb_checks = _run_worker(nb, limits, pool)
         checks += nb_checks
         if missing:
-            deleted = _failed_all(source, "this grade cell was deleted from your notebook; copy it back from the release")
+            deleted = _failed_all(
+                source, "this grade cell was deleted from your notebook; copy it back from the release"
+            )
             checks += [c for c in deleted if c.name in missing]
         if status == "passed" or nb_status in ("error", "timeout"):
             status = nb_status
@@ -204,9 +209,11 @@ def grade(
     # Fewer tasks than jobs leave cores free: the workers that do run may use them.
     pool = WorkerPool(worker_env(min(jobs, max(1, len(tasks))), model))
     judges = warm_judges.connect(model, pool) if warm else None
-    progress(f"grading {len(tasks)} task(s) under {path}/ ({jobs} at a time, "
-             f"limits {timeout:g} s and {memory_limit:g} MB per notebook"
-             f"{', by the warm judges' if judges else ''})")
+    progress(
+        f"grading {len(tasks)} task(s) under {path}/ ({jobs} at a time, "
+        f"limits {timeout:g} s and {memory_limit:g} MB per notebook"
+        f"{', by the warm judges' if judges else ''})"
+    )
     pool = judges or pool
 
     def one(item):
@@ -215,8 +222,9 @@ def grade(
         return result
 
     last = durations.load()
-    costliest_first = sorted(tasks.items(), reverse=True,
-                             key=lambda item: durations.estimate(item[0], last, lambda: grade_cells(item[1])))
+    costliest_first = sorted(
+        tasks.items(), reverse=True, key=lambda item: durations.estimate(item[0], last, lambda: grade_cells(item[1]))
+    )
     threads = ThreadPoolExecutor(max_workers=max(1, jobs))
     try:
         done = {result.task: result for result in threads.map(one, costliest_first)}

@@ -10,8 +10,10 @@ from bertlab.grading.runner import Report
 def render(report: Report, verbose: bool = False) -> str:
     """One row per task (task, score, status, first message), then each task's first failure in full
     (every failure if ``verbose``)."""
-    rows = [(t.task, f"{t.score:g}/{t.max_score:g}", t.status, t.first_message.splitlines()[0] if t.first_message else "")
-            for t in report.tasks]
+    rows = [
+        (t.task, f"{t.score:g}/{t.max_score:g}", t.status, t.first_message.splitlines()[0] if t.first_message else "")
+        for t in report.tasks
+    ]
     rows.append(("total", f"{report.score:g}/{report.max_score:g}", "", ""))
     header = ("task", "score", "status", "first message")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
@@ -40,5 +42,7 @@ def limit_advice(messages: list[str]) -> list[str]:
     if any(m.startswith("timed out after") for m in messages):
         advice.append("A notebook timed out: the limit is --timeout SECONDS (or bertlab.toml's grade.timeout).")
     if any("MB of memory" in m for m in messages):
-        advice.append("A notebook used too much memory: the limit is --memory-limit MB (or bertlab.toml's grade.memory_limit).")
+        advice.append(
+            "A notebook used too much memory: the limit is --memory-limit MB (or bertlab.toml's grade.memory_limit)."
+        )
     return advice

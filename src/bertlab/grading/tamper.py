@@ -13,8 +13,11 @@ import ast
 
 # The course's own grading and reference code: a learner's cell has no business touching it.
 GRADER_MODULES = ("bertlab.checks", "bertlab.grading", "bertlab.diagnose", "bertlab.capture", "bertlab.experiments")
-HOOKS = {"set_custom_exc": "replaces how errors are reported", "settrace": "traces the grader's code",
-         "setprofile": "intercepts the grader's calls"}
+HOOKS = {
+    "set_custom_exc": "replaces how errors are reported",
+    "settrace": "traces the grader's code",
+    "setprofile": "intercepts the grader's calls",
+}
 ALLOWED_IMPORT = "from bertlab.checks import check"
 
 
@@ -29,7 +32,9 @@ def learner_cells(nb) -> list[tuple[int, str]]:
 
 def _mentions_grader(dotted: str) -> bool:
     return any(dotted == m or dotted.startswith(m + ".") for m in GRADER_MODULES) or dotted in (
-        "bertlab.checks", "checks")
+        "bertlab.checks",
+        "checks",
+    )
 
 
 def _dotted(node) -> str:
@@ -55,7 +60,9 @@ def findings(source: str) -> list[tuple[int, str]]:
             names = [a.name for a in node.names]
             if ast.unparse(node) == ALLOWED_IMPORT:
                 continue
-            if _mentions_grader(node.module) or (node.module == "bertlab" and set(names) & {"checks", "grading", "diagnose", "capture", "experiments"}):
+            if _mentions_grader(node.module) or (
+                node.module == "bertlab" and set(names) & {"checks", "grading", "diagnose", "capture", "experiments"}
+            ):
                 found.append((line, f"imports from the grader's code ({node.module})"))
             elif any((a.asname or a.name) == "check" for a in node.names):
                 found.append((line, "rebinds `check`"))
@@ -74,9 +81,15 @@ def findings(source: str) -> list[tuple[int, str]]:
         elif isinstance(node, ast.Attribute):
             if node.attr in HOOKS:
                 found.append((line, f"calls {node.attr}, which {HOOKS[node.attr]}"))
-            elif isinstance(node.ctx, (ast.Store, ast.Del)) and (node.attr == "check" or _mentions_grader(_dotted(node.value))):
+            elif isinstance(node.ctx, (ast.Store, ast.Del)) and (
+                node.attr == "check" or _mentions_grader(_dotted(node.value))
+            ):
                 found.append((line, f"patches {_dotted(node)}"))
-        elif isinstance(node, ast.Call) and _dotted(node.func) in ("setattr", "delattr", "builtins.setattr") and node.args:
+        elif (
+            isinstance(node, ast.Call)
+            and _dotted(node.func) in ("setattr", "delattr", "builtins.setattr")
+            and node.args
+        ):
             target = _dotted(node.args[0])
             name = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else None
             if name == "check" or (target and _mentions_grader(target)):

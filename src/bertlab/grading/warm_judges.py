@@ -43,7 +43,10 @@ class JudgesError(RuntimeError):
 
 def folder() -> Path:
     """This user's private folder for the socket and the log (created 0700, refused if shared)."""
-    base = os.environ.get(DIR_ENV) or Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()) / f"bertlab-{os.getuid()}"
+    base = (
+        os.environ.get(DIR_ENV)
+        or Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()) / f"bertlab-{os.getuid()}"
+    )
     path = Path(base)
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     stat = path.stat()
@@ -112,8 +115,13 @@ class RemoteWorker:
         self.conn = conn
 
     def judge(self, notebook: Path, result: Path, limits: Limits) -> str:
-        request = {"op": "grade", "notebook": str(notebook), "result": str(result),
-                   "timeout": limits.timeout, "memory_mb": limits.memory_mb}
+        request = {
+            "op": "grade",
+            "notebook": str(notebook),
+            "result": str(result),
+            "timeout": limits.timeout,
+            "memory_mb": limits.memory_mb,
+        }
         # The judge stops the learner at the limit and answers; this is the backstop.
         self.conn.settimeout(limits.timeout + 90)
         try:
@@ -181,20 +189,30 @@ def start(jobs: int, model: str | None, idle_minutes: float, say=print) -> dict:
         say("stopping the warm judges started from other code, libraries, model or jobs")
         stop()
     log = socket_path().with_suffix(".log")
-    command = [sys.executable, "-m", "bertlab.grading.warm_judges", "--jobs", str(jobs),
-               "--idle", str(idle_minutes * 60)]
+    command = [
+        sys.executable,
+        "-m",
+        "bertlab.grading.warm_judges",
+        "--jobs",
+        str(jobs),
+        "--idle",
+        str(idle_minutes * 60),
+    ]
     if model:
         command += ["--model", str(Path(model).expanduser().resolve())]
     with open(log, "w") as out:
         # A session of its own: Ctrl-C in the terminal that started it does not reach it.
-        subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                         start_new_session=True, cwd="/")
+        subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd="/"
+        )
     deadline = time.monotonic() + STARTED_WITHIN
     while time.monotonic() < deadline:
         running = status()
         if running:
-            say(f"warm judges started ({jobs}, pid {running['pid']}): `bertlab grade` uses them; they stop "
-                f"after {idle_minutes:g} idle minutes or with `bertlab judges stop`")
+            say(
+                f"warm judges started ({jobs}, pid {running['pid']}): `bertlab grade` uses them; they stop "
+                f"after {idle_minutes:g} idle minutes or with `bertlab judges stop`"
+            )
             return running
         time.sleep(0.1)
     tail = log.read_text().strip().splitlines()[-5:] if log.exists() else []
@@ -230,8 +248,15 @@ class Server:
         self.stopping = False
 
     def status(self) -> dict:
-        return {"fingerprint": self.fingerprint, "jobs": self.jobs, "pid": os.getpid(), "graded": self.graded,
-                "busy": self.busy, "started": self.started, "idle_seconds": self.idle_seconds}
+        return {
+            "fingerprint": self.fingerprint,
+            "jobs": self.jobs,
+            "pid": os.getpid(),
+            "graded": self.graded,
+            "busy": self.busy,
+            "started": self.started,
+            "idle_seconds": self.idle_seconds,
+        }
 
     def answer(self, conn: socket.socket) -> None:
         """One request per connection: a status, a stop, or a notebook to grade."""

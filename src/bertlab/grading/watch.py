@@ -32,9 +32,15 @@ def _stamp(paths: list[Path]) -> tuple:
     return tuple(stamps)
 
 
-def watch(path: Path, wanted: list[str], limits: Limits, show: Callable[[Report, float], None],
-          say: Callable[[str], None] = print, model: str | None = None,
-          stop: Callable[[], bool] = lambda: False) -> None:
+def watch(
+    path: Path,
+    wanted: list[str],
+    limits: Limits,
+    show: Callable[[Report, float], None],
+    say: Callable[[str], None] = print,
+    model: str | None = None,
+    stop: Callable[[], bool] = lambda: False,
+) -> None:
     """Grade the selected tasks now, then each one again whenever one of its notebooks changes.
 
     Args:

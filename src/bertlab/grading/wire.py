@@ -59,10 +59,19 @@ def read_frame(fd: int) -> bytes:
 # -- judge -> learner: pickles, with handles for the learner's own objects -------------------
 
 
-_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
-          "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs", "_forward_hooks_always_called",
-          "_state_dict_hooks", "_state_dict_pre_hooks", "_load_state_dict_pre_hooks",
-          "_load_state_dict_post_hooks")
+_HOOKS = (
+    "_forward_hooks",
+    "_forward_pre_hooks",
+    "_backward_hooks",
+    "_backward_pre_hooks",
+    "_forward_hooks_with_kwargs",
+    "_forward_pre_hooks_with_kwargs",
+    "_forward_hooks_always_called",
+    "_state_dict_hooks",
+    "_state_dict_pre_hooks",
+    "_load_state_dict_pre_hooks",
+    "_load_state_dict_post_hooks",
+)
 
 
 def _module_without_hooks(cls):
@@ -88,8 +97,12 @@ class SentTensors:
 
         ``lend``: the learner's process may use its held tensor itself, not a copy (see
         ``dump_request``)."""
-        if type(obj) not in (torch.Tensor, torch.nn.Parameter) or obj.layout != torch.strided \
-                or obj.device.type != "cpu" or obj.is_leaf is False:
+        if (
+            type(obj) not in (torch.Tensor, torch.nn.Parameter)
+            or obj.layout != torch.strided
+            or obj.device.type != "cpu"
+            or obj.is_leaf is False
+        ):
             return None
         key = (obj.data_ptr(), tuple(obj.shape), obj.stride(), str(obj.dtype))
         held = self.held.get(key)
@@ -98,15 +111,15 @@ class SentTensors:
             new[key] = obj.detach()
         return ("lent" if lend else "tensor", key, type(obj) is torch.nn.Parameter, obj.requires_grad)
 
-
     def forget(self, keys) -> None:
         """Send these again when next asked: the learner's process wrote to its held copies."""
         for key in keys:
             self.held.pop(tuple(key), None)
 
 
-def dump_request(message, refs: dict[int, int], pretrained=None, sent: SentTensors | None = None,
-                 lend: bool = False) -> bytes:
+def dump_request(
+    message, refs: dict[int, int], pretrained=None, sent: SentTensors | None = None, lend: bool = False
+) -> bytes:
     """Pickle ``message``; proxies (their ``id()`` a key of ``refs``) cross as their handle.
 
     ``pretrained`` (the reference model) crosses as a name: the learner's process has its own
@@ -154,7 +167,7 @@ def load_request(payload: bytes, objects: dict[int, object], pretrained=None, he
     """
     (size,) = struct.unpack("<Q", payload[:8])
     held = {} if held is None else held
-    keys, values = load_answer(payload[8:8 + size])
+    keys, values = load_answer(payload[8 : 8 + size])
     held.update(zip(keys, values))
     copies: dict[tuple, torch.Tensor] = {}  # one object per key within a request, as pickle would
 
@@ -172,7 +185,7 @@ def load_request(payload: bytes, objects: dict[int, object], pretrained=None, he
                 return tensor(*pid[1:], lent=pid[0] == "lent")
             return objects[pid[1]]
 
-    return _Unpickler(io.BytesIO(payload[8 + size:])).load()
+    return _Unpickler(io.BytesIO(payload[8 + size :])).load()
 
 
 # -- learner -> judge: plain data only ----------------------------------------------------------
@@ -197,7 +210,11 @@ def encode(value, keep) -> object:
     if isinstance(value, list):
         return [encode(v, keep) for v in value]
     if isinstance(value, dict):
-        return {TAG: "dict", "keys": [encode(k, keep) for k in value], "values": [encode(v, keep) for v in value.values()]}
+        return {
+            TAG: "dict",
+            "keys": [encode(k, keep) for k in value],
+            "values": [encode(v, keep) for v in value.values()],
+        }
     return keep(value)
 
 
@@ -205,9 +222,23 @@ def encode(value, keep) -> object:
 # build an object of the learner's choosing, and reading one costs microseconds where
 # ``torch.load(weights_only=True)`` of a zip archive costs a millisecond, hundreds of times a
 # notebook.
-_DTYPES = {str(d).removeprefix("torch."): d for d in (
-    torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128,
-    torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool)}
+_DTYPES = {
+    str(d).removeprefix("torch."): d
+    for d in (
+        torch.float16,
+        torch.bfloat16,
+        torch.float32,
+        torch.float64,
+        torch.complex64,
+        torch.complex128,
+        torch.uint8,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.bool,
+    )
+}
 
 
 def dump_answer(message) -> bytes:
@@ -241,7 +272,7 @@ def dump_answer(message) -> bytes:
 def load_answer(payload: bytes):
     """Inverse of ``dump_answer``; ValueError on anything malformed."""
     (size,) = struct.unpack("<Q", payload[:8])
-    header = json.loads(payload[8:8 + size])
+    header = json.loads(payload[8 : 8 + size])
     offset, tensors = 8 + size, []
     for spec in header["tensors"]:
         dtype, shape, nbytes = _DTYPES[spec["dtype"]], [int(n) for n in spec["shape"]], int(spec["nbytes"])
@@ -250,7 +281,7 @@ def load_answer(payload: bytes):
             count *= n
         if min(shape, default=0) < 0 or nbytes != count * dtype.itemsize or offset + nbytes > len(payload):
             raise ValueError("malformed tensor in the learner's answer")
-        data = bytearray(payload[offset:offset + nbytes])
+        data = bytearray(payload[offset : offset + nbytes])
         tensors.append(torch.frombuffer(data, dtype=dtype).reshape(shape) if count else torch.empty(shape, dtype=dtype))
         offset += nbytes
 

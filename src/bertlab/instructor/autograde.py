@@ -29,8 +29,11 @@ from bertlab.instructor import course
 from bertlab.instructor.progress import Progress
 
 STATE_FILE = ".bertlab-autograde.json"  # in autograded/: fingerprints of what was graded here
-JUDGE_STEPS = ("nbgrader.preprocessors.Execute", "nbgrader.preprocessors.execute.Execute",
-               "bertlab.nbgrader_verdicts.JudgeVerdicts")
+JUDGE_STEPS = (
+    "nbgrader.preprocessors.Execute",
+    "nbgrader.preprocessors.execute.Execute",
+    "bertlab.nbgrader_verdicts.JudgeVerdicts",
+)
 
 
 @dataclass
@@ -57,9 +60,17 @@ class _Collect(logging.Handler):
         self.lines.append(record.getMessage())
 
 
-def autograde(root: Path, assignments: list[str], students: list[str] | None = None, jobs: int = 2,
-              timeout: float = 300.0, memory_limit: float = 4096.0, force: bool = False,
-              progress: bool = True, scheduler: str | None = None) -> list[Outcome]:
+def autograde(
+    root: Path,
+    assignments: list[str],
+    students: list[str] | None = None,
+    jobs: int = 2,
+    timeout: float = 300.0,
+    memory_limit: float = 4096.0,
+    force: bool = False,
+    progress: bool = True,
+    scheduler: str | None = None,
+) -> list[Outcome]:
     """Grade every collected submission of ``assignments`` (all when empty) in course ``root``.
 
     Args:
@@ -106,8 +117,11 @@ def _grade_all(root, assignments, students, limits, force, progress, judges) -> 
     source_root = Path(coursedir.format_path(coursedir.source_directory, ".", "."))
     prints = {s.key: course.fingerprint(s, source_root / s.assignment) for s in found}
     todo = [s for s in found if force or _changed(state.get(s.key), prints[s.key], _graded(coursedir, s))]
-    outcomes = {s.key: Outcome(s.student, s.assignment, 0.0, 0.0, "skipped", "unchanged since its last autograde")
-                for s in found if s not in todo}
+    outcomes = {
+        s.key: Outcome(s.student, s.assignment, 0.0, 0.0, "skipped", "unchanged since its last autograde")
+        for s in found
+        if s not in todo
+    }
     # Longest first: a long submission left for the end keeps one worker busy while the others idle.
     todo.sort(key=lambda sub: grade_cells(sub.notebooks()), reverse=True)
     bar = Progress(len(todo)) if progress and todo else None
@@ -135,7 +149,8 @@ def _require_assignments(coursedir, names: set[str]) -> None:
     if missing:
         raise course.CourseError(
             f"not in the gradebook yet: {', '.join(missing)}; run `nbgrader generate_assignment "
-            f"{missing[0]}` first (it records the assignment's grade cells)")
+            f"{missing[0]}` first (it records the assignment's grade cells)"
+        )
 
 
 def _changed(last: dict | None, fingerprint: str, graded: bool) -> bool:
@@ -160,7 +175,9 @@ def _record(config, coursedir, sub: course.Submission, result) -> Outcome:
     verdicts: dict[str, dict] = {}
     for nb in sub.notebooks():
         verdicts[nb.stem] = {c.name: [c.passed, c.message] for c in result.checks}
-    steps = list(config.Autograde.get("autograde_preprocessors", [])) or list(Autograde.autograde_preprocessors.default_value)
+    steps = list(config.Autograde.get("autograde_preprocessors", [])) or list(
+        Autograde.autograde_preprocessors.default_value
+    )
     recorded = RecordedVerdicts(verdicts=verdicts)
     names = [step if isinstance(step, str) else f"{step.__module__}.{step.__name__}" for step in steps]
     judge_at = next((i for i, n in enumerate(names) if n in JUDGE_STEPS), 0)
@@ -187,8 +204,15 @@ def _record(config, coursedir, sub: course.Submission, result) -> Outcome:
         log.removeHandler(collect)
     score, max_score = _scores(coursedir, sub)
     status = "error" if reason else result.status
-    return Outcome(sub.student, sub.assignment, score, max_score, status, reason or _first_failure(result),
-                   result.seconds + time.perf_counter() - start)
+    return Outcome(
+        sub.student,
+        sub.assignment,
+        score,
+        max_score,
+        status,
+        reason or _first_failure(result),
+        result.seconds + time.perf_counter() - start,
+    )
 
 
 def _forget_feedback(coursedir, sub: course.Submission) -> None:
@@ -249,14 +273,25 @@ def _scores(coursedir, sub: course.Submission) -> tuple[float, float]:
 def summary(outcomes: list[Outcome]) -> str:
     """One line per submission: student, assignment, score, status and the first reason."""
     rows = [("student", "assignment", "score", "status", "first failure or reason")]
-    rows += [(o.student, o.assignment, f"{o.score:g}/{o.max_score:g}" if o.status != "skipped" else "-",
-              o.status, o.reason.splitlines()[0][:80] if o.reason else "") for o in outcomes]
+    rows += [
+        (
+            o.student,
+            o.assignment,
+            f"{o.score:g}/{o.max_score:g}" if o.status != "skipped" else "-",
+            o.status,
+            o.reason.splitlines()[0][:80] if o.reason else "",
+        )
+        for o in outcomes
+    ]
     from bertlab.grading.table import limit_advice
 
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     advice = limit_advice([o.reason for o in outcomes if o.status != "skipped"])
-    return "\n".join(["  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4] for r in rows]
-                     + [""] * bool(advice) + advice)
+    return "\n".join(
+        ["  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4] for r in rows]
+        + [""] * bool(advice)
+        + advice
+    )
 
 
 def to_json(outcomes: list[Outcome]) -> str:

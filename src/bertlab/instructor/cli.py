@@ -18,15 +18,20 @@ def run(args) -> int:
         return 2
     try:
         settings = grade_settings(root)
-        options = {key: getattr(args, key) if getattr(args, key) is not None else settings.get(key, default)
-                   for key, default in (("timeout", 300.0), ("memory_limit", 4096.0), ("jobs", 2), ("scheduler", None))}
+        options = {
+            key: getattr(args, key) if getattr(args, key) is not None else settings.get(key, default)
+            for key, default in (("timeout", 300.0), ("memory_limit", 4096.0), ("jobs", 2), ("scheduler", None))
+        }
         outcomes = autograde(root, args.assignments, students=args.student, force=args.force, **options)
     except (CourseError, SettingsError) as err:
         print(f"bertlab autograde: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("bertlab autograde: stopped (Ctrl-C); the submissions recorded so far are kept, "
-              "the others are graded next run", file=sys.stderr)
+        print(
+            "bertlab autograde: stopped (Ctrl-C); the submissions recorded so far are kept, "
+            "the others are graded next run",
+            file=sys.stderr,
+        )
         return 130
     print(to_json(outcomes) if args.json else summary(outcomes))
     return 0

@@ -42,7 +42,9 @@ class ClusterJudges:
             # Security (TLS certificates) comes from Dask's own configuration, as for `dask worker`.
             self.client = Client(address, timeout=WAIT_FOR_WORKERS, set_as_default=False)
         except OSError as err:
-            raise ClusterError(f"no Dask scheduler answers at {address} ({err}); start one with `dask scheduler`") from err
+            raise ClusterError(
+                f"no Dask scheduler answers at {address} ({err}); start one with `dask scheduler`"
+            ) from err
         try:
             self._check_workers()
             from bertlab.grading.cluster import WarmJudges
@@ -59,20 +61,28 @@ class ClusterJudges:
         try:
             self.client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS)
         except TimeoutError as err:
-            raise ClusterError(f"no Dask worker joined the scheduler at {self.address} within {WAIT_FOR_WORKERS:g} s; "
-                               f"start some with `dask worker {self.address}`") from err
+            raise ClusterError(
+                f"no Dask worker joined the scheduler at {self.address} within {WAIT_FOR_WORKERS:g} s; "
+                f"start some with `dask worker {self.address}`"
+            ) from err
         ours = installed_version()
         try:
             # The standard library's own function: it answers on a worker with any version of bertlab.
             theirs = self.client.run(metadata.version, "bertlab")
         except metadata.PackageNotFoundError as err:
-            raise ClusterError(f"a Dask worker of {self.address} has no bertlab installed; install the course's "
-                               f"package, version {ours}, on every worker") from err
+            raise ClusterError(
+                f"a Dask worker of {self.address} has no bertlab installed; install the course's "
+                f"package, version {ours}, on every worker"
+            ) from err
         wrong = {worker: version for worker, version in theirs.items() if version != ours}
         if wrong:
-            named = "; ".join(f"the worker at {worker} has bertlab {version}" for worker, version in sorted(wrong.items()))
-            raise ClusterError(f"{named}, this command bertlab {ours}: install bertlab {ours} on every worker "
-                               f"(verdicts of another version could differ)")
+            named = "; ".join(
+                f"the worker at {worker} has bertlab {version}" for worker, version in sorted(wrong.items())
+            )
+            raise ClusterError(
+                f"{named}, this command bertlab {ours}: install bertlab {ours} on every worker "
+                f"(verdicts of another version could differ)"
+            )
 
     def describe(self) -> str:
         info = self.client.scheduler_info()
@@ -103,9 +113,17 @@ class ClusterJudges:
                 if sub.assignment not in sources:
                     sources[sub.assignment] = {p.name: p.read_bytes() for p in notebooks.source_notebooks(sub.folder)}
                 # One key prefix for the whole class: one task group on the dashboard.
-                future = self.client.submit(judge_submission, sub.assignment, {p.name: p.read_bytes() for p in sub.notebooks()},
-                                            sources[sub.assignment], limits, version, key=("bertlab-autograde", run, sub.key),
-                                            pure=False, retries=RETRIES)
+                future = self.client.submit(
+                    judge_submission,
+                    sub.assignment,
+                    {p.name: p.read_bytes() for p in sub.notebooks()},
+                    sources[sub.assignment],
+                    limits,
+                    version,
+                    key=("bertlab-autograde", run, sub.key),
+                    pure=False,
+                    retries=RETRIES,
+                )
                 self.sent[future] = sub
                 finished.add(future)
 
@@ -127,14 +145,19 @@ class ClusterJudges:
         try:
             return future.result()
         except KilledWorker as err:
-            return lost(sub.assignment, sources,
-                        f"grading this notebook ended the grading process {err.allowed_failures + 1} times "
-                        f"(it was killed, or ran out of memory); it was not tried again")
+            return lost(
+                sub.assignment,
+                sources,
+                f"grading this notebook ended the grading process {err.allowed_failures + 1} times "
+                f"(it was killed, or ran out of memory); it was not tried again",
+            )
         except VersionMismatch as err:
             raise ClusterError(f"{err}: install the same version on every worker") from err
         except Exception as err:  # the task raised after its retries: nothing recorded, graded again next run
-            raise ClusterError(f"{sub.key} could not be judged on the cluster ({type(err).__name__}: {err}); "
-                               f"the submissions recorded so far are kept, run the command again") from err
+            raise ClusterError(
+                f"{sub.key} could not be judged on the cluster ({type(err).__name__}: {err}); "
+                f"the submissions recorded so far are kept, run the command again"
+            ) from err
 
     def close(self) -> None:
         """Cancel the class's tasks still on the cluster (Ctrl-C, an error), and disconnect."""
@@ -142,6 +165,8 @@ class ClusterJudges:
         if unfinished:
             self.client.cancel(unfinished)
         if unfinished or self.waiting:
-            self.say(f"cancelled {len(unfinished)} submission(s) on the cluster, {len(self.waiting)} not sent yet: "
-                     f"they are graded next run")
+            self.say(
+                f"cancelled {len(unfinished)} submission(s) on the cluster, {len(self.waiting)} not sent yet: "
+                f"they are graded next run"
+            )
         self.client.close()

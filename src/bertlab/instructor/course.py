@@ -53,7 +53,11 @@ def submissions(coursedir, assignments: list[str], students: list[str] | None = 
     found = []
     for folder in sorted(glob.glob(pattern)):
         assignment, student = os.path.basename(folder), os.path.basename(os.path.dirname(folder))
-        if os.path.isdir(folder) and (not assignments or assignment in assignments) and (not students or student in students):
+        if (
+            os.path.isdir(folder)
+            and (not assignments or assignment in assignments)
+            and (not students or student in students)
+        ):
             found.append(Submission(student, assignment, Path(folder)))
     return found
 

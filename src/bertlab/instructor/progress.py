@@ -25,8 +25,7 @@ class Progress:
         left = (self.total - self.done) * elapsed / self.done
         filled = self.width * self.done // max(1, self.total)
         bar = "#" * filled + "-" * (self.width - filled)
-        line = (f"[{bar}] {self.done}/{self.total} {elapsed:5.0f} s, {per_minute:.1f}/min, "
-                f"{left:.0f} s left  {label}")
+        line = f"[{bar}] {self.done}/{self.total} {elapsed:5.0f} s, {per_minute:.1f}/min, {left:.0f} s left  {label}"
         if self.live:
             self.stream.write("\r" + line[:120].ljust(120))
             if self.done == self.total:

@@ -86,8 +86,11 @@ class LearnerProcess:
         request_r, self.request_w = os.pipe()
         self.answer_r, answer_w = os.pipe()
         lifeline_r, self.lifeline_w = os.pipe()  # the judge holds the only writer
-        ends = [Connection(request_r, writable=False), Connection(answer_w, readable=False),
-                Connection(lifeline_r, writable=False)]
+        ends = [
+            Connection(request_r, writable=False),
+            Connection(answer_w, readable=False),
+            Connection(lifeline_r, writable=False),
+        ]
         self.process = context.Process(target=_learner_main, args=(*ends, env), name="bertlab-learner")
         try:
             self.process.start()

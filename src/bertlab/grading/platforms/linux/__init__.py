@@ -26,7 +26,8 @@ def describe() -> dict[str, str]:
         "judges": "forked from one process that has imported torch and loaded the model",
         "learners": "forked from a template that has imported torch (milliseconds per notebook)",
         "sandbox": f"Landlock ABI {version}: the learner's code writes only in its notebook's folder"
-        if version >= 1 else "absent: this kernel has no Landlock (5.13 or newer has it)",
+        if version >= 1
+        else "absent: this kernel has no Landlock (5.13 or newer has it)",
     }
 
 
@@ -132,18 +133,25 @@ def start_learner(cwd: str, env: dict | None):
         template = ForkServer.shared()
         process = TemplateChild(template.spawn(to_learner_r, from_learner_w, cwd), template.proc.pid)
     except OSError:
-        process = Child(subprocess.Popen(
-            [sys.executable, "-c", "import sys; from bertlab.grading import learner; "
-             "from bertlab.grading.platforms import linux; learner.main(*sys.argv[1:3], linux)",
-             str(to_learner_r), str(from_learner_w)],
-            pass_fds=(to_learner_r, from_learner_w),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,  # megabytes of printing must not fill a pipe
-            stderr=subprocess.DEVNULL,
-            env=env,
-            cwd=cwd,
-            start_new_session=True,  # so a kill takes the learner's own subprocesses too
-        ))
+        process = Child(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    "import sys; from bertlab.grading import learner; "
+                    "from bertlab.grading.platforms import linux; learner.main(*sys.argv[1:3], linux)",
+                    str(to_learner_r),
+                    str(from_learner_w),
+                ],
+                pass_fds=(to_learner_r, from_learner_w),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,  # megabytes of printing must not fill a pipe
+                stderr=subprocess.DEVNULL,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,  # so a kill takes the learner's own subprocesses too
+            )
+        )
     finally:
         os.close(to_learner_r)
         os.close(from_learner_w)

@@ -105,8 +105,12 @@ class JudgeFactory:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bertlab.grading.platforms.linux.judge_factory", str(theirs.fileno())],
-            pass_fds=(theirs.fileno(),), env=env,
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            pass_fds=(theirs.fileno(),),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
             start_new_session=True,
         )
         theirs.close()

@@ -67,8 +67,12 @@ def restrict_writes(folder: str) -> bool:
             fd = os.open(path, _O_PATH | os.O_CLOEXEC)
             try:
                 rule = ctypes.create_string_buffer(struct.pack("<Qi", rights, fd))
-                if libc.syscall(_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_PATH_BENEATH), rule,
-                                ctypes.c_uint32(0)) < 0:
+                if (
+                    libc.syscall(
+                        _ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_PATH_BENEATH), rule, ctypes.c_uint32(0)
+                    )
+                    < 0
+                ):
                     return False
             finally:
                 os.close(fd)

@@ -36,7 +36,9 @@ class ForkServer:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bertlab.grading.platforms.linux.template", str(theirs.fileno())],
             pass_fds=(theirs.fileno(),),
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
         theirs.close()
