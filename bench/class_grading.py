@@ -30,8 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.results import machine, merge
 from tests.class_submissions import roster, write_class, write_course
+
+from bench.results import machine, merge
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

@@ -7,7 +7,6 @@ import os
 import platform
 from pathlib import Path
 
-
 # The goals each key is held to: ("max", x) the figure must stay at or under x, ("min", x) reach x.
 GOALS = {
     "grade_one_vs_floor": ("max", 2.0),

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import itertools
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import nbformat
 

@@ -9,8 +9,8 @@ import json
 import math
 
 import torch
-
 from bench import attention_projections
+
 from bertlab import reference
 
 

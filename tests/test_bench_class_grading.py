@@ -7,7 +7,6 @@ import math
 import statistics
 
 import pytest
-
 from bench import class_grading
 
 pytestmark = pytest.mark.slow

@@ -13,9 +13,9 @@ import torch
 from torch import nn
 
 from bertlab import capture, reference
-from bertlab.diagnose import common
 from bertlab.checks import CheckFailed, check
 from bertlab.diagnose import attention_output as flawed
+from bertlab.diagnose import common
 from tests.conftest import solution_namespace, solution_notebook
 
 # Learner-style right code: the solution notebook's classes (transformers' own are refused).

@@ -30,8 +30,8 @@ from pathlib import Path
 import pytest
 
 from tests.class_submissions import kernel_recorder, roster, write_class, write_course, write_grade_view
-from tests.dask_loopback import log_tail, loopback_cluster
 from tests.conftest import ROOT
+from tests.dask_loopback import log_tail, loopback_cluster
 
 # nbgrader autograde runs every submission in a kernel, then judges it: about 10 s each on a quiet
 # two-core machine, many times that on a busy one.

@@ -6,8 +6,8 @@ import os
 import signal
 
 from bertlab.grading.platforms.linux.procstat import parent
-from bertlab.grading.runner import grade_task
 from bertlab.grading.pool import Limits, WorkerPool, worker_env
+from bertlab.grading.runner import grade_task
 from tests.conftest import ROOT
 
 TASK = "02-embeddings"  # the quickest notebook to grade

@@ -145,8 +145,8 @@ def test_solutions_score_full_marks_and_exercises_zero_on_the_portable_path(grad
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.name in PROCESS_CASES], ids=lambda c: c.folder)
 def test_process_cases_get_their_verdict_on_the_portable_path(graded, case):
-    from bertlab.grading.runner import TaskResult
     from bertlab.grading.results import CheckResult
+    from bertlab.grading.runner import TaskResult
 
     task = graded["portable", case.run][case.folder]
     result = TaskResult(

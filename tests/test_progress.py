@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
@@ -176,7 +176,7 @@ def test_write_merges_tasks_and_removes_a_stale_heatmap(tmp_path):
         "lessons/01-anatomy/#the-two-dots",
         "The two dots",
     )
-    later = datetime(2030, 1, 2, tzinfo=timezone.utc)
+    later = datetime(2030, 1, 2, tzinfo=UTC)
     progress.write(_report(**{"01-a": (2.0, None)}), tmp_path, now=later)  # Task 01 fixed, 02 not regraded
     data = json.loads(first.read_text())
     entries = {t["task"]: t for t in data["tasks"]}
@@ -273,10 +273,10 @@ def test_failed_values_check_keeps_the_tensors_its_message_describes(monkeypatch
 
 
 def test_values_of_ignores_an_unrelated_earlier_failure():
+    import torch
+
     from bertlab.checks import CheckFailed, heatmap
     from bertlab.checks.compare import Difference
-
-    import torch
 
     values = Difference("x", ("dim",), torch.zeros(3), torch.ones(3))
     try:
@@ -328,7 +328,7 @@ def test_every_hint_links_a_heading_of_the_built_lesson(site):  # noqa: F811
 
 
 @pytest.mark.slow
-def test_progress_page_shows_the_grades(browser, served, graded):  # noqa: F811
+def test_progress_page_shows_the_grades(browser, served, graded):
     report, out, _ = graded
     root, url = served
     context = browser.new_context(viewport={"width": 1280, "height": 900})

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import functools
 import html.parser
+import importlib.util
 import os
 import posixpath
 import re
-import importlib.util
 import subprocess
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer

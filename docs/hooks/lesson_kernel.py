@@ -61,16 +61,18 @@ def serve(socket_path: str) -> None:
     server.listen(16)
     # What every lesson's first cell imports. The course's reference module first: it keeps
     # Hugging Face offline before transformers is imported. Not pyplot: the kernel chooses
-    # matplotlib's backend.
-    import bertlab.reference  # noqa: F401
+    # matplotlib's backend. (isort: off keeps that order: sorted, bertlab would come last.)
+    # isort: off
+    import bertlab.reference
     import ipykernel.kernelapp  # noqa: F401
     import matplotlib  # noqa: F401
     import torch  # noqa: F401
     import transformers.models.bert.modeling_bert  # noqa: F401
 
-    import bertlab.corpus  # noqa: F401
-    import bertlab.experiments  # noqa: F401
+    import bertlab.corpus
+    import bertlab.experiments
     import bertlab.masks  # noqa: F401
+    # isort: on
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # kernels are reaped by the system
     renderer = os.getppid()

@@ -53,7 +53,6 @@ def serve(options: dict) -> None:
     import tempfile
 
     import lesson_kernel
-
     from bertlab.grading import platforms
 
     answers = os.fdopen(os.dup(1), "w")

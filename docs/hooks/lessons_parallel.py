@@ -78,7 +78,7 @@ def _run(missing: list[tuple[str, Path]], options: str) -> None:
     import queue
     import threading
 
-    todo: "queue.Queue[tuple[str, Path]]" = queue.Queue()
+    todo: queue.Queue[tuple[str, Path]] = queue.Queue()
     for item in missing:
         todo.put(item)
 

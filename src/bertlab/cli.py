@@ -220,9 +220,8 @@ def _model_option(parser: argparse.ArgumentParser) -> None:
 
 def _grade(args) -> int:
     from bertlab.grading import GradingError, grade
-    from bertlab.grading.table import render
-
     from bertlab.grading.notebooks import course_root
+    from bertlab.grading.table import render
     from bertlab.settings import SettingsError, grade_settings
 
     progress = lambda msg: print(msg, file=sys.stderr, flush=True)

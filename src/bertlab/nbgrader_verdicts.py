@@ -28,8 +28,8 @@ class JudgeVerdicts(NbGraderPreprocessor):
 
     def preprocess(self, nb, resources):
         from bertlab.grading.execute import run_notebook
-        from bertlab.grading.results import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT
         from bertlab.grading.notebooks import course_root
+        from bertlab.grading.results import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT
         from bertlab.settings import grade_settings
 
         folder = resources.get("metadata", {}).get("path") or "."

@@ -18,7 +18,7 @@ import os
 import re
 import tempfile
 import unicodedata
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 FILE = "progress.json"
@@ -106,7 +106,7 @@ def write(report, out: Path, now: datetime | None = None) -> Path:
         out: the built site's directory (or any directory the Progress page is served from).
         now: the grading time (default: now, UTC).
     """
-    graded_at = (now or datetime.now(timezone.utc)).isoformat(timespec="seconds")
+    graded_at = (now or datetime.now(UTC)).isoformat(timespec="seconds")
     target = out / FILE
     tasks = {t["task"]: t for t in _read(target).get("tasks", []) if isinstance(t, dict) and "task" in t}
     stale = []

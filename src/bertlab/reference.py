@@ -113,7 +113,6 @@ _LOADED: set[Path] = set()  # directories whose model this process holds
 def _load(path: Path):
     import torch
     from transformers import AutoTokenizer, BertModel
-
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # a bar per load would drown the grade table

@@ -13,12 +13,15 @@ where, and (when recognised) which known mistake produces exactly that output.
 
 from __future__ import annotations
 
-from bertlab.checks import attention_output, feed_forward
-from bertlab.checks import self_attention
-from bertlab.checks import numpy_bert
-from bertlab.checks import embeddings
-from bertlab.checks import bert_model
-from bertlab.checks import why_measured
+from bertlab.checks import (
+    attention_output,
+    bert_model,
+    embeddings,
+    feed_forward,
+    numpy_bert,
+    self_attention,
+    why_measured,
+)
 from bertlab.checks.framework import CheckFailed, Task
 from bertlab.diagnose import common  # noqa: F401  (mistakes shared by every task)
 
@@ -34,7 +37,7 @@ TASK_MODULES = [
 ]
 TASKS: dict[str, Task] = {t.id: t for module in TASK_MODULES for t in module.TASKS}
 
-__all__ = ["CheckFailed", "TASKS", "check"]
+__all__ = ["TASKS", "CheckFailed", "check"]
 
 
 def check(task: str, obj, upto: str | None = None, only: str | None = None, seed: int = 0) -> None:

@@ -14,8 +14,8 @@ import copy
 import torch
 
 from bertlab import diagnose
-from bertlab.checks.self_attention import CONTEXT_DIMS, PROBS_DIMS, random_attention_batch
 from bertlab.checks.framework import BuiltOnParts, CheckFailed, Context, ModuleTask
+from bertlab.checks.self_attention import CONTEXT_DIMS, PROBS_DIMS, random_attention_batch
 from bertlab.diagnose import attention_output as flawed
 
 HIDDEN_DIMS = ("batch", "token", "dim")

@@ -22,11 +22,11 @@ import torch
 from transformers.models.bert.modeling_bert import BertEncoder as _HFBertEncoder
 
 from bertlab import corpus, diagnose, reference
-from bertlab.checks.self_attention import random_attention_batch
 from bertlab.checks.compare import allclose
 from bertlab.checks.embeddings import NON_PERSISTENT
 from bertlab.checks.framework import BuiltOnParts, CheckFailed, ModuleTask, _describe
 from bertlab.checks.harness import state_shapes
+from bertlab.checks.self_attention import random_attention_batch
 from bertlab.diagnose import bert_model as flawed
 from bertlab.masks import random_padding
 from bertlab.pooling import sentence_embeddings

@@ -20,8 +20,9 @@ import functools
 import os
 import re
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -78,14 +79,14 @@ class Context:
         return copy.deepcopy(self.model.config)
 
     @classmethod
-    def load(cls, seed: int = 0, model: str | os.PathLike | None = None) -> "Context":
+    def load(cls, seed: int = 0, model: str | os.PathLike | None = None) -> Context:
         return cls(
             model=reference.load_model(model),
             capture=capture_mod.capture(model),
             generator=torch.Generator().manual_seed(seed),
         )
 
-    def other(self) -> "Context":
+    def other(self) -> Context:
         """A context whose model is a random BERT of another config (see ``other_config``).
 
         Nothing was captured from it: its checks use random inputs only (``capture`` is None).
@@ -803,7 +804,7 @@ def set_submodule(module: nn.Module, path: str, value: nn.Module) -> None:
 
 
 def check_dropout_placement(
-    task: "ModuleTask", cls, ctx: Context, layer, inputs: dict, module=None, other_config: bool = False
+    task: ModuleTask, cls, ctx: Context, layer, inputs: dict, module=None, other_config: bool = False
 ) -> None:
     """In train mode, the learner's module equals HF's when dropout acts in the same places.
 
@@ -915,7 +916,7 @@ def _entries(module: nn.Module, stack: str) -> int:
 
 
 # reference module -> the one copy of it whose tensors every part_reference shares
-_PART_COPIES: "weakref.WeakKeyDictionary[nn.Module, nn.Module]" = weakref.WeakKeyDictionary()
+_PART_COPIES: weakref.WeakKeyDictionary[nn.Module, nn.Module] = weakref.WeakKeyDictionary()
 
 
 class BuiltOnParts:

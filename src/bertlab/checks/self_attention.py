@@ -10,11 +10,11 @@ import torch
 from torch import nn
 
 from bertlab import diagnose
-from bertlab.checks.framework import CheckFailed, Context, ModuleTask, config_sizes, is_reference
 from bertlab.checks.compare import allclose
+from bertlab.checks.framework import CheckFailed, Context, ModuleTask, config_sizes, is_reference
 from bertlab.checks.harness import invoke_beside
-from bertlab.diagnose import self_attention as flawed  # noqa: F401  (registers the mistakes)
 from bertlab.diagnose import common as placement
+from bertlab.diagnose import self_attention as flawed  # importing it registers the mistakes
 from bertlab.masks import additive_mask, random_padding
 
 CONTEXT_DIMS = ("batch", "token", "dim")

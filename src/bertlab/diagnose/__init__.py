@@ -10,8 +10,8 @@ e.g. dropout left active in eval mode.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 

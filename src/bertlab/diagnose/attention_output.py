@@ -20,7 +20,7 @@ import inspect
 import torch
 from torch import nn
 
-from bertlab.diagnose import MATCH_ATOL, REGISTRY, Mistake, name_also_in, register
+from bertlab.diagnose import REGISTRY, Mistake, name_also_in, register
 from bertlab.diagnose import numpy_bert as by_hand
 from bertlab.diagnose.common import register_placements
 

@@ -15,7 +15,7 @@ compared with each simulation, run the same two ways, to name the mistake.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn

@@ -8,8 +8,8 @@ kernels the function calls: one per ``mm``/``addmm``/``bmm``, however large.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from distributed import WorkerPlugin, get_worker
 
-from bertlab.grading.runner import TaskResult, _failed_all, grade_task
 from bertlab.grading.pool import Limits, WorkerPool, worker_env
+from bertlab.grading.runner import TaskResult, _failed_all, grade_task
 
 PLUGIN = "bertlab-warm-judges"
 

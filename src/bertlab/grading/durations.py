@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 FILE_NAME = "grade-seconds.json"
 # For a task never graded here: about what one grade cell of the course's notebooks costs.

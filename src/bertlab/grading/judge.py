@@ -16,8 +16,8 @@ import contextlib
 import io
 
 from bertlab.grading import tamper
-from bertlab.grading.results import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, CheckResult, NotebookResult, grade_cell_meta
 from bertlab.grading.proxy import Learner, LearnerGone
+from bertlab.grading.results import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, CheckResult, NotebookResult, grade_cell_meta
 
 # Names a grade cell resolves in the judge, never in the learner's namespace.
 TRUSTED_NAMES = ("check",)

@@ -6,10 +6,10 @@ import json
 import re
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from bertlab.grading import notebooks
 from bertlab.grading.pool import Limits, WorkerPool, worker_env

@@ -9,12 +9,12 @@ defaults, monkey-patched modules), and nothing of one run may decide the next on
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from bertlab.grading import notebooks
-from bertlab.grading.runner import Report, grade_task
 from bertlab.grading.pool import Limits, WorkerPool, worker_env
+from bertlab.grading.runner import Report, grade_task
 
 POLL_SECONDS = 0.05
 # Editors save in several writes: grade once the file has kept its state this long.

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import sys
 import uuid
+from collections.abc import Iterator
 from importlib import metadata
-from typing import Iterator
 
 from bertlab.instructor.course import CourseError
 

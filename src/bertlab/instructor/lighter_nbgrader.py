@@ -40,12 +40,12 @@ def _one_engine_per_url(url, **options):
     return _engine(url, json.dumps(options, sort_keys=True, default=str))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _engine(url, options: str):
     return sqlalchemy.create_engine(url, **json.loads(options))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _validator(schema_json: str):
     schema = json.loads(schema_json)
     cls = jsonschema.validators.validator_for(schema)

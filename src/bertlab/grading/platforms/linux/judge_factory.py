@@ -38,7 +38,7 @@ class ForkedJudge:
     It is handed out at once; its pid arrives when the factory has finished loading and forked
     it, so the judges' start overlaps whatever the grader does meanwhile."""
 
-    def __init__(self, stdin_fd: int, stdout_fd: int, stderr_fd: int, factory: "JudgeFactory"):
+    def __init__(self, stdin_fd: int, stdout_fd: int, stderr_fd: int, factory: JudgeFactory):
         self.stdin = os.fdopen(stdin_fd, "w")
         self.stdout = os.fdopen(stdout_fd, "r")
         self.stderr = os.fdopen(stderr_fd, "r")

@@ -27,7 +27,7 @@ import threading
 class ForkServer:
     """The judge's handle on its template process (one per judge process, started on first use)."""
 
-    _instance: "ForkServer | None" = None
+    _instance: ForkServer | None = None
     _owner_pid = 0
     _lock = threading.Lock()
 
@@ -46,7 +46,7 @@ class ForkServer:
         self.replies = ours.makefile("r")
 
     @classmethod
-    def fork_here(cls) -> "ForkServer":
+    def fork_here(cls) -> ForkServer:
         """Make a fork of this process the template. Call it with torch, IPython and the checks
         imported, before the judge records its own objects (the activations its verdicts compare
         with), and before any thread starts."""
@@ -72,7 +72,7 @@ class ForkServer:
         return server
 
     @classmethod
-    def shared(cls) -> "ForkServer":
+    def shared(cls) -> ForkServer:
         with cls._lock:
             if cls._instance is None or cls._owner_pid != os.getpid() or cls._instance.proc.poll() is not None:
                 cls._instance, cls._owner_pid = ForkServer(), os.getpid()
@@ -105,7 +105,6 @@ class _Forked:
 def _serve(sock: socket.socket) -> None:
     # Everything a notebook's first cells import and load, so that a fork starts with it in memory.
     import bertlab.grading.learner as learner
-
     from bertlab.grading.platforms import linux
 
     learner.preload()
