@@ -136,7 +136,7 @@ def embeddings_variant(base: type, placement: str) -> type:
     def forward(
         self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None, past_key_values_length=0
     ):
-        B, T = input_ids.shape
+        _B, T = input_ids.shape
         if position_ids is None:
             position_ids = self.position_ids[:, :T]
         if token_type_ids is None:

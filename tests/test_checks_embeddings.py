@@ -164,7 +164,7 @@ class IdsOnly(Solution):
     def forward(
         self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None, past_key_values_length=0
     ):
-        B, T = input_ids.shape
+        _B, _T = input_ids.shape
         return super().forward(input_ids, token_type_ids, position_ids, inputs_embeds, past_key_values_length)
 
 

@@ -208,7 +208,7 @@ def test_the_not_broadcast_mask_simulation_is_what_the_code_computes(model, batc
     learner.load_state_dict(model.state_dict(), strict=True)
     learner.eval()
     with torch.no_grad():
-        last, pooled, states = learner(**inputs)
+        last, _pooled, _states = learner(**inputs)
         wrong = flawed.outputs(model, inputs, "extended-mask-not-broadcast")
         right = flawed.outputs(model, inputs)
     assert torch.allclose(last, wrong["last_hidden_state"], atol=1e-4)

@@ -193,7 +193,7 @@ def test_ctrl_c_cancels_the_class_on_the_cluster(cluster, tmp_path):
         time.sleep(0.2)
     assert command.poll() is None, command.communicate()
     command.send_signal(signal.SIGINT)
-    out, err = command.communicate(timeout=60)
+    _out, err = command.communicate(timeout=60)
     assert command.returncode == 130, err
     assert "cancelled 2 submission(s) on the cluster, 1 not sent yet" in err, err
     # The scheduler forgets them: nothing of the class is left to run.

@@ -83,7 +83,7 @@ def test_memory_limit_from_config_and_command_line(tmp_path, where):
     # Importing torch alone takes more than 100 MB: the learner's process is stopped at its first cell.
     toml = "[grade]\nmemory_limit = 100\n" if where == "toml" else "[grade]\nmemory_limit = 8000\n"
     root = course(tmp_path, "05-feed-forward", toml)
-    proc, report = grade(root, *(["--memory-limit", "120"] if where == "command line" else []))
+    _proc, report = grade(root, *(["--memory-limit", "120"] if where == "command line" else []))
     limit = "100" if where == "toml" else "120"
     (task,) = report["tasks"]
     assert task["status"] == "error" and task["score"] == 0
@@ -98,7 +98,7 @@ def test_timeout_from_config(tmp_path):
     first_grade_cell = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade"))
     nb.cells.insert(first_grade_cell, nbformat.v4.new_code_cell("import time\ntime.sleep(30)"))
     nbformat.write(nb, notebook)
-    proc, report = grade(root)
+    _proc, report = grade(root)
     (task,) = report["tasks"]
     assert task["status"] == "timeout" and task["score"] < task["max_score"]
     assert "timed out after 3 s" in task["checks"][-1]["message"]
@@ -142,7 +142,7 @@ def test_tampered_notebook_loses_its_points_under_nbgrader_autograde(tmp_path):
     outputs = [c.outputs for c in graded.cells if c.metadata.get("nbgrader", {}).get("grade")]
     assert outputs and all(o and o[0].output_type == "error" and "changes the grader" in o[0].evalue for o in outputs)
 
-    proc, report = grade(root, env=env, path="instructor/submitted/alice")
+    _proc, report = grade(root, env=env, path="instructor/submitted/alice")
     (task,) = report["tasks"]
     assert task["score"] == 0 and task["max_score"] > 0
     assert all("changes the grader" in c["message"] for c in task["checks"])

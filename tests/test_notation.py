@@ -25,7 +25,7 @@ def lessons() -> list[Path]:
 
 
 def prose_and_code() -> list[Path]:
-    return lessons() + [FAQ]
+    return [*lessons(), FAQ]
 
 
 # -- retired letters and wordings ----------------------------------------------------------------

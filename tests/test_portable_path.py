@@ -249,7 +249,7 @@ def test_a_judge_killed_mid_notebook_costs_that_notebook_only_and_leaves_no_proc
         judge = chain[0] if path == "portable" else chain[1]
         assert "bertlab.grading" in " ".join(judge.cmdline()), judge.cmdline()
         judge.kill()
-        out, err = client.communicate(timeout=120)
+        out, _err = client.communicate(timeout=120)
     finally:
         client.kill()
     report = json.loads(out)["tasks"][0]

@@ -233,8 +233,9 @@ def test_failed_values_check_keeps_the_tensors_its_message_describes(monkeypatch
 
     shown = []
     # A Jupyter kernel's shell (it has a `kernel`): the picture is displayed beside the message.
-    monkeypatch.setattr(IPython, "get_ipython", lambda: type("Shell", (), {"kernel": object()})())
-    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj))
+    shell = type("Shell", (), {"kernel": object()})()
+    monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+    monkeypatch.setattr(IPython.display, "display", shown.append)
     with pytest.raises(CheckFailed) as failure:
         check("5.1", _relu_intermediate(), upto="values")
     err = failure.value

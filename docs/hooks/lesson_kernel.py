@@ -131,7 +131,7 @@ def connect(socket_path: str, connection_file: str) -> None:
         sock.connect(socket_path)
     except OSError:
         os.execv(sys.executable, [sys.executable, "-m", "ipykernel_launcher", "-f", connection_file])
-    stand_in_r, stand_in_w = os.pipe()  # the kernel reads EOF when this process ends
+    stand_in_r, _stand_in_w = os.pipe()  # the kernel reads EOF when this process ends
     kernel_r, kernel_w = os.pipe()  # this process reads EOF when the kernel ends
     request = {"connection_file": connection_file, "cwd": os.getcwd(), "env": dict(os.environ)}
     socket.send_fds(sock, [json.dumps(request).encode()], [stand_in_r, kernel_w, 0, 1, 2])

@@ -224,7 +224,9 @@ def _grade(args) -> int:
     from bertlab.grading.table import render
     from bertlab.settings import SettingsError, grade_settings
 
-    progress = lambda msg: print(msg, file=sys.stderr, flush=True)
+    def progress(msg):
+        return print(msg, file=sys.stderr, flush=True)
+
     try:
         settings = grade_settings(course_root(args.path.resolve()) or course_root(Path.cwd()))
         options = {

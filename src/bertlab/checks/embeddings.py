@@ -164,17 +164,17 @@ class BertEmbeddingsTask(ModuleTask):
         vectors given as ``inputs_embeds``, and default positions after ``past_key_values_length``."""
         module = self.learner_for(cls, ctx, None)
         hf = self.reference(ctx, None)
-        batches = [random_ids_batch(ctx, *form) + (None,) for form in FORMS]
+        batches = [(*random_ids_batch(ctx, *form), None) for form in FORMS]
         batches.append(
-            random_embeds_batch(ctx)
-            + (
+            (
+                *random_embeds_batch(ctx),
                 "With `inputs_embeds` given and no `input_ids`, the word vectors are `inputs_embeds` (step 1 of "
                 "forward): take B and T from it, not from input_ids.",
             )
         )
         batches.append(
-            random_past_batch(ctx)
-            + (
+            (
+                *random_past_batch(ctx),
                 "The default positions start at past_key_values_length: past_key_values_length, ..., "
                 "past_key_values_length + T - 1 (step 2 of forward).",
             )

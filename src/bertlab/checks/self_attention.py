@@ -71,7 +71,7 @@ class BertSelfAttentionTask(ModuleTask):
             self.fail(
                 f"{'forward' if self.id == '3.2' else self.title} returns None for `{self.weights_name}`, where HF's returns the attention probabilities "
                 f"({', '.join(self.outputs[self.weights_name])})",
-                f"Checked without them, `{list(self.outputs)[0]}` passed every check of this cell ({', '.join(ran)}); "
+                f"Checked without them, `{next(iter(self.outputs))}` passed every check of this cell ({', '.join(ran)}); "
                 f"the points need `{self.weights_name}` too: return the softmax's output (after dropout) as the "
                 "second value.",
             )
@@ -119,7 +119,7 @@ class BertSelfAttentionTask(ModuleTask):
                 raise
             raise CheckFailed(
                 f"{err}\n  (Your forward returns None for `{self.weights_name}`: only "
-                f"`{list(self.outputs)[0]}` was compared.)",
+                f"`{next(iter(self.outputs))}` was compared.)",
                 err.mistake,
                 err.values,
             ) from None

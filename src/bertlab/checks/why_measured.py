@@ -269,7 +269,7 @@ DECISIVE = 10 * ATOL
 def _gap(values) -> float:
     """The smallest distance between two of ``values`` (inf for fewer than two)."""
     values = sorted(float(v) for v in values)
-    return min((b - a for a, b in zip(values, values[1:])), default=float("inf"))
+    return min((b - a for a, b in itertools.pairwise(values)), default=float("inf"))
 
 
 class MeasurementTask(FunctionTask):

@@ -139,7 +139,7 @@ for _id, _tasks, _description, _lesson, _section in [
     ),
     (
         "residual-wrong-tensor",
-        ADD_NORM + ("4.2",),
+        (*ADD_NORM, "4.2"),
         "LayerNorm(dense(x) + x): the residual is the tensor that entered `dense`, not "
         "`input_tensor`, the input of the whole sub-layer",
         LESSON,

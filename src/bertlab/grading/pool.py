@@ -48,7 +48,7 @@ class Worker:
 
     def _drain(self) -> None:
         for line in self.proc.stderr:  # kept for the message if the worker dies
-            self.stderr = (self.stderr + [line.rstrip()])[-20:]
+            self.stderr = [*self.stderr, line.rstrip()][-20:]
 
     def _last_words(self) -> str:
         if self.stderr:

@@ -124,7 +124,7 @@ class JudgeFactory:
 
     def _drain(self) -> None:
         for line in self.proc.stderr:  # an import that fails is reported by the judges it owed
-            self.stderr = (self.stderr + [line.rstrip()])[-20:]
+            self.stderr = [*self.stderr, line.rstrip()][-20:]
 
     def _read_pids(self) -> None:
         # The factory answers requests in the order they came: one pid per line.
