@@ -216,7 +216,7 @@ def watch_latency(rounds: int) -> float:
                 saved = time.time()
                 text = notebook.read_text()
                 notebook.write_text(text)  # a save: same content, new time stamp
-                _wait(lambda: len(results) >= round_ + 2, 600, "a grade after a save")
+                _wait(lambda round_=round_: len(results) >= round_ + 2, 600, "a grade after a save")
                 latencies.append(results[round_ + 1] - saved)
             return statistics.median(latencies)
         finally:
@@ -284,7 +284,7 @@ def start_to_serving(rounds: int) -> float:
                 start_new_session=True,
             )
             try:
-                _wait(lambda: _answers(port) or proc.poll() is not None, 1800, "make start")
+                _wait(lambda port=port, proc=proc: _answers(port) or proc.poll() is not None, 1800, "make start")
                 if proc.poll() is not None:
                     raise RuntimeError(f"make start exited {proc.returncode} before serving")
                 times.append(time.perf_counter() - start)

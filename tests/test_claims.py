@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -36,11 +37,11 @@ def hook():
     return module
 
 
-def lesson_pages(site) -> dict[str, str]:
-    return {p.parent.name: p.read_text(encoding="utf-8") for p in sorted((site / "lessons").glob("*/index.html"))}
+def lesson_pages(built: Path) -> dict[str, str]:
+    return {p.parent.name: p.read_text(encoding="utf-8") for p in sorted((built / "lessons").glob("*/index.html"))}
 
 
-def test_every_recorded_claim_holds_on_the_built_pages(site):
+def test_every_recorded_claim_holds_on_the_built_pages(site):  # noqa: F811  (test_site's fixture)
     claims_hook = hook()
     recorded = {stem: claims_hook.read(page) for stem, page in lesson_pages(site).items()}
     recorded = {stem: r for stem, r in recorded.items() if r}
@@ -49,7 +50,7 @@ def test_every_recorded_claim_holds_on_the_built_pages(site):
     assert problems == []
 
 
-def test_no_placeholder_is_left_on_the_site(site):
+def test_no_placeholder_is_left_on_the_site(site):  # noqa: F811  (test_site's fixture)
     claims_hook = hook()
     left = [
         f"{page.relative_to(site)}: {placeholder}"
@@ -76,7 +77,7 @@ def _page(src_uri: str):
     return SimpleNamespace(file=SimpleNamespace(src_uri=src_uri), content="")
 
 
-def test_a_planted_contradicted_claim_fails_the_build(site):
+def test_a_planted_contradicted_claim_fails_the_build(site):  # noqa: F811  (test_site's fixture)
     from mkdocs.exceptions import PluginError
 
     claims_hook = hook()
@@ -93,7 +94,7 @@ def test_a_planted_contradicted_claim_fails_the_build(site):
         claims_hook.on_page_content(planted, _page("lessons/08-residual-connections.py"), None, None)
 
 
-def test_a_mark_naming_no_claim_fails_the_build(site):
+def test_a_mark_naming_no_claim_fails_the_build(site):  # noqa: F811  (test_site's fixture)
     from mkdocs.exceptions import PluginError
 
     claims_hook = hook()
@@ -106,7 +107,7 @@ def test_a_mark_naming_no_claim_fails_the_build(site):
         claims_hook.on_page_context({}, page, None, None)
 
 
-def test_every_recorded_claim_is_said_in_a_sentence(site):
+def test_every_recorded_claim_is_said_in_a_sentence(site):  # noqa: F811  (test_site's fixture)
     claims_hook = hook()
     text = {path.stem: path.read_text() for path in sources()}
     marked = set()

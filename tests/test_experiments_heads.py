@@ -40,7 +40,7 @@ def test_projection_variants_agree(attention):
     for name, qkv in results.items():
         # strict: a variant returning fewer (or more) than q, k, v fails instead of being cut short
         for got, want in zip(qkv, expected, strict=True):
-            torch.testing.assert_close(got, want, msg=lambda m: f"{name}: {m}")
+            torch.testing.assert_close(got, want, msg=lambda m, name=name: f"{name}: {m}")
 
 
 def test_median_times():

@@ -141,8 +141,8 @@ def symbols(math: str) -> set[str]:
         if base.startswith("\\") and base[1:] not in GREEK:
             continue  # \frac, \sum, \dots, \top: not symbols
         sup = sub = ""
-        for kind, content in DECORATION.findall(decorations):
-            content = content.strip("{}").strip()
+        for kind, written in DECORATION.findall(decorations):
+            content = written.strip("{}").strip()
             if kind == "^" and re.fullmatch(r"[A-Z]", content):
                 sup = content
             elif kind == "_" and re.match(r"\d", content):

@@ -69,8 +69,8 @@ def requirements() -> list[str]:
 
 def constraints() -> dict[str, str]:
     pins = {}
-    for line in (ROOT / "constraints.txt").read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
+    for text in (ROOT / "constraints.txt").read_text().splitlines():
+        line = text.split("#", 1)[0].strip()
         if line:
             name, version = line.split("==")
             pins[canonicalize_name(name)] = version.strip()

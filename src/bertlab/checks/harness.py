@@ -278,7 +278,7 @@ def invoke(
             value = fn(*call_args, **call_kwargs)
     except NotImplementedError:
         return Outcome("not_implemented")
-    except (Exception, SystemExit) as err:  # learner code may raise anything, sys.exit() included
+    except (Exception, SystemExit) as err:  # noqa: BLE001  (learner code may raise anything, sys.exit() included)
         return Outcome("error", error=f"{type(err).__name__}: {err}".strip(), where=learner_line(err.__traceback__))
     finally:
         sys.setprofile(previous)

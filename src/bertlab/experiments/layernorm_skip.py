@@ -190,8 +190,8 @@ def pre_norm_stats(model, batch: Mapping[str, torch.Tensor]) -> dict[tuple[int, 
             handle.remove()
     real = batch["attention_mask"].bool()  # (B, T)
     out = {}
-    for key, z in seen.items():
-        z = z[real]  # (N, H)
+    for key, states in seen.items():
+        z = states[real]  # (N, H)
         out[key] = {
             "mean_abs_mean": z.mean(-1).abs().mean().item(),
             "std_mean": z.std(-1, unbiased=False).mean().item(),

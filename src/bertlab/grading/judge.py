@@ -104,7 +104,7 @@ def judge_notebook(
                 result.stopped = err.status
                 gone_in = gone_in or index + 1
                 result.checks.append(CheckResult(grade_id, False, 0.0, points, f"{err} (cell {gone_in} was running)"))
-            except Exception as err:  # a failed check, or the learner's name missing
+            except Exception as err:  # noqa: BLE001  (a failed check, or the learner's name missing)
                 result.checks.append(
                     CheckResult(
                         grade_id,

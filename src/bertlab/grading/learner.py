@@ -40,7 +40,7 @@ def _describe(obj) -> dict:
 def _short_repr(obj) -> str:
     try:
         text = repr(obj)
-    except Exception:  # a learner's __repr__ may raise
+    except Exception:  # noqa: BLE001  (a learner's __repr__ may raise)
         text = f"<{type(obj).__name__}>"
     return text if len(text) <= 200 else text[:197] + "..."
 
@@ -151,7 +151,7 @@ class Server:
                 return self.answer(len(args[0]))
             if op == "getitem":
                 return self.answer(args[0][args[1]])
-        except (Exception, SystemExit) as err:  # reported to the judge as the learner's error
+        except (Exception, SystemExit) as err:  # noqa: BLE001  (reported to the judge as the learner's error)
             return dump_answer(("raise", type(err).__name__, str(err)[:2000]))
         return dump_answer(("raise", "ValueError", f"unknown request {op!r}"))
 
@@ -165,7 +165,7 @@ class Server:
                 return
             try:
                 answer = self.handle(request)
-            except (Exception, SystemExit) as err:  # an answer that cannot be encoded, say: the judge reports it
+            except (Exception, SystemExit) as err:  # noqa: BLE001  (an answer that cannot be encoded, say: the judge reports it)
                 answer = dump_answer(("raise", "RuntimeError", f"{type(err).__name__}: {err}"[:2000]))
             write_frame(self.answer_fd, answer)
 

@@ -255,7 +255,7 @@ class Remote:
     def __del__(self):
         try:
             self._learner.forget(self)
-        except Exception:  # interpreter shutdown
+        except Exception:  # noqa: BLE001  (interpreter shutdown)
             pass
 
     def _remote_invoke(self, args: tuple, kwargs: dict, **options) -> Outcome:

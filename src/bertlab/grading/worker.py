@@ -37,7 +37,7 @@ def _warm_up() -> None:
         from bertlab import capture
 
         capture.capture()
-    except Exception:  # a broken model is reported by the first notebook's checks, with its reason
+    except Exception:  # noqa: BLE001  (a broken model is reported by the first notebook's checks, with its reason)
         pass
 
 

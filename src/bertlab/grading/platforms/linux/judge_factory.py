@@ -140,7 +140,7 @@ class JudgeFactory:
                         raise
         except OSError:  # a factory that dies with requests unread resets the connection
             pass
-        except BaseException as err:  # a defect here must end the judges it owes with its reason, not hang them
+        except BaseException as err:  # noqa: BLE001  (a defect here must end the judges it owes with its reason, not hang them)
             self.stderr.append(f"the judge factory's reader failed: {type(err).__name__}: {err}")
             self.close()
         finally:
