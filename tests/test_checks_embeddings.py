@@ -210,7 +210,8 @@ class Shifted(Solution):
         (
             IdsOnly,
             r"forward raised AttributeError: 'NoneType' object has no attribute 'shape'\n"
-            r"(.*\n)*  the call: forward\(inputs_embeds=float32 tensor \[\d+, \d+, 384\], token_type_ids=int64 tensor \[\d+, \d+\]\)\n"
+            r"(.*\n)*  the call: forward\(inputs_embeds=float32 tensor \[\d+, \d+, 384\], "
+            r"token_type_ids=int64 tensor \[\d+, \d+\]\)\n"
             r"  With `inputs_embeds` given and no `input_ids`, the word vectors are `inputs_embeds`",
         ),
         (

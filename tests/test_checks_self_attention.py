@@ -134,7 +134,9 @@ class BertSelfAttention(nn.Module):
 
     def forward(self, hidden_states, attention_mask=None, **kwargs):
         B, T, H = hidden_states.shape
-        q, k, v = self.heads(self.query(hidden_states)), self.heads(self.key(hidden_states)), self.heads(self.value(hidden_states))
+        q = self.heads(self.query(hidden_states))
+        k = self.heads(self.key(hidden_states))
+        v = self.heads(self.value(hidden_states))
         SCORES
         probs = self.dropout(torch.softmax(scores, dim=-1))
         MERGE

@@ -1,10 +1,10 @@
 """The instructor's loop, as the instructor guide gives it.
 
-Every assignment is generated and checked for hidden tests in its release; two of them (the
-loop is the same for each, and grading every assignment is the class tests' and grading tests'
-job) go round the whole loop. In a fresh course (the repository's nbgrader_config.py and solutions/, PATH without the venv):
-generate_assignment, release_assignment, a learner's fetch_assignment and submit, collect, a
-second learner's untouched notebooks placed in submitted/ by hand, ``bertlab autograde``,
+Every assignment is generated and checked for hidden tests in its release; two of them (the loop is
+the same for each, and grading every assignment is the class tests' and grading tests' job) go round
+the whole loop. In a fresh course (the repository's nbgrader_config.py and solutions/, PATH without
+the venv): generate_assignment, release_assignment, a learner's fetch_assignment and submit,
+collect, a second learner's untouched notebooks placed in submitted/ by hand, ``bertlab autograde``,
 generate_feedback and export. All state stays inside the course's ``instructor/``. Hidden tests
 reach no learner: not in the release, the exchange, the fetched copy or the feedback.
 """

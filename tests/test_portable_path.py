@@ -2,10 +2,11 @@
 
 Each grading below is a ``bertlab grade --cold`` command, run once on each path over the same
 folders: the bad submissions that exercise the process machinery (``os._exit``, ``sys.exit``,
-endless loops, runaway memory); the course's solutions and released exercises on the portable
-path (``test_grading.py`` grades them on the Linux path). The portable verdicts must be right, and equal to the Linux path's: the same
-points and messages for every grade cell. Warm judges, ``--watch`` and Ctrl-C on the portable path are tested with the
-Linux path's tests, parametrized by path (``test_warm_judges.py``, ``test_watch.py``).
+endless loops, runaway memory); the course's solutions and released exercises on the portable path
+(``test_grading.py`` grades them on the Linux path). The portable verdicts must be right, and equal
+to the Linux path's: the same points and messages for every grade cell. Warm judges, ``--watch`` and
+Ctrl-C on the portable path are tested with the Linux path's tests, parametrized by path
+(``test_warm_judges.py``, ``test_watch.py``).
 """
 
 from __future__ import annotations

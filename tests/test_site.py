@@ -2,8 +2,8 @@
 
 The site is built once per test run, by one xdist worker (executed lessons are cached in
 .cache/, so a rebuild costs seconds). Browser tests use Debian's chromium: Playwright's own
-browser download is not available where the course runs. Every request that would leave 127.0.0.1 is blocked and reported: the course
-must work offline, so a CDN script or a web font is a failure, not a slow page.
+browser download is not available where the course runs. Every request that would leave 127.0.0.1
+is blocked and reported: the course must work offline, so a CDN script or a web font is a failure, not a slow page.
 """
 
 from __future__ import annotations
@@ -259,7 +259,8 @@ SWALLOWED_ITEM = re.compile(r"\n[ \t]*\d+\.[ \t]")
 # Text nodes and paragraphs a reader sees as prose: code, program output and typeset math aside.
 VISIBLE_PROSE = """() => {
     // .clipboard-copy-txt: the hidden copy of a code cell's source for the copy button
-    const skip = "mjx-container, code, pre, kbd, samp, script, style, svg, textarea, .jp-OutputArea, .highlight, .clipboard-copy-txt";
+    const skip = "mjx-container, code, pre, kbd, samp, script, style, svg, textarea, "
+        + ".jp-OutputArea, .highlight, .clipboard-copy-txt";
     const texts = [];
     const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
     while (walker.nextNode()) {

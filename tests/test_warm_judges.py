@@ -165,7 +165,8 @@ def test_ctrl_c_stops_grading_at_once(judges, hanging, how):
         text=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        # The child only resets one signal before exec, taking no lock: a test worker ignores SIGINT, the client must not.
+        # The child only resets one signal before exec, taking no lock:
+        # a test worker ignores SIGINT, the client must not.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
     )
     deadline = time.monotonic() + 60

@@ -4,13 +4,14 @@ Usage (by ``lessons_parallel.py`` only): ``python lesson_render.py OPTIONS_JSON`
 ``LESSON<TAB>CACHE_FILE`` per lesson on stdin; for each, one line on stdout: ``ok SECONDS`` or
 ``failed ERROR``.
 
-A few of these processes run side by side, each taking the next lesson when it is done with one,
-so that several lessons execute at once and each process pays for its imports (nbconvert,
-jupytext, mkdocs: two seconds) once, not once per lesson. Every lesson still runs in a kernel of
-its own, a fork of a template that imported torch, transformers and the course once
-(``lesson_kernel.py``); on the portable path (macOS, ``BERTLAB_PORTABLE=1``) an ordinary kernel. The cache file holds what mkdocs-jupyter (0.26) writes after executing a
-page: the HTML, its TOC tokens and its title. It is written only when the lesson ran through: a
-lesson that fails is left to the build's own render, which reports the failure the usual way.
+A few of these processes run side by side, each taking the next lesson when it is done with one, so
+that several lessons execute at once and each process pays for its imports (nbconvert, jupytext,
+mkdocs: two seconds) once, not once per lesson. Every lesson still runs in a kernel of its own, a
+fork of a template that imported torch, transformers and the course once (``lesson_kernel.py``); on
+the portable path (macOS, ``BERTLAB_PORTABLE=1``) an ordinary kernel. The cache file holds what
+mkdocs-jupyter (0.26) writes after executing a page: the HTML, its TOC tokens and its title. It is
+written only when the lesson ran through: a lesson that fails is left to the build's own render,
+which reports the failure the usual way.
 """
 
 from __future__ import annotations

@@ -37,7 +37,8 @@ KEYS = {
     "grade_all_cold_vs_floor": ("x", "the whole course without warm judges, over the floor"),
     "portable_grade_one_s": (
         "s",
-        "`grade_one_s` on the portable path (`BERTLAB_PORTABLE=1`, what macOS runs): warm judges, learner processes spawned",
+        "`grade_one_s` on the portable path (`BERTLAB_PORTABLE=1`, what macOS runs): "
+        "warm judges, learner processes spawned",
     ),
     "portable_grade_one_vs_linux": ("x", "the portable path's warm `grade_one_s` over the Linux path's, this run"),
     "portable_grade_one_cold_s": ("s", "`grade_one_cold_s` on the portable path"),
@@ -56,7 +57,8 @@ KEYS = {
     "forkserver_grade_all_cold_vs_linux": ("x", "over the Linux path's, this run"),
     "warm_judges_memory_mb": (
         "MB",
-        "the warm judges' memory after this benchmark's gradings (the course and notebook 05, five times each; all their processes, shared pages counted once)",
+        "the warm judges' memory after this benchmark's gradings (the course and notebook 05, five times each; "
+        "all their processes, shared pages counted once)",
     ),
     "watch_latency_s": ("s", "`bertlab grade --watch 05`: from a save to the printed result"),
     "check_latency_s": ("s", "one grade cell's check in a warm kernel (Task 5.1, up to values)"),
@@ -67,7 +69,8 @@ KEYS = {
     "speedup_vs_nbgrader": ("x", "`bertlab autograde --jobs 2` over `nbgrader autograde`, same class"),
     "cluster_per_worker_efficiency": (
         "x",
-        "`bertlab autograde --scheduler` on a Dask LocalCluster: submissions per worker-minute with two single-threaded workers over one's",
+        "`bertlab autograde --scheduler` on a Dask LocalCluster: submissions per worker-minute "
+        "with two single-threaded workers over one's",
     ),
     "cluster_vs_jobs2": ("x", "that two-worker cluster's seconds over `--jobs 2`'s, same class, same machine"),
     "cluster_core_s_per_submission": (

@@ -187,7 +187,8 @@ class Task:
         if outcome.kind == "in_place":
             self.fail(
                 f"{what} changed its argument {', '.join(f'`{n}`' for n in outcome.changed)} in place",
-                "The caller still needs its inputs: compute new tensors (`x = x + y`), never `x += y` or `x[...] = ...`.",
+                "The caller still needs its inputs: compute new tensors (`x = x + y`), "
+                "never `x += y` or `x[...] = ...`.",
                 call,
             )
         if outcome.kind == "wrong_device":
@@ -400,7 +401,8 @@ class ModuleTask(Task):
                         f"forward changes {', '.join(f'`self.{k}`' for k in changed[:5])} "
                         f"({'on its first call' if number == 0 else 'from one call to the next'})",
                         "A module's output depends on its inputs and weights only: keep nothing of a call "
-                        "(a mask, a cache by shape, a statistic) for the next, and never write to a parameter or buffer.",
+                        "(a mask, a cache by shape, a statistic) for the next, "
+                        "and never write to a parameter or buffer.",
                     )
                 last = now
             self.compare(expected, got, self.outputs, f"HF's {self.title} on {which}")
@@ -976,12 +978,14 @@ class BuiltOnParts:
             want = ctx.model.config.num_hidden_layers
             entries = _entries(module, self.stack)
             if entries > count:  # named_modules names a module once, however many entries hold it
+                part = self.part_tasks()[self.stack].title
                 self.fail(
-                    f"the {entries} entries of `self.{self.stack}` are {count} module object{'s' if count > 1 else ''}: "
-                    f"`[layer] * n` (or appending one layer n times) repeats the same {self.part_tasks()[self.stack].title}",
+                    f"the {entries} entries of `self.{self.stack}` are {count} "
+                    f"module object{'s' if count > 1 else ''}: "
+                    f"`[layer] * n` (or appending one layer n times) repeats the same {part}",
                     f"Entries that are one object share one set of weights: the pretrained layers 0 to {entries - 1} "
                     f"all load into it (the last one wins), so every layer computes the same. Build each anew: "
-                    f"nn.ModuleList([{self.part_tasks()[self.stack].title}(config) for _ in range(config.num_hidden_layers)]).",
+                    f"nn.ModuleList([{part}(config) for _ in range(config.num_hidden_layers)]).",
                 )
             if count != want:
                 if ctx.capture is None:  # the config check's other config
@@ -1018,7 +1022,10 @@ class BuiltOnParts:
                     continue
             except (CheckFailed, KeyError, RuntimeError):
                 pass
-            return f"{self.title} fails with HF's parts because your {task.title} (task {task.id}) differs; fix {task.id} first."
+            return (
+                f"{self.title} fails with HF's parts because your {task.title} (task {task.id}) differs; "
+                f"fix {task.id} first."
+            )
         return ""
 
     def _on_parts(self, stage, cls, ctx: Context) -> None:

@@ -69,9 +69,10 @@ class BertSelfAttentionTask(ModuleTask):
         if self.weights_missing:
             ran = (only,) if only else self.stages[: self.stages.index(upto) + 1] if upto else self.stages
             self.fail(
-                f"{'forward' if self.id == '3.2' else self.title} returns None for `{self.weights_name}`, where HF's returns the attention probabilities "
-                f"({', '.join(self.outputs[self.weights_name])})",
-                f"Checked without them, `{next(iter(self.outputs))}` passed every check of this cell ({', '.join(ran)}); "
+                f"{'forward' if self.id == '3.2' else self.title} returns None for `{self.weights_name}`, "
+                f"where HF's returns the attention probabilities ({', '.join(self.outputs[self.weights_name])})",
+                f"Checked without them, `{next(iter(self.outputs))}` passed every check of this cell "
+                f"({', '.join(ran)}); "
                 f"the points need `{self.weights_name}` too: return the softmax's output (after dropout) as the "
                 "second value.",
             )

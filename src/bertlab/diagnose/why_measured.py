@@ -220,7 +220,8 @@ for _id, _tasks, _description, _lesson, _section in [
     (
         "skip-removed-layernorm-dropped",
         (VARIANT, CURVES, LESIONS),
-        "a layer that drops the LayerNorm along with a removed skip: the branch alone, a or f, instead of LayerNorm(a) or LayerNorm(f)",
+        "a layer that drops the LayerNorm along with a removed skip: the branch alone, a or f, "
+        "instead of LayerNorm(a) or LayerNorm(f)",
         RESIDUAL_LESSON,
         FOUR,
     ),
