@@ -112,7 +112,7 @@ def run(submissions: int, timeout: float, rounds: int) -> dict:
     same = all(scores[way] == scores[WAYS[0]] for way in WAYS)
     jobs2 = statistics.median(runs[WAYS[0]])
     return {
-        "class_speedup": statistics.median(one / two for two, one in zip(runs[WAYS[0]], runs[WAYS[1]])),
+        "class_speedup": statistics.median(one / two for two, one in zip(runs[WAYS[0]], runs[WAYS[1]], strict=True)),
         "speedup_vs_nbgrader": runs[WAYS[2]][0] / jobs2,
         "class_grading": {
             "what": "a class graded into nbgrader's gradebook, each way in its own copy of the course",

@@ -43,7 +43,7 @@ def loopback_cluster(workers: int, folder: Path, env: dict | None = None):
     commands += [[str(DASK), "worker", address, "--nthreads", "1", "--host", "127.0.0.1"]] * workers
     procs = []
     try:
-        for command, log in zip(commands, logs):
+        for command, log in zip(commands, logs, strict=True):
             procs.append(
                 subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             )

@@ -65,7 +65,7 @@ def _run_together(name: str, commands: list[tuple[list[str], Path]]) -> None:
         subprocess.Popen(c, cwd=cwd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         for c, cwd in commands
     ]
-    errors = [(c, p.communicate()[1], p.returncode) for (c, _), p in zip(commands, procs)]
+    errors = [(c, p.communicate()[1], p.returncode) for (c, _), p in zip(commands, procs, strict=True)]
     TIMINGS[name] = TIMINGS.get(name, 0.0) + time.perf_counter() - start
     for command, stderr, code in errors:
         assert code in (0, 1), f"{' '.join(command[2:])} exited {code}:\n{stderr[-4000:]}"

@@ -87,7 +87,7 @@ def test_train_lookup_is_deterministic_and_learns():
     assert torch.equal(torch.random.get_rng_state(), state)  # the global RNG is left alone
     assert torch.get_num_threads() == threads
     assert [r.name for r in first] == list(ffn_width.lookup_models(8))
-    for a, b in zip(first, second):
+    for a, b in zip(first, second, strict=True):
         assert a.parameters == b.parameters and torch.equal(a.losses, b.losses)
         assert 0 < a.mean_loss < 1.2
     by_name = {r.name: r.mean_loss for r in first}

@@ -24,7 +24,7 @@ def test_intact_pass_reproduces_the_model_exactly(model, batch, intact):
     with torch.no_grad():
         expected = model(**batch, output_hidden_states=True).hidden_states
     assert len(intact.hidden_states) == len(expected) == model.config.num_hidden_layers + 1
-    for ours, theirs in zip(intact.hidden_states, expected):
+    for ours, theirs in zip(intact.hidden_states, expected, strict=True):
         assert torch.equal(ours, theirs)
 
 
@@ -147,7 +147,7 @@ def test_layer_lesions_table_is_deterministic(model, batch, queries):
     second = lesions.layer_lesions(model, batch, queries, kinds=("attention_skip",))
     L = model.config.num_hidden_layers
     assert [(r.kind, r.layer) for r in first] == [("attention_skip", i) for i in range(L)]
-    for a, b in zip(first, second):
+    for a, b in zip(first, second, strict=True):
         assert torch.equal(a.effect.cosine, b.effect.cosine) and torch.equal(a.effect.rank_of_top, b.effect.rank_of_top)
     # Removing a skip connection moves the embeddings far more than any head does.
     assert min(r.effect.mean_cosine for r in first) < 0.5

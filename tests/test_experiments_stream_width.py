@@ -26,7 +26,7 @@ def test_stack_is_seeded_and_leaves_the_global_rng_alone():
     a = stream_width.stack(8, 3, "orthogonal", "none", seed=5)
     b = stream_width.stack(8, 3, "orthogonal", "none", seed=5)
     assert torch.equal(torch.random.get_rng_state(), state)
-    for p, q in zip(a.parameters(), b.parameters()):
+    for p, q in zip(a.parameters(), b.parameters(), strict=True):
         assert torch.equal(p, q)
     w = a[0].shortcut.weight
     torch.testing.assert_close(w @ w.T, torch.eye(8), atol=1e-5, rtol=0)

@@ -45,7 +45,7 @@ def describe(content: str, cells: list, where: str) -> str:
             len(cells),
         )
         return content
-    for number, (div, cell) in enumerate(zip(rendered, cells), start=1):
+    for number, (div, cell) in enumerate(zip(rendered, cells, strict=True), start=1):
         images = div.select(".jp-OutputArea img")
         alt = " ".join(str(cell.metadata.get("alt", "")).split())
         if alt and not images:

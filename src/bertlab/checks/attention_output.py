@@ -148,7 +148,9 @@ class BertAttentionTask(BuiltOnParts, AddNormTask):
     def captured(self, ctx, layer):
         call = ctx.capture.layer(layer, "attention")
         hidden_states, attention_mask = call.args  # (B, T, H), additive (B, 1, T, T)
-        return {"hidden_states": hidden_states, "attention_mask": attention_mask}, dict(zip(self.outputs, call.output))
+        return {"hidden_states": hidden_states, "attention_mask": attention_mask}, dict(
+            zip(self.outputs, call.output, strict=False)
+        )
 
     def random_inputs(self, ctx):
         return random_attention_batch(ctx)

@@ -337,7 +337,7 @@ class BertModelTask(BuiltOnParts, _HiddenStates, ModuleTask):
             self.fail(
                 f"forward must return a tuple (last_hidden_state, pooler_output, hidden_states); got {_describe(out)}"
             )
-        for name, value in zip(("last_hidden_state", "pooler_output"), out):
+        for name, value in zip(("last_hidden_state", "pooler_output"), out, strict=False):
             if not isinstance(value, torch.Tensor):
                 self.fail(f"`{name}` must be a tensor; got {_describe(value)}")
         return flawed.flatten(self.hidden_states(out[2]), out[0], out[1])

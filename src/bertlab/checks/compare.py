@@ -116,7 +116,7 @@ def allclose(expected: torch.Tensor, got: torch.Tensor, atol: float) -> bool:
 
 def _where(index: tuple[int, ...], dims: tuple[str, ...]) -> str:
     names = dims if len(dims) == len(index) else tuple(f"dim{i}" for i in range(len(index)))
-    return "(" + ", ".join(f"{n} {i}" for n, i in zip(names, index)) + ")"
+    return "(" + ", ".join(f"{n} {i}" for n, i in zip(names, index, strict=True)) + ")"
 
 
 @dataclass

@@ -302,10 +302,10 @@ class ModuleTask(Task):
             return {names[0]: out}
         if not isinstance(out, (tuple, list)) or len(out) != len(names):
             self.fail(f"forward must return a tuple ({', '.join(names)}), like HF's; got {_describe(out)}")
-        for name, value in zip(names, out):
+        for name, value in zip(names, out, strict=True):
             if not isinstance(value, torch.Tensor):
                 self.fail(f"`{name}` must be a tensor; got {type(value).__name__}")
-        return dict(zip(names, out))
+        return dict(zip(names, out, strict=True))
 
     def learner_for(self, cls, ctx: Context, layer: int | None) -> nn.Module:
         return self.load(self.build(cls, ctx), ctx, layer)
@@ -511,8 +511,8 @@ class ModuleTask(Task):
         finally:
             hf.requires_grad_(False)
         return {
-            "params": dict(zip(params, grads[: len(params)])),
-            "inputs": dict(zip(given, grads[len(params) :])),
+            "params": dict(zip(params, grads[: len(params)], strict=True)),
+            "inputs": dict(zip(given, grads[len(params) :], strict=True)),
             "shapes": [tuple(t.shape) for t in tensors],
         }
 
@@ -704,7 +704,7 @@ class _PretrainedSizes:
     """The fields of the pretrained config that ``other_config`` reads, rebuilt from ``_config_key``."""
 
     def __init__(self, key: tuple):
-        sizes = dict(zip(SIZE_FIELDS, key))
+        sizes = dict(zip(SIZE_FIELDS, key, strict=True))
         self.hidden_size, self.intermediate_size = sizes["hidden_size"], sizes["intermediate_size"]
         self.num_attention_heads, self.num_hidden_layers = sizes["num_attention_heads"], sizes["num_hidden_layers"]
         self.vocab_size, self.max_position_embeddings = sizes["vocab_size"], sizes["max_position_embeddings"]
@@ -757,7 +757,7 @@ def explain_sizes(task, module: nn.Module, hf: nn.Module, pretrained, config, ag
     for key, shape in theirs.items():
         if key in mine and mine[key] != shape:
             detail = f"`{key}` has shape {list(mine[key])}, expected {list(shape)} like {against}"
-            for got, expected in zip(mine[key], shape):
+            for got, expected in zip(mine[key], shape, strict=False):
                 field = _field_for(got, expected, pretrained, config) if got != expected else None
                 if field is not None:
                     _wired(task, field, got, pretrained, config, detail)

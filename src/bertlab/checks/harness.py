@@ -81,7 +81,7 @@ def _changed(before, after, name: str) -> list[str]:
     if isinstance(before, dict) and isinstance(after, dict):
         return [n for k in before for n in _changed(before[k], after.get(k), f'{name}["{k}"]')]
     if isinstance(before, (list, tuple)) and isinstance(after, (list, tuple)) and len(before) == len(after):
-        return [n for i, (b, a) in enumerate(zip(before, after)) for n in _changed(b, a, f"{name}[{i}]")]
+        return [n for i, (b, a) in enumerate(zip(before, after, strict=True)) for n in _changed(b, a, f"{name}[{i}]")]
     return []
 
 

@@ -48,7 +48,7 @@ class BertSelfAttentionTask(ModuleTask):
     def captured(self, ctx, layer):
         call = ctx.capture.layer(layer, "attention.self")
         inputs = {"hidden_states": call.args[0], "attention_mask": call.kwargs["attention_mask"]}
-        return inputs, dict(zip(self.outputs, call.output))
+        return inputs, dict(zip(self.outputs, call.output, strict=False))
 
     def random_inputs(self, ctx):
         return random_attention_batch(ctx)
@@ -262,7 +262,7 @@ def _answers_as_hf(args: list, returned) -> bool:
         expected = _hf_eager_attention_forward()(_Training().eval(), query, key, value, mask, scaling=scaling)
     return all(
         isinstance(g, torch.Tensor) and g.shape == e.shape and allclose(e, g, diagnose.MATCH_ATOL)
-        for g, e in zip(returned, expected)
+        for g, e in zip(returned, expected, strict=True)
     )
 
 

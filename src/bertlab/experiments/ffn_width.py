@@ -91,7 +91,7 @@ def intact_activations(model, batch: Mapping[str, torch.Tensor]) -> tuple[list[t
     """Each layer's FFN coefficients ``m`` (B, T, I) in the intact model, and the (B, T) real-token mask."""
     with torch.no_grad():
         trace = lesions.run(model, batch)
-        acts = [layer.intermediate(h) for layer, h in zip(model.encoder.layer, trace.ffn_inputs)]
+        acts = [layer.intermediate(h) for layer, h in zip(model.encoder.layer, trace.ffn_inputs, strict=True)]
     return acts, trace.attention_mask.bool()
 
 
@@ -123,7 +123,7 @@ def truncation_errors(
     acts, real = intact_activations(model, batch)
     generator = torch.Generator().manual_seed(seed)
     out = {s: torch.empty(len(ks), len(model.encoder.layer)) for s in strategies}
-    for i, (layer, m) in enumerate(zip(model.encoder.layer, acts)):
+    for i, (layer, m) in enumerate(zip(model.encoder.layer, acts, strict=True)):
         f = layer.output.dense(m)  # (B, T, H)
         ranking = unit_ranking(m, real)
         for row, k in enumerate(ks):
@@ -166,7 +166,7 @@ def units_kept(model, k: int, strategy: str, masks: Sequence[torch.Tensor | None
 
     handles = [
         layer.intermediate.register_forward_hook(lambda mod, a, o, mask=mask: hook(mod, a, o, mask))
-        for layer, mask in zip(model.encoder.layer, masks)
+        for layer, mask in zip(model.encoder.layer, masks, strict=True)
     ]
     try:
         yield model

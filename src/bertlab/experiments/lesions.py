@@ -228,7 +228,7 @@ def run(
     else:
         first, x = start
     hidden, updates_a, mids, updates_f = [x], [], [], []
-    for layer, edit in zip(layers[first:], per_layer[first:]):
+    for layer, edit in zip(layers[first:], per_layer[first:], strict=True):
         x, a, h, f = layer_forward(layer, x, mask, edit)
         hidden.append(x)
         updates_a.append(a)
@@ -271,7 +271,7 @@ def update_ratios(trace: Trace) -> dict[str, torch.Tensor]:
     """
     nan = torch.tensor(float("nan"))
     attention, ffn = [], []
-    for i, (a, h, f) in enumerate(zip(trace.attention_updates, trace.ffn_inputs, trace.ffn_updates)):
+    for i, (a, h, f) in enumerate(zip(trace.attention_updates, trace.ffn_inputs, trace.ffn_updates, strict=True)):
         x = trace.hidden_states[i]
         attention.append(nan if a is None else token_ratio(a, x, trace.attention_mask))
         ffn.append(nan if f is None else token_ratio(f, h, trace.attention_mask))

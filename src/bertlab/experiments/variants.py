@@ -123,7 +123,7 @@ def swap_activation(model: nn.Module, activation: Callable[[torch.Tensor], torch
             m.intermediate_act_fn = activation
         yield model
     finally:
-        for m, fn in zip(layers, saved):
+        for m, fn in zip(layers, saved, strict=True):
             m.intermediate_act_fn = fn
 
 

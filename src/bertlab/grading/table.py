@@ -21,7 +21,7 @@ def render(report: Report, verbose: bool = False) -> str:
     lines = []
     for i, row in enumerate([header, *rows]):
         message = row[3] if len(row[3]) <= room else row[3][: room - 3] + "..."
-        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + message)
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + message)
         if i == 0 or i == len(rows) - 1:
             lines.append("-" * min(len(lines[0]) + room, 120))
     for task in report.tasks:

@@ -168,7 +168,7 @@ def load_request(payload: bytes, objects: dict[int, object], pretrained=None, he
     (size,) = struct.unpack("<Q", payload[:8])
     held = {} if held is None else held
     keys, values = load_answer(payload[8 : 8 + size])
-    held.update(zip(keys, values))
+    held.update(zip(keys, values, strict=True))
     copies: dict[tuple, torch.Tensor] = {}  # one object per key within a request, as pickle would
 
     def tensor(key: tuple, parameter: bool, requires_grad: bool, lent: bool = False):
@@ -312,7 +312,13 @@ def decode(value, handle):
         if kind == "npscalar":
             return np.dtype(value["dtype"]).type(value["value"])
         if kind == "dict":
-            return dict(zip((decode(k, handle) for k in value["keys"]), (decode(v, handle) for v in value["values"])))
+            return dict(
+                zip(
+                    (decode(k, handle) for k in value["keys"]),
+                    (decode(v, handle) for v in value["values"]),
+                    strict=True,
+                )
+            )
         if kind == "handle":
             return handle(value)
     if isinstance(value, dict):  # only tagged dicts are sent: anything else is malformed

@@ -181,7 +181,7 @@ def _record(config, coursedir, sub: course.Submission, result) -> Outcome:
     recorded = RecordedVerdicts(verdicts=verdicts)
     names = [step if isinstance(step, str) else f"{step.__module__}.{step.__name__}" for step in steps]
     judge_at = next((i for i, n in enumerate(names) if n in JUDGE_STEPS), 0)
-    steps = [s for s, n in zip(steps, names) if n not in JUDGE_STEPS]
+    steps = [s for s, n in zip(steps, names, strict=True) if n not in JUDGE_STEPS]
     steps.insert(judge_at, recorded)
 
     coursedir = _for(coursedir, sub)
@@ -288,7 +288,7 @@ def summary(outcomes: list[Outcome]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     advice = limit_advice([o.reason for o in outcomes if o.status != "skipped"])
     return "\n".join(
-        ["  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4] for r in rows]
+        ["  ".join(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)) + "  " + r[4] for r in rows]
         + [""] * bool(advice)
         + advice
     )

@@ -208,7 +208,7 @@ def _serve(sock: socket.socket) -> None:
                 os.setsid()  # its own process group: killing it takes its learner template too
                 os.close(grouped_w)
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                for fd, std in zip(fds, (0, 1, 2)):  # sys.stdin and co. now read and write the pipes
+                for fd, std in zip(fds, (0, 1, 2), strict=True):  # sys.stdin and co. now read and write the pipes
                     os.dup2(fd, std)
                     os.close(fd)
                 worker.serve()
