@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import re
+from typing import Any
 
 import nbformat
 import pytest
@@ -20,6 +21,8 @@ from tests.conftest import solution_namespace, solution_notebook
 
 # Learner-style right code: the solution notebook's classes (transformers' own are refused).
 NS = solution_namespace("04-attention-output")
+BertAttention: Any = NS["BertAttention"]
+BertSelfOutput: Any = NS["BertSelfOutput"]
 
 
 def wrong_add_norm(base: type, mistake: str) -> type:
@@ -77,25 +80,25 @@ def attention_with(output_cls: type) -> type:
     return type(f"BertAttention_{output_cls.__name__}", (NS["BertAttention"],), {"__init__": __init__})
 
 
-class SwappedArguments(NS["BertAttention"]):
+class SwappedArguments(BertAttention):
     def forward(self, hidden_states, attention_mask=None, **kwargs):
         context, probs = self.self(hidden_states, attention_mask)
         return self.output(hidden_states, context), probs
 
 
-class MaskNotPassed(NS["BertAttention"]):
+class MaskNotPassed(BertAttention):
     def forward(self, hidden_states, attention_mask=None, **kwargs):
         context, probs = self.self(hidden_states)
         return self.output(context, hidden_states), probs
 
 
-class ResidualIsContext(NS["BertAttention"]):
+class ResidualIsContext(BertAttention):
     def forward(self, hidden_states, attention_mask=None, **kwargs):
         context, probs = self.self(hidden_states, attention_mask)
         return self.output(context, context), probs
 
 
-class FunctionalDropout(NS["BertSelfOutput"]):
+class FunctionalDropout(BertSelfOutput):
     """Right, with dropout written as a function call: draws the same masks as nn.Dropout."""
 
     def forward(self, hidden_states, input_tensor):
@@ -185,17 +188,17 @@ def test_an_eps_that_is_not_torch_default_fails_without_a_name():
     assert err.value.mistake is None
 
 
-class ReturnsTuple(NS["BertSelfOutput"]):
+class ReturnsTuple(BertSelfOutput):
     def forward(self, hidden_states, input_tensor):
         return (super().forward(hidden_states, input_tensor),)
 
 
-class ReturnsOnlyOutput(NS["BertAttention"]):
+class ReturnsOnlyOutput(BertAttention):
     def forward(self, hidden_states, attention_mask=None, **kwargs):
         return super().forward(hidden_states, attention_mask)[0]
 
 
-class Shifted(NS["BertSelfOutput"]):
+class Shifted(BertSelfOutput):
     def forward(self, hidden_states, input_tensor):
         return super().forward(hidden_states, input_tensor) + 0.5
 

@@ -7,6 +7,8 @@ pieces: on one call it computes exactly HF's numbers, so every single-call check
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -16,9 +18,12 @@ from tests.conftest import solution_namespace
 NB03 = solution_namespace("03-self-attention")
 NB04 = solution_namespace("04-attention-output")
 NB06 = solution_namespace("06-bert-model")
+BertSelfAttention: Any = NB03["BertSelfAttention"]
+BertModel: Any = NB06["BertModel"]
+BertSelfOutput: Any = NB04["BertSelfOutput"]
 
 
-class MaskCachedByShape(NB03["BertSelfAttention"]):
+class MaskCachedByShape(BertSelfAttention):
     """Keeps the first mask it sees for each mask shape ("the mask never changes for a batch size")."""
 
     def forward(self, hidden_states, attention_mask=None, **kwargs):
@@ -28,7 +33,7 @@ class MaskCachedByShape(NB03["BertSelfAttention"]):
         return super().forward(hidden_states, attention_mask, **kwargs)
 
 
-class ExtendedMaskKept(NB06["BertModel"]):
+class ExtendedMaskKept(BertModel):
     """Builds the extended (additive) mask once and keeps it while the batch shape stays the same."""
 
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, **kwargs):
@@ -42,7 +47,7 @@ class ExtendedMaskKept(NB06["BertModel"]):
         )
 
 
-class WeightsDecayedInForward(NB04["BertSelfOutput"]):
+class WeightsDecayedInForward(BertSelfOutput):
     """Computes its output, then shrinks its own weight in place ("a little weight decay")."""
 
     def forward(self, hidden_states, input_tensor):
@@ -52,7 +57,7 @@ class WeightsDecayedInForward(NB04["BertSelfOutput"]):
         return out
 
 
-class CountsItsCalls(NB04["BertSelfOutput"]):
+class CountsItsCalls(BertSelfOutput):
     """Right numbers, but keeps a running statistic of its inputs between calls."""
 
     def forward(self, hidden_states, input_tensor):

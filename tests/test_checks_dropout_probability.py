@@ -7,6 +7,8 @@ Each wrong module is written as a learner would, from the solution notebooks' ri
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from torch import nn
 
@@ -17,9 +19,12 @@ NB02 = solution_namespace("02-embeddings")
 NB03 = solution_namespace("03-self-attention")
 NB04 = solution_namespace("04-attention-output")
 NB05 = solution_namespace("05-feed-forward")
+BertSelfOutput: Any = NB04["BertSelfOutput"]
+BertOutput: Any = NB05["BertOutput"]
+BertEmbeddings: Any = NB02["BertEmbeddings"]
 
 
-class TypedProbabilitySelfOutput(NB04["BertSelfOutput"]):
+class TypedProbabilitySelfOutput(BertSelfOutput):
     """Add & Norm whose dropout is written with the pretrained model's 0.1 typed in."""
 
     def forward(self, hidden_states, input_tensor):
@@ -27,7 +32,7 @@ class TypedProbabilitySelfOutput(NB04["BertSelfOutput"]):
         return self.LayerNorm(x + input_tensor)
 
 
-class WrongFieldOutput(NB05["BertOutput"]):
+class WrongFieldOutput(BertOutput):
     """The FFN's dropout reads attention_probs_dropout_prob where HF reads hidden_dropout_prob."""
 
     def __init__(self, config):
@@ -39,7 +44,7 @@ class WrongFieldOutput(NB05["BertOutput"]):
         return self.LayerNorm(x + input_tensor)
 
 
-class WrongFieldEmbeddings(NB02["BertEmbeddings"]):
+class WrongFieldEmbeddings(BertEmbeddings):
     """Embeddings whose dropout module is built from attention_probs_dropout_prob, and used as a
     function with that probability (the module's own p is not what runs)."""
 

@@ -6,6 +6,8 @@ notebook's class, and each wrong module below is a subclass of it that changes o
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from transformers.models.bert import modeling_bert as hf
@@ -14,7 +16,7 @@ from bertlab import capture, reference
 from bertlab.checks import TASKS, CheckFailed, check
 from tests.conftest import solution_namespace
 
-Solution = solution_namespace("02-embeddings")["BertEmbeddings"]
+Solution: Any = solution_namespace("02-embeddings")["BertEmbeddings"]
 
 
 def test_the_solution_passes(capsys):

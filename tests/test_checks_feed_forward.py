@@ -4,6 +4,7 @@ Norm's mistakes (dropout placements included) are named; failures read well."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 import torch
@@ -17,6 +18,8 @@ from tests.test_checks_attention_output import wrong_add_norm
 
 # Learner-style right code: the solution notebook's classes (transformers' own are refused).
 NS = solution_namespace("05-feed-forward")
+BertIntermediate: Any = NS["BertIntermediate"]
+BertOutput: Any = NS["BertOutput"]
 
 
 def intermediate_with(activation) -> type:
@@ -97,7 +100,7 @@ def test_second_add_and_norm_mistakes_are_named(wrong, mistake):
     assert err.value.mistake == mistake, str(err.value)
 
 
-class Renamed(NS["BertIntermediate"]):
+class Renamed(BertIntermediate):
     def __init__(self, config):
         super().__init__(config)
         self.act = self.intermediate_act_fn
@@ -107,13 +110,13 @@ class Renamed(NS["BertIntermediate"]):
         return self.act(self.dense(hidden_states))
 
 
-class NarrowDense(NS["BertIntermediate"]):
+class NarrowDense(BertIntermediate):
     def __init__(self, config):
         super().__init__(config)
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
 
 
-class ReturnsInput(NS["BertOutput"]):
+class ReturnsInput(BertOutput):
     def forward(self, hidden_states, input_tensor):
         return input_tensor
 

@@ -7,6 +7,8 @@ gradients tell it apart. The right modules pass the same check, on every module 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -16,9 +18,13 @@ from tests.conftest import solution_namespace
 NB04 = solution_namespace("04-attention-output")
 NB05 = solution_namespace("05-feed-forward")
 NB06 = solution_namespace("06-bert-model")
+BertSelfOutput: Any = NB04["BertSelfOutput"]
+BertOutput: Any = NB05["BertOutput"]
+BertLayer: Any = NB06["BertLayer"]
+BertAttention: Any = NB04["BertAttention"]
 
 
-class LayerNormStatsDetached(NB04["BertSelfOutput"]):
+class LayerNormStatsDetached(BertSelfOutput):
     """Add & Norm with a hand-written LayerNorm whose mean and variance are taken out of the graph."""
 
     def forward(self, hidden_states, input_tensor):
@@ -28,14 +34,14 @@ class LayerNormStatsDetached(NB04["BertSelfOutput"]):
         return (x - mean) / torch.sqrt(var + self.LayerNorm.eps) * self.LayerNorm.weight + self.LayerNorm.bias
 
 
-class ResidualDetached(NB05["BertOutput"]):
+class ResidualDetached(BertOutput):
     """The FFN's Add & Norm adds a detached copy of its residual input."""
 
     def forward(self, hidden_states, input_tensor):
         return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor.detach())
 
 
-class HiddenStatesDetachedInLayer(NB06["BertLayer"]):
+class HiddenStatesDetachedInLayer(BertLayer):
     """A layer that hands the FFN a detached attention output (its second residual keeps the graph)."""
 
     def forward(self, hidden_states, attention_mask=None, **kwargs):
@@ -43,7 +49,7 @@ class HiddenStatesDetachedInLayer(NB06["BertLayer"]):
         return self.output(self.intermediate(attention_output.detach()), attention_output)
 
 
-class ScoresScaledByItem(NB04["BertAttention"]):
+class ScoresScaledByItem(BertAttention):
     """BertAttention that rescales its output by a number taken out with .item() (1.0 here)."""
 
     def forward(self, hidden_states, attention_mask=None, **kwargs):

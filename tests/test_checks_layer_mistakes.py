@@ -8,6 +8,7 @@ computed something else than the mistaken code would not be named here.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 import torch
@@ -102,6 +103,7 @@ def test_numpy_layer_wiring_mistakes_are_named(flaw, mistake):
 # -- Task 6.1: BertLayer modules ------------------------------------------------------------------
 
 NB06 = solution_namespace("06-bert-model")
+BertModel: Any = NB06["BertModel"]
 
 
 class Layer(nn.Module):
@@ -162,7 +164,7 @@ def test_layer_wiring_mistakes_are_named(cls, mistake):
 # -- Task 6.4: the mask BertModel hands to its layers -------------------------------------------
 
 
-class Model(NB06["BertModel"]):
+class Model(BertModel):
     """A learner's BertModel whose mask step is ``mask``; the rest is the solution's."""
 
     def forward(

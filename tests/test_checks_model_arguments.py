@@ -4,15 +4,18 @@ the ``arguments`` check, named."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from bertlab.checks import CheckFailed, check
 from tests.conftest import solution_namespace
 
 NB06 = solution_namespace("06-bert-model")
+BertModel: Any = NB06["BertModel"]
 
 
-class PositionsIgnored(NB06["BertModel"]):
+class PositionsIgnored(BertModel):
     """Never passes the caller's position_ids on: the embeddings use 0..T-1 whatever was asked."""
 
     def forward(
@@ -27,7 +30,7 @@ class PositionsIgnored(NB06["BertModel"]):
         )
 
 
-class EmbedsIgnored(NB06["BertModel"]):
+class EmbedsIgnored(BertModel):
     """Takes inputs_embeds but embeds zeros ids when input_ids is missing (the word vectors are lost)."""
 
     def forward(

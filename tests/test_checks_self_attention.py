@@ -4,6 +4,7 @@ failures read well."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 import torch
@@ -15,6 +16,7 @@ from tests.conftest import solution_namespace
 
 # Learner-style right code: the solution notebook's (transformers' own is refused as a shortcut).
 NS = solution_namespace("03-self-attention")
+NS_BertSelfAttention: Any = NS["BertSelfAttention"]
 
 
 @pytest.mark.parametrize("task, name", [("3.1", "eager_attention_forward"), ("3.2", "BertSelfAttention")])
@@ -35,19 +37,19 @@ class Stub(nn.Module):
         raise NotImplementedError()
 
 
-class Renamed(NS["BertSelfAttention"]):
+class Renamed(NS_BertSelfAttention):
     def __init__(self, config, **kwargs):
         super().__init__(config, **kwargs)
         self.q = self.query
         del self.query
 
 
-class ReturnsOnlyContext(NS["BertSelfAttention"]):
+class ReturnsOnlyContext(NS_BertSelfAttention):
     def forward(self, hidden_states, attention_mask=None, **kwargs):
         return super().forward(hidden_states, attention_mask)[0]
 
 
-class Shifted(NS["BertSelfAttention"]):
+class Shifted(NS_BertSelfAttention):
     def forward(self, hidden_states, attention_mask=None, **kwargs):
         context, probs = super().forward(hidden_states, attention_mask)
         return context + 0.5, probs
