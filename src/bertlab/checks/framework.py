@@ -629,9 +629,9 @@ SIZE_FIELDS = (
 
 def config_sizes(config) -> dict[str, int]:
     """``SIZE_FIELDS`` of ``config``; the head size is ``hidden_size // num_attention_heads``."""
-    sizes = {f: getattr(config, f) for f in SIZE_FIELDS if f != "attention_head_size"}
-    sizes["attention_head_size"] = config.hidden_size // config.num_attention_heads
-    return sizes
+    # In SIZE_FIELDS' order: _config_key's values are read back by that order (_PretrainedSizes).
+    head_size = config.hidden_size // config.num_attention_heads
+    return {f: head_size if f == "attention_head_size" else getattr(config, f) for f in SIZE_FIELDS}
 
 
 def _config_key(config) -> tuple:
@@ -704,7 +704,7 @@ class _PretrainedSizes:
     """The fields of the pretrained config that ``other_config`` reads, rebuilt from ``_config_key``."""
 
     def __init__(self, key: tuple):
-        sizes = dict(zip(SIZE_FIELDS, key, strict=True))
+        sizes = dict(zip(SIZE_FIELDS, key[: len(SIZE_FIELDS)], strict=True))
         self.hidden_size, self.intermediate_size = sizes["hidden_size"], sizes["intermediate_size"]
         self.num_attention_heads, self.num_hidden_layers = sizes["num_attention_heads"], sizes["num_hidden_layers"]
         self.vocab_size, self.max_position_embeddings = sizes["vocab_size"], sizes["max_position_embeddings"]
