@@ -50,7 +50,11 @@ start: $(STAMP) site ## set up, build the site, serve it, print your grade table
 	  echo "==> the course is served on http://$(HOST):$(PORT)  (Ctrl-C to stop)"; \
 	  wait $$server
 
+LINTED := src tests bench docs/hooks
 test: $(STAMP) browser ## run the whole test suite (builds the site, grades notebooks)
+	@# Lint and format first (configured in pyproject.toml): a finding fails in seconds, before the long suite
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
 	@# loadgroup: one worker runs all the site tests, so the site is built once
 	@# a worker that crashes ends the run at once, named, instead of leaving its group unscheduled
 	$(BIN)/pytest -n 2 --dist loadgroup --max-worker-restart 0 --durations 20
