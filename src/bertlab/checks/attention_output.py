@@ -42,7 +42,7 @@ class AddNormTask(ModuleTask):
     # Position-wise modules have no mask: their random-input check is called "batches".
     stages = ("names", "shapes", "values", "batches", "calls", "config", "dropout", "gradients")
     dropouts = {"dropout": "hidden_dropout_prob"}
-    grad_inputs = ("hidden_states", "input_tensor")
+    grad_inputs: tuple[str, ...] = ("hidden_states", "input_tensor")
 
     def check_batches(self, cls, ctx: Context) -> None:
         """Random batch sizes and lengths against HF's module with the same weights."""
@@ -121,7 +121,7 @@ class BertSelfOutputTask(AddNormTask):
     outputs = {"hidden_states": HIDDEN_DIMS}
 
     def captured(self, ctx, layer):
-        call = ctx.capture.layer(layer, "attention.output")
+        call = ctx.corpus.layer(layer, "attention.output")
         hidden_states, input_tensor = call.args  # self-attention's context (B, T, H), the layer's input (B, T, H)
         return {"hidden_states": hidden_states, "input_tensor": input_tensor}, {"hidden_states": call.output}
 
@@ -146,7 +146,7 @@ class BertAttentionTask(BuiltOnParts, AddNormTask):
     grad_inputs = ("hidden_states",)
 
     def captured(self, ctx, layer):
-        call = ctx.capture.layer(layer, "attention")
+        call = ctx.corpus.layer(layer, "attention")
         hidden_states, attention_mask = call.args  # (B, T, H), additive (B, 1, T, T)
         return {"hidden_states": hidden_states, "attention_mask": attention_mask}, dict(
             zip(self.outputs, call.output, strict=False)

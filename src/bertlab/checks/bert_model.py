@@ -46,7 +46,7 @@ def _is_hf(module) -> bool:
     return type(module).__module__.startswith("transformers.")
 
 
-class _VariantDiagnosis:
+class _VariantDiagnosis(ModuleTask):
     """Also recognise the mistakes that take several forms (see ``diagnose.bert_model.VARIANTS``)."""
 
     def compare(self, expected, got, dims, against, diagnose_with=None):
@@ -122,7 +122,7 @@ class BertLayerTask(BuiltOnParts, _VariantDiagnosis, ModuleTask):
     dropouts = {}  # the dropouts live in the sub-modules, checked in Tasks 3 to 5
 
     def captured(self, ctx, layer):
-        call = ctx.capture.layer(layer)
+        call = ctx.corpus.layer(layer)
         return {"hidden_states": call.args[0], "attention_mask": call.args[1]}, {"layer_output": call.output}
 
     def random_inputs(self, ctx):
@@ -142,9 +142,9 @@ class BertEncoderTask(BuiltOnParts, _HiddenStates, ModuleTask):
     random_trials = 3  # each runs every layer: fewer batches than for one layer
 
     def captured(self, ctx, layer):
-        call = ctx.capture.calls["encoder"]
+        call = ctx.corpus.calls["encoder"]
         inputs = {"hidden_states": call.args[0], "attention_mask": call.kwargs["attention_mask"]}
-        return inputs, flawed.flatten(ctx.capture.hidden_states, call.output["last_hidden_state"])
+        return inputs, flawed.flatten(ctx.corpus.hidden_states, call.output["last_hidden_state"])
 
     def random_inputs(self, ctx):
         return random_attention_batch(ctx)
@@ -184,7 +184,7 @@ class BertPoolerTask(_VariantDiagnosis, ModuleTask):
     stages = ("names", "shapes", "values", "batches", "calls", "config", "gradients")  # no mask, no dropout
 
     def captured(self, ctx, layer):
-        call = ctx.capture.calls["pooler"]
+        call = ctx.corpus.calls["pooler"]
         return {"hidden_states": call.args[0]}, {"pooled_output": call.output}
 
     def random_inputs(self, ctx):
@@ -318,9 +318,9 @@ class BertModelTask(BuiltOnParts, _HiddenStates, ModuleTask):
     random_trials = 3
 
     def captured(self, ctx, layer):
-        batch = ctx.capture.batch
+        batch = ctx.corpus.batch
         inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
-        cap = ctx.capture
+        cap = ctx.corpus
         return inputs, flawed.flatten(cap.hidden_states, cap.last_hidden_state, cap.pooler_output)
 
     def random_inputs(self, ctx):

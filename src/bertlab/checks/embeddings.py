@@ -82,7 +82,7 @@ class BertEmbeddingsTask(ModuleTask):
     stages = ("names", "shapes", "values", "batches", "calls", "config", "dropout", "gradients", "buffers")
 
     def captured(self, ctx, layer):
-        call = ctx.capture.calls["embeddings"]
+        call = ctx.corpus.calls["embeddings"]
         # HF's BertModel passes position_ids=None, so the default positions are checked here too;
         # it passes the tokenizer's token_type_ids (the buffer's default is the buffers check's).
         inputs = {k: call.kwargs.get(k) for k in ("input_ids", "token_type_ids", "position_ids")}

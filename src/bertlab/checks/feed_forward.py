@@ -36,7 +36,7 @@ class BertIntermediateTask(ModuleTask):
         self.check_masks(cls, ctx)
 
     def captured(self, ctx, layer):
-        call = ctx.capture.layer(layer, "intermediate")
+        call = ctx.corpus.layer(layer, "intermediate")
         return {"hidden_states": call.args[0]}, {"hidden_states": call.output}  # (B, T, H) -> (B, T, I)
 
     def random_inputs(self, ctx):
@@ -51,7 +51,7 @@ class BertOutputTask(AddNormTask):
     outputs = {"hidden_states": HIDDEN_DIMS}
 
     def captured(self, ctx, layer):
-        call = ctx.capture.layer(layer, "output")
+        call = ctx.corpus.layer(layer, "output")
         hidden_states, input_tensor = call.args  # BertIntermediate's output (B, T, I), the attention output (B, T, H)
         return {"hidden_states": hidden_states, "input_tensor": input_tensor}, {"hidden_states": call.output}
 

@@ -19,7 +19,7 @@ import bertlab
 _NOT_THE_LEARNERS = tuple(
     str(Path(p).resolve())
     for p in {
-        Path(bertlab.__file__).parent,
+        str(Path(bertlab.__file__).parent),
         sysconfig.get_paths()["stdlib"],
         sysconfig.get_paths()["purelib"],
         sysconfig.get_paths()["platlib"],

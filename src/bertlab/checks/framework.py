@@ -22,7 +22,7 @@ import re
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 from torch import nn
@@ -70,8 +70,15 @@ class Context:
     """What the checks compare against: the reference model, its config and its capture."""
 
     model: Any
-    capture: capture_mod.Capture
+    capture: capture_mod.Capture | None  # None for ``other()``'s random model: nothing was captured from it
     generator: torch.Generator
+
+    @property
+    def corpus(self) -> capture_mod.Capture:
+        """The capture of the pretrained model on the corpus; only ``load``'s context has one."""
+        if self.capture is None:
+            raise RuntimeError("this context's model is a random BERT (Context.other): nothing was captured from it")
+        return self.capture
 
     @property
     def config(self):
@@ -113,6 +120,7 @@ class Task:
         for stage in (only, upto):
             if stage is not None and stage not in self.stages:
                 raise ValueError(f"Task {self.id} has no check {stage!r}; it has {', '.join(self.stages)}")
+        stages: tuple[str, ...]
         if only is not None:
             stages = (only,)
         else:
@@ -138,7 +146,9 @@ class Task:
 
     # -- failure messages -------------------------------------------------------------------
 
-    def fail(self, what: str, *details: str, mistake: diagnose.Mistake | None = None, values: Difference | None = None):
+    def fail(
+        self, what: str, *details: str | None, mistake: diagnose.Mistake | None = None, values: Difference | None = None
+    ) -> NoReturn:
         lines = [f"[Task {self.id}] {self.title}: {what}", *(f"  {d}" for d in details if d)]
         if mistake is not None:
             lines.append("  " + mistake.hint())
@@ -199,7 +209,9 @@ class Task:
             )
         self.fail(f"{what} raised {outcome.error}", f"at {outcome.where}" if outcome.where else "", call)
 
-    def compare(self, expected: dict, got: dict, dims: dict, against: str, diagnose_with=None):
+    def compare(
+        self, expected: dict, got: dict, dims: dict, against: str, diagnose_with: tuple[Any, dict] | None = None
+    ) -> None:
         """Fail on the first output of ``got`` that differs from ``expected``.
 
         Args:
@@ -921,7 +933,7 @@ def _entries(module: nn.Module, stack: str) -> int:
 _PART_COPIES: weakref.WeakKeyDictionary[nn.Module, nn.Module] = weakref.WeakKeyDictionary()
 
 
-class BuiltOnParts:
+class BuiltOnParts(ModuleTask):
     """Mixin for a task whose module holds earlier tasks' modules (BertAttention, BertLayer, ...).
 
     Its checks run the learner's module with HF's own modules in place of the learner's parts

@@ -38,12 +38,13 @@ def values_of(err: BaseException) -> Difference | None:
     is never drawn.
     """
     message, seen = str(err), set()
-    while err is not None and id(err) not in seen:
-        seen.add(id(err))
-        values = getattr(err, "values", None)
-        if isinstance(values, Difference) and message.startswith(str(err)):
+    link: BaseException | None = err
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        values = getattr(link, "values", None)
+        if isinstance(values, Difference) and message.startswith(str(link)):
             return values
-        err = err.__cause__ or err.__context__
+        link = link.__cause__ or link.__context__
     return None
 
 

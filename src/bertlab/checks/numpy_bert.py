@@ -105,7 +105,7 @@ def float32_rtol(magnitude: float) -> float:
 class NumpyTask(Task):
     """A numpy function checked against torch on captured activations, then on edge cases."""
 
-    stages = ("shapes", "values", "edge_cases")
+    stages: tuple[str, ...] = ("shapes", "values", "edge_cases")
     lesson = "01-anatomy"
     tools = "numpy"
     # |got - expected| <= atol + rtol * |expected|, like numpy.allclose. The rtol is needed
@@ -247,7 +247,7 @@ def _randint(ctx: Context, low: int, high: int) -> int:
 def attention_scores(ctx: Context, layer: int) -> torch.Tensor:
     """The pretrained layer's scaled attention scores plus the additive mask, (B, heads, T, T)."""
     module = ctx.model.encoder.layer[layer].attention.self
-    call = ctx.capture.layer(layer, "attention.self")
+    call = ctx.corpus.layer(layer, "attention.self")
     hidden_states, mask = call.args[0], call.kwargs["attention_mask"]
     B, T, _ = hidden_states.shape
     with torch.no_grad():
@@ -334,7 +334,7 @@ class SoftmaxTask(NumpyTask):
 def _layer_norm_inputs(ctx: Context, layer: int, part: str) -> tuple[torch.Tensor, Any]:
     """What ``{part}.LayerNorm`` of a pretrained layer normalised: dense(x) + residual, (B, T, H)."""
     module = ctx.model.encoder.layer[layer].get_submodule(part)
-    call = ctx.capture.layer(layer, part)
+    call = ctx.corpus.layer(layer, part)
     with torch.no_grad():
         return module.dense(call.args[0]) + call.args[1], module.LayerNorm
 
@@ -402,7 +402,7 @@ class GeluTask(NumpyTask):
         for layer in _layers(ctx):
             dense = ctx.model.encoder.layer[layer].intermediate.dense
             with torch.no_grad():
-                x = dense(ctx.capture.layer(layer, "intermediate").args[0])  # (B, T, I)
+                x = dense(ctx.corpus.layer(layer, "intermediate").args[0])  # (B, T, I)
             yield Case(
                 {"x": x},
                 F.gelu(x),
@@ -442,7 +442,7 @@ class LinearTask(NumpyTask):
         for layer in sorted({0, ctx.model.config.num_hidden_layers - 1}):
             for name, part in LINEARS:
                 dense = ctx.model.encoder.layer[layer].get_submodule(name)
-                x, weight, bias = ctx.capture.layer(layer, part).args[0], dense.weight.detach(), dense.bias.detach()
+                x, weight, bias = ctx.corpus.layer(layer, part).args[0], dense.weight.detach(), dense.bias.detach()
                 yield Case(
                     {"x": x, "weight": weight, "bias": bias},
                     F.linear(x, weight, bias),
@@ -511,7 +511,7 @@ class BertLayerTask(NumpyTask):
 
     def value_cases(self, ctx):
         for i in _layers(ctx):
-            call = ctx.capture.layer(i)
+            call = ctx.corpus.layer(i)
             yield self.case(
                 call.args[0],
                 call.args[1],

@@ -46,7 +46,7 @@ class BertSelfAttentionTask(ModuleTask):
     dropouts = {"dropout": "attention_probs_dropout_prob"}
 
     def captured(self, ctx, layer):
-        call = ctx.capture.layer(layer, "attention.self")
+        call = ctx.corpus.layer(layer, "attention.self")
         inputs = {"hidden_states": call.args[0], "attention_mask": call.kwargs["attention_mask"]}
         return inputs, dict(zip(self.outputs, call.output, strict=False))
 
@@ -350,7 +350,7 @@ class EagerAttentionForwardTask(BertSelfAttentionTask):
         return fn, (_Training().eval(),), {"dropout": inputs.get("dropout", 0.0), **args}
 
     def captured(self, ctx, layer):
-        call = ctx.capture.layer(layer, "attention.self")
+        call = ctx.corpus.layer(layer, "attention.self")
         context, probs = call.output
         B, T, _ = context.shape
         inputs = self.heads(

@@ -141,14 +141,14 @@ class RelativeResidualTask(FunctionTask):
         self.compare({"residual": expected}, {"residual": got}, self.outputs, against, (None, inputs))
 
     def check_shapes(self, fn, ctx: Context) -> None:
-        hidden, mask = ctx.capture.hidden_states[0], ctx.capture.batch["attention_mask"]
+        hidden, mask = ctx.corpus.hidden_states[0], ctx.corpus.batch["attention_mask"]
         self.tensor(
             self.call(self.function(fn), hidden, mask), "the output", (hidden.shape[0],), self.outputs["residual"]
         )
 
     def check_values(self, fn, ctx: Context) -> None:
-        mask = ctx.capture.batch["attention_mask"]  # (B, T): the corpus has padding
-        for i, hidden in enumerate(ctx.capture.hidden_states):
+        mask = ctx.corpus.batch["attention_mask"]  # (B, T): the corpus has padding
+        for i, hidden in enumerate(ctx.corpus.hidden_states):
             where = "the embeddings output" if i == 0 else f"the output of layer {i - 1}"
             self.run_case(self.function(fn), hidden, mask, f"the reference on {where} of the pretrained model (corpus)")
 
@@ -206,7 +206,7 @@ class LayerVariantTask(FunctionTask):
         )
 
     def check_shapes(self, fn, ctx: Context) -> None:
-        call = ctx.capture.layer(0)
+        call = ctx.corpus.layer(0)
         hidden, mask = call.args[0], call.args[1]
         got = self.call(self.function(fn), ctx.model.encoder.layer[0], hidden, mask, True, True, True)
         self.tensor(got, "the output", tuple(hidden.shape), TOKENS)
@@ -214,7 +214,7 @@ class LayerVariantTask(FunctionTask):
     def check_values(self, fn, ctx: Context) -> None:
         fn = self.function(fn)
         for i, layer in enumerate(ctx.model.encoder.layer):
-            call = ctx.capture.layer(i)  # the layer's captured input and additive mask
+            call = ctx.corpus.layer(i)  # the layer's captured input and additive mask
             for flags in FLAG_SETS:
                 self.run_case(
                     fn, layer, call.args[0], call.args[1], flags, f"the reference on the pretrained layer {i}"
@@ -282,9 +282,10 @@ class MeasurementTask(FunctionTask):
     arguments = ("model", "batch")
     measure: str  # passed to the mistake simulations
     names: tuple[str, ...]
+    dims: tuple[str, ...]  # a name per dimension of every output
     claims: tuple[Claim, ...] = ()
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._results: dict = {}  # (learner function, id(model)) -> (model, result), for one run
         # model -> its reference result, for as long as the model lives (the pretrained one: the
         # judge's whole life; a random one: while a check holds it).
@@ -343,13 +344,13 @@ class MeasurementTask(FunctionTask):
     # -- the checks, in order ---------------------------------------------------------------
 
     def check_shapes(self, fn, ctx: Context) -> None:
-        self.learner_on(fn, ctx.model, ctx.capture.batch)
+        self.learner_on(fn, ctx.model, ctx.corpus.batch)
 
     def check_values(self, fn, ctx: Context) -> None:
-        self.compare_on(fn, ctx.model, ctx.capture.batch, "the reference on the pretrained model (corpus)")
+        self.compare_on(fn, ctx.model, ctx.corpus.batch, "the reference on the pretrained model (corpus)")
 
     def check_conclusions(self, fn, ctx: Context) -> None:
-        batch = ctx.capture.batch
+        batch = ctx.corpus.batch
         reference, got = self.reference_on(ctx.model, batch), self.learner_on(fn, ctx.model, batch)
         for claim in self.claims:
             if claim.margin(reference) <= DECISIVE:
@@ -412,7 +413,7 @@ class CurvesTask(MeasurementTask):
         self.compare_on(
             fn,
             model,
-            ctx.capture.batch,
+            ctx.corpus.batch,
             f"the reference on a freshly initialised BertModel (seed {seed}, corpus)",
             cache=False,
         )
@@ -498,15 +499,15 @@ class SentenceCosineTask(FunctionTask):
         self.compare({"cosine": expected}, {"cosine": got}, self.outputs, against, (None, inputs))
 
     def check_shapes(self, fn, ctx: Context) -> None:
-        hidden, mask = ctx.capture.last_hidden_state, ctx.capture.batch["attention_mask"]
+        hidden, mask = ctx.corpus.last_hidden_state, ctx.corpus.batch["attention_mask"]
         self.tensor(
             self.call(self.function(fn), hidden, hidden, mask), "the output", (hidden.shape[0],), self.outputs["cosine"]
         )
 
     def check_values(self, fn, ctx: Context) -> None:
         fn = self.function(fn)
-        last, mask = ctx.capture.last_hidden_state, ctx.capture.batch["attention_mask"]
-        for i, hidden in enumerate(ctx.capture.hidden_states[:-1]):
+        last, mask = ctx.corpus.last_hidden_state, ctx.corpus.batch["attention_mask"]
+        for i, hidden in enumerate(ctx.corpus.hidden_states[:-1]):
             where = "the embeddings output" if i == 0 else f"the output of layer {i - 1}"
             self.run_case(
                 fn,
