@@ -14,6 +14,8 @@ from pathlib import Path
 from mkdocs.exceptions import PluginError
 
 PAGE = "performance.md"
+# The pages whose prose quotes figures: the contributor page's design notes do too.
+PAGES = (PAGE, "how-it-is-built.md")
 MARKER = "<!-- bench results -->"
 FIGURE = re.compile(r"\{\{\s*bench\s*:\s*(\w+)\s*\}\}")
 # Each key's meaning, in the order the page lists them.
@@ -138,7 +140,7 @@ def table(results: dict) -> str:
 
 
 def on_page_markdown(markdown, page, config, files):
-    if page.file.src_uri != PAGE:
+    if page.file.src_uri not in PAGES:
         return markdown
     path = Path(config.config_file_path).parent / "bench" / "results.json"
     if not path.is_file():
