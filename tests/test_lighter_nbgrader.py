@@ -72,3 +72,26 @@ def test_gradebooks_share_one_engine_and_see_each_other_s_rows(tmp_path, monkeyp
         assert other.engine is not first.engine
         with pytest.raises(nbgrader.api.MissingEntry):
             other.find_student("s1")
+
+
+def _digest(obj) -> str:
+    import hashlib
+    import inspect
+
+    return hashlib.sha256(inspect.getsource(obj).encode()).hexdigest()[:16]
+
+
+def test_what_the_patch_replaces_is_what_it_was_measured_on():
+    """The code ``install()`` reaches into, as it was when its benefit was measured.
+
+    Measured on a class of 40 (``bertlab autograde --jobs 2``, 6 runs each way, alternating): the
+    recording process took 5.5 processor-seconds with the patch, 8.7 without; that process is
+    what bounds a class graded on many workers. When nbgrader, SQLAlchemy or jsonschema change
+    one of these, check the patch still replaces what they call, and measure it again.
+    """
+    import nbgrader.api
+    from nbgrader.nbgraderformat import common
+
+    assert _digest(nbgrader.api.Gradebook.__init__) == "c60c420276e8355e"  # the one create_engine call
+    assert _digest(common) == "223a627a4046d024"  # every use of its `jsonschema` name
+    assert _digest(jsonschema.validate) == "5bfea7e5f0f3dae0"  # what the shim does in one step less
