@@ -77,6 +77,8 @@ def keep_mask(
         top = activations.abs().topk(k, dim=-1).indices  # (B, T, k)
         return torch.zeros_like(activations).scatter_(-1, top, 1.0)  # (B, T, I)
     if strategy == "fixed":
+        if ranking is None:
+            raise ValueError('the "fixed" strategy keeps the top of a ranking: pass unit_ranking(...) as ranking')
         chosen = ranking[:k]
     elif strategy == "random":
         chosen = torch.randperm(I, generator=generator)[:k]

@@ -49,7 +49,7 @@ class Block(nn.Module):
             raise ValueError(f"an identity shortcut cannot change the width ({d_in} -> {d_out}): use a projection")
         self.ffn = nn.Sequential(nn.Linear(d_in, 4 * d_out), nn.GELU(), nn.Linear(4 * d_out, d_out))
         self.shortcut = None if shortcut == "identity" else nn.Linear(d_in, d_out, bias=False)
-        if shortcut == "orthogonal":
+        if shortcut == "orthogonal" and self.shortcut is not None:  # an orthogonal one is a projection
             nn.init.orthogonal_(self.shortcut.weight)
         self.norm = nn.LayerNorm(d_out) if norm == "Post-LN" else nn.Identity()
 
