@@ -44,7 +44,11 @@ def graph() -> dict[str, set[str]]:
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     """Every strongly connected group of more than one module (Tarjan's algorithm)."""
-    index, low, stack, on_stack, found = {}, {}, [], set(), []
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
 
     def visit(v):
         index[v] = low[v] = len(index)

@@ -48,15 +48,17 @@ def network_cut() -> Iterator[None]:
         raise NetworkUnreachable(101, "Network is unreachable (cut by bertlab doctor)")
 
     saved = {name: getattr(socket, name) for name in ("getaddrinfo", "create_connection")}
-    saved_connect = (socket.socket.connect, socket.socket.connect_ex)
+    saved_methods = {name: getattr(socket.socket, name) for name in ("connect", "connect_ex")}
     try:
         socket.getaddrinfo = socket.create_connection = unreachable
-        socket.socket.connect = socket.socket.connect_ex = unreachable
+        for name in saved_methods:  # replaced on the class: every socket, made before or after
+            setattr(socket.socket, name, unreachable)
         yield
     finally:
         for name, fn in saved.items():
             setattr(socket, name, fn)
-        socket.socket.connect, socket.socket.connect_ex = saved_connect
+        for name, fn in saved_methods.items():
+            setattr(socket.socket, name, fn)
 
 
 def _load_everything(model: str | None) -> None:

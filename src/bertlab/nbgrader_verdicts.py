@@ -53,7 +53,8 @@ def write_verdicts(nb, verdicts: dict[str, tuple[bool, str]]) -> None:
         meta = grade_cell_meta(cell)
         if meta is None:
             continue
-        verdict = verdicts.get(meta.get("grade_id"))
+        grade_id = meta.get("grade_id")
+        verdict = verdicts.get(grade_id) if grade_id is not None else None
         if verdict is None:
             cell.outputs = [_error("the grader did not reach this cell")]
         elif verdict[0]:

@@ -108,9 +108,9 @@ class Server:
         if op == "run_cell":
             (source,) = args
             run = self.shell.run_cell(source, store_history=True)
-            err = run.error_before_exec or run.error_in_exec
-            text = None if err is None else f"{type(err).__name__}: {err}".strip()
-            where = harness.learner_line(err.__traceback__) if err is not None else ""
+            raised = run.error_before_exec or run.error_in_exec
+            text = None if raised is None else f"{type(raised).__name__}: {raised}".strip()
+            where = harness.learner_line(raised.__traceback__) if raised is not None else ""
             return self.answer({"error": text, "where": where})
         if op == "lookup":
             (name,) = args

@@ -13,8 +13,12 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from bertlab.grading.results import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT
+
+if TYPE_CHECKING:
+    from bertlab.grading.platforms.linux.judge_factory import JudgeFactory
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,20 @@ class Worker:
             self.proc.stdin.close()
 
 
+class Judge(Protocol):
+    """One judge, for one notebook: a ``Worker``, or a warm judge reached through its socket."""
+
+    def judge(self, notebook: Path, result: Path, limits: Limits) -> str: ...
+
+
+class Judges(Protocol):
+    """What notebooks are graded on: a ``WorkerPool``, or the warm judges in front of one."""
+
+    def worker(self) -> contextlib.AbstractContextManager[Judge]: ...
+
+    def close(self) -> None: ...
+
+
 class _NoFactory:
     """Where judges are not forked (the portable path): each starts as a process of its own."""
 
@@ -115,8 +133,10 @@ class WorkerPool:
     """
 
     def __init__(self, env: dict):
-        self.env, self.idle, self.busy, self.lock = env, [], set(), threading.Lock()
-        self.factory = None
+        self.env, self.lock = env, threading.Lock()
+        self.idle: list[Worker] = []
+        self.busy: set[Worker] = set()
+        self.factory: JudgeFactory | _NoFactory | None = None  # set when the first worker starts
 
     def _new_worker(self) -> Worker:
         """A fork of the factory where the platform has one; a process of its own otherwise, or

@@ -47,7 +47,7 @@ class Learner:
         self.process, self.to_learner, self.from_learner = platforms.current().start_learner(cwd, env)
         self.pid = self.process.pid
         self.dead: list[int] = []  # handles the judge no longer holds
-        self.proxies: dict[int, object] = {}  # id(proxy) -> handle, for requests that mention them
+        self.proxies: dict[int, int] = {}  # id(proxy) -> handle, for requests that mention them
         self.gone: LearnerGone | None = None
         self.sent = wire.SentTensors()
         self.memory_checked = 0.0
@@ -215,7 +215,10 @@ class Remote:
         object.__setattr__(self, "_handle", handle)
         object.__setattr__(self, "_meta", meta)
 
-    @property
+    # Read-only on purpose: the proxy poses as the learner's class for isinstance, and assigning
+    # it goes through __setattr__ to the learner's object. typeshed's object.__class__ is
+    # read-write, so mypy calls the override unsafe.
+    @property  # type: ignore[misc]
     def __class__(self):
         return _posing_class(self._meta)
 

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bertlab.grading import notebooks
-from bertlab.grading.pool import Limits, WorkerPool, worker_env
+from bertlab.grading.pool import Judges, Limits, WorkerPool, worker_env
 from bertlab.grading.results import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, CheckResult, grade_cell_meta
 
 
@@ -80,7 +80,7 @@ def _failed_all(nb, message: str) -> list[CheckResult]:
     ]
 
 
-def _run_worker(nb, limits: Limits, pool: WorkerPool) -> tuple[str, list[CheckResult]]:
+def _run_worker(nb, limits: Limits, pool: Judges) -> tuple[str, list[CheckResult]]:
     """Judge ``nb`` in a warm worker process; return (status, checks)."""
     with tempfile.TemporaryDirectory(prefix="bertlab-grade-") as tmp:
         # The learner's process may write in the notebook's folder only: the result is kept apart.
@@ -122,7 +122,7 @@ def _expected_notebooks(
 
 
 def grade_task(
-    name: str, paths: list[Path], limits: Limits, pool: WorkerPool, sources: list[Path] | None = None
+    name: str, paths: list[Path], limits: Limits, pool: Judges, sources: list[Path] | None = None
 ) -> TaskResult:
     """Judge task ``name``'s notebooks ``paths`` against its ``sources`` (see ``_expected_notebooks``)."""
     start = time.perf_counter()
@@ -143,6 +143,7 @@ def grade_task(
             checks += _failed_all(source, problem) if source else [CheckResult(path.name, False, 0.0, 0.0, problem)]
             continue
         missing = notebooks.restore_locked_cells(nb, source) if source else []
+        nb_checks: list[CheckResult]
         if not any(grade_cell_meta(c) for c in nb.cells):
             if not missing:
                 status = "error"
@@ -207,14 +208,14 @@ def grade(
     limits = Limits(timeout, memory_limit)
     tasks = notebooks.select(notebooks.discover(path), wanted)
     # Fewer tasks than jobs leave cores free: the workers that do run may use them.
-    pool = WorkerPool(worker_env(min(jobs, max(1, len(tasks))), model))
-    judges = warm_judges.connect(model, pool) if warm else None
+    local = WorkerPool(worker_env(min(jobs, max(1, len(tasks))), model))
+    judges = warm_judges.connect(model, local) if warm else None
     progress(
         f"grading {len(tasks)} task(s) under {path}/ ({jobs} at a time, "
         f"limits {timeout:g} s and {memory_limit:g} MB per notebook"
         f"{', by the warm judges' if judges else ''})"
     )
-    pool = judges or pool
+    pool: Judges = judges or local
 
     def one(item):
         result = grade_task(*item, limits, pool)

@@ -136,7 +136,8 @@ class WarmJudges:
     """Hands out warm judges, or judges of its own while none answer (they may have stopped)."""
 
     def __init__(self, local: WorkerPool):
-        self.local, self.open, self.lock = local, set(), threading.Lock()
+        self.local, self.lock = local, threading.Lock()
+        self.open: set[socket.socket] = set()
 
     @contextlib.contextmanager
     def worker(self):

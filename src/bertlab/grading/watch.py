@@ -22,7 +22,7 @@ SETTLE_SECONDS = 0.05
 
 
 def _stamp(paths: list[Path]) -> tuple:
-    stamps = []
+    stamps: list[tuple[str, int | None, int | None]] = []  # None, None: the file cannot be read
     for path in paths:
         try:
             stat = path.stat()

@@ -89,7 +89,7 @@ class SentTensors:
     views share, so a tensor changed in place is sent again.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.held: dict[tuple, tuple[torch.Tensor, int]] = {}
 
     def key(self, obj, new: dict, lend: bool = False) -> tuple | None:

@@ -24,9 +24,14 @@ import time
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bertlab.instructor import course
 from bertlab.instructor.progress import Progress
+
+if TYPE_CHECKING:
+    from bertlab.instructor.cluster_judges import ClusterJudges
+    from bertlab.instructor.local_judges import LocalJudges
 
 STATE_FILE = ".bertlab-autograde.json"  # in autograded/: fingerprints of what was graded here
 JUDGE_STEPS = (
@@ -52,7 +57,7 @@ class Outcome:
 class _Collect(logging.Handler):
     """Keeps the converter's error lines: the reason a submission could not be recorded."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(logging.ERROR)
         self.lines: list[str] = []
 
@@ -86,6 +91,7 @@ def autograde(
     """
     from bertlab.grading.pool import Limits
 
+    judges: ClusterJudges | LocalJudges
     if scheduler:
         from bertlab.instructor.cluster_judges import ClusterJudges
 

@@ -18,11 +18,20 @@ def run(args) -> int:
         return 2
     try:
         settings = grade_settings(root)
-        options = {
-            key: getattr(args, key) if getattr(args, key) is not None else settings.get(key, default)
-            for key, default in (("timeout", 300.0), ("memory_limit", 4096.0), ("jobs", 2), ("scheduler", None))
-        }
-        outcomes = autograde(root, args.assignments, students=args.student, force=args.force, **options)
+
+        def option(key: str, default):
+            return getattr(args, key) if getattr(args, key) is not None else settings.get(key, default)
+
+        outcomes = autograde(
+            root,
+            args.assignments,
+            students=args.student,
+            force=args.force,
+            timeout=option("timeout", 300.0),
+            memory_limit=option("memory_limit", 4096.0),
+            jobs=option("jobs", 2),
+            scheduler=option("scheduler", None),
+        )
     except (CourseError, SettingsError) as err:
         print(f"bertlab autograde: {err}", file=sys.stderr)
         return 2

@@ -37,7 +37,9 @@ class ClusterJudges:
     def __init__(self, address: str, say=lambda line: print(line, file=sys.stderr, flush=True)):
         from distributed import Client
 
-        self.address, self.say, self.sent, self.waiting = address, say, {}, []
+        self.address, self.say = address, say
+        self.sent: dict = {}  # a Dask future -> the submission it judges
+        self.waiting: list = []  # the submissions not sent yet
         try:
             # Security (TLS certificates) comes from Dask's own configuration, as for `dask worker`.
             self.client = Client(address, timeout=WAIT_FOR_WORKERS, set_as_default=False)

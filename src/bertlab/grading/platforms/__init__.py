@@ -46,7 +46,9 @@ def is_portable() -> bool:
 def current() -> ModuleType:
     """The module that implements the interface here (imported on first use)."""
     if is_portable():
-        from bertlab.grading.platforms import portable as module
-    else:
-        from bertlab.grading.platforms import linux as module
-    return module
+        from bertlab.grading.platforms import portable
+
+        return portable
+    from bertlab.grading.platforms import linux
+
+    return linux

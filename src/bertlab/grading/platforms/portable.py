@@ -28,6 +28,8 @@ import signal
 import sys
 import threading
 from multiprocessing.connection import Connection
+from multiprocessing.context import ForkServerContext, SpawnContext
+from typing import cast
 
 import psutil
 
@@ -80,9 +82,13 @@ class LearnerProcess:
     """A learner process started by multiprocessing, waiting for its notebook's folder."""
 
     def __init__(self, env: dict | None):
-        context = multiprocessing.get_context(start_method())
-        if context.get_start_method() == "forkserver":
+        # start_method() is one of START_METHODS: each asked for by name, so its context's type is known
+        context: SpawnContext | ForkServerContext
+        if start_method() == "forkserver":
+            context = multiprocessing.get_context("forkserver")
             context.set_forkserver_preload(["torch", "IPython.core.interactiveshell", "bertlab.checks"])
+        else:
+            context = multiprocessing.get_context("spawn")
         request_r, self.request_w = os.pipe()
         self.answer_r, answer_w = os.pipe()
         lifeline_r, self.lifeline_w = os.pipe()  # the judge holds the only writer
@@ -97,7 +103,7 @@ class LearnerProcess:
         finally:
             for end in ends:
                 end.close()
-        self.pid = self.process.pid
+        self.pid = cast(int, self.process.pid)  # None only before start(), which has returned
 
     def go(self, cwd: str) -> None:
         from bertlab.grading import wire

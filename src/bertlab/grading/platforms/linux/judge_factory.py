@@ -27,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import IO, cast
 
 from bertlab.grading.platforms.linux import procstat
 
@@ -78,7 +79,9 @@ class ForkedJudge:
             return None  # still being forked: it will answer on its pipes
         with self._lock:
             if not self._exited:
-                if self._pidfd is None:
+                if self._pid is None:  # not reached: _exited is set whenever no pid came (forked, abandon)
+                    self._exited = True
+                elif self._pidfd is None:
                     self._exited = not procstat.running(self._pid)
                 elif select.select([self._pidfd], [], [], 0)[0]:  # readable once the process ended
                     self._exited = True
@@ -123,7 +126,8 @@ class JudgeFactory:
         self.drainer.start()
 
     def _drain(self) -> None:
-        for line in self.proc.stderr:  # an import that fails is reported by the judges it owed
+        # started with stderr=PIPE and text=True: a text stream, never None
+        for line in cast(IO[str], self.proc.stderr):  # an import that fails is reported by the judges it owed
             self.stderr = [*self.stderr, line.rstrip()][-20:]
 
     def _read_pids(self) -> None:

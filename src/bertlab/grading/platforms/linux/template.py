@@ -127,7 +127,8 @@ def _serve(sock: socket.socket) -> None:
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 if options.get("cwd"):
                     os.chdir(options["cwd"])
-                learner.main(*map(str, fds), linux)
+                request_fd, answer_fd = fds  # the judge sends the learner's two pipe ends
+                learner.main(str(request_fd), str(answer_fd), linux)
             finally:
                 os._exit(0)
         for fd in fds:
