@@ -50,6 +50,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import IO, cast
 
 from bench.results import machine, merge, met
 
@@ -204,10 +205,14 @@ def watch_latency(rounds: int) -> float:
             text=True,
         )
         results: list[float] = []  # time.time() of each printed total line
-        threading.Thread(
-            target=lambda: [results.append(time.time()) for line in proc.stdout if line.startswith("total")],
-            daemon=True,
-        ).start()
+        stdout = cast(IO[str], proc.stdout)  # stdout=PIPE, text=True: a text stream, never None
+
+        def record_totals() -> None:
+            for line in stdout:
+                if line.startswith("total"):
+                    results.append(time.time())
+
+        threading.Thread(target=record_totals, daemon=True).start()
         try:
             _wait(lambda: len(results) >= 1, 600, "the first grade")
             latencies = []

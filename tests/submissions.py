@@ -140,11 +140,9 @@ def max_points(assignment: str) -> float:
 
 def grade_ids(assignment: str, prefix: str = "test-") -> tuple[str, ...]:
     """The grade cell ids of ``assignment`` starting with ``prefix``, in notebook order."""
-    return tuple(
-        _grade_id(c)
-        for c in _read("solutions", assignment).cells
-        if c.get("metadata", {}).get("nbgrader", {}).get("grade") and _grade_id(c).startswith(prefix)
-    )
+    cells = _read("solutions", assignment).cells
+    ids = (_grade_id(c) for c in cells if c.get("metadata", {}).get("nbgrader", {}).get("grade"))
+    return tuple(i for i in ids if i is not None and i.startswith(prefix))
 
 
 def exercise(assignment: str) -> nbformat.NotebookNode:

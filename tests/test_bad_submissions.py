@@ -17,6 +17,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,7 +30,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 # Per-run grading options. "main": long enough that no honest notebook times out on a busy
 # machine. "limits": what the endless loops and the runaway allocation run into (the right
 # notebook graded beside them still fits in it).
-OPTIONS = {
+OPTIONS: dict[str, dict[str, float | None]] = {
     "main": {"timeout": 300.0, "memory_mb": None},
     "limits": {"timeout": 45.0, "memory_mb": 3000},
 }
@@ -76,7 +77,8 @@ def course(tmp_path_factory) -> dict[str, Path]:
 
 
 def grade_run(folder: Path, run: str) -> Graded:
-    options = {"timeout": OPTIONS[run]["timeout"], "jobs": 2}
+    # grade()'s keyword arguments, the memory limit's name found at run time: values of several types
+    options: dict[str, Any] = {"timeout": OPTIONS[run]["timeout"], "jobs": 2}
     memory = memory_parameter()
     if memory and OPTIONS[run]["memory_mb"]:
         options[memory] = OPTIONS[run]["memory_mb"]
@@ -150,7 +152,7 @@ def test_verdict(case: Case, request):
 
 
 @pytest.mark.parametrize("run", RUNS)
-def test_every_notebook_of_a_run_is_graded_beside_catastrophes(run, request):
+def test_every_notebook_of_a_run_is_graded_beside_catastrophes(run, request) -> None:
     """A run holding os._exit, endless loops or runaway memory still grades every other notebook:
     all are in the report, none of them stopped, and the right one gets full marks."""
     graded: Graded = request.getfixturevalue(f"{run}_run")
@@ -168,7 +170,7 @@ def test_every_notebook_of_a_run_is_graded_beside_catastrophes(run, request):
 
 
 @pytest.mark.parametrize("run", RUNS)
-def test_submitted_files_are_unchanged(run, request):
+def test_submitted_files_are_unchanged(run, request) -> None:
     """Grading only reads: every submitted file byte for byte as before, and no file added."""
     graded: Graded = request.getfixturevalue(f"{run}_run")
     assert graded.before, "nothing was submitted"

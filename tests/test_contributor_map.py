@@ -33,6 +33,8 @@ LAYERS = [
 
 def _hook(name: str):
     spec = importlib.util.spec_from_file_location(name, ROOT / "docs" / "hooks" / f"{name}.py")
+    if spec is None or spec.loader is None:
+        raise ImportError(f"no hook {name} in docs/hooks")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

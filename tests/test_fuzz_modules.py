@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from bertlab.checks import TASKS
 from bertlab.checks.compare import allclose
-from bertlab.checks.framework import Context
+from bertlab.checks.framework import Context, ModuleTask
 from bertlab.masks import additive_mask
 from tests.conftest import solution_namespace
 
@@ -126,6 +126,7 @@ def fuzz_inputs(task: str, b: dict) -> dict:
 def learner_module(task: str, layer: int | None) -> torch.nn.Module:
     """The solution's class of ``task``, built from the config, with HF's weights of ``layer``."""
     t, ctx = TASKS[task], context()
+    assert isinstance(t, ModuleTask), f"task {task} is not a module's"
     module = solution()[t.title](ctx.config)
     module.load_state_dict(t.reference(ctx, layer).state_dict(), strict=True)
     return module.eval()
@@ -192,7 +193,7 @@ def assert_valid(task: str, inputs: dict, config) -> None:
             assert int(ids.min()) >= 0 and int(ids.max()) < high, (name, int(ids.min()), int(ids.max()), high)
             B, T = B or ids.shape[0], T or ids.shape[1]
             assert tuple(ids.shape) == (B, T), name
-    assert B is not None and B >= 1 and T >= 1
+    assert B is not None and T is not None and B >= 1 and T >= 1
     past = inputs.get("past_key_values_length", 0)
     assert 0 <= past and past + T <= config.max_position_embeddings, (past, T)
     mask = tensors.get("attention_mask")

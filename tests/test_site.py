@@ -107,7 +107,11 @@ class Reader:
         self.problems: list[str] = []
         context.route("**/*", self._route)
         self.page = context.new_page()
-        self.page.on("response", lambda r: r.status >= 400 and self.problems.append(f"HTTP {r.status}: {r.url}"))
+        self.page.on("response", self._response)
+
+    def _response(self, r) -> None:
+        if r.status >= 400:
+            self.problems.append(f"HTTP {r.status}: {r.url}")
 
     def _route(self, route):
         url = route.request.url
@@ -214,7 +218,7 @@ def test_search_finds_a_lesson(reader):
 
 
 class _Links(html.parser.HTMLParser):
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self.links: list[str] = []
 
@@ -333,7 +337,7 @@ def test_each_lesson_page_shows_every_figure_it_draws(reader):
 
 
 class _Images(html.parser.HTMLParser):
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self.alts: list[str | None] = []
 
@@ -359,6 +363,8 @@ def test_every_image_has_a_description(site):
 
 def _hook(name: str):
     spec = importlib.util.spec_from_file_location(name, ROOT / "docs" / "hooks" / f"{name}.py")
+    if spec is None or spec.loader is None:
+        raise ImportError(f"no hook {name} in docs/hooks")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -35,7 +35,7 @@ def arguments(parser: argparse.ArgumentParser) -> list[str]:
         if action.option_strings:
             shown.append(max(action.option_strings, key=len))
         else:
-            shown.append(action.metavar or action.dest)
+            shown.append(str(action.metavar or action.dest))  # the course's metavars are single names
     return shown
 
 

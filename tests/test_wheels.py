@@ -32,7 +32,7 @@ UV = Path(sys.executable).parent / "uv"
 
 PYTHONS = ("3.11", "3.12", "3.13")
 # (name, uv's --python-platform, extra environment)
-PLATFORMS = (
+PLATFORMS: tuple[tuple[str, str, dict[str, str]], ...] = (
     # glibc 2.28, the oldest Linux docs/setup.md promises (torch 2.13.0's wheels are manylinux_2_28)
     ("linux-x86_64", "x86_64-manylinux_2_28", {}),
     # uv's default macOS floor for this triple is 13.0, and torch 2.13.0's only macOS wheel is
@@ -68,7 +68,7 @@ def requirements() -> list[str]:
 
 
 def constraints() -> dict[str, str]:
-    pins = {}
+    pins: dict[str, str] = {}
     for text in (ROOT / "constraints.txt").read_text().splitlines():
         line = text.split("#", 1)[0].strip()
         if line:
@@ -109,7 +109,7 @@ def compile_for(platform: str, python: str, requirements_in: Path, out_dir: Path
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=540)
     except subprocess.TimeoutExpired as timeout:
         return Resolution(-1, f"uv did not finish in {timeout.timeout} s", {})
-    pins = {}
+    pins: dict[str, str] = {}
     if done.returncode == 0:
         for line in output.read_text().splitlines():
             match = re.match(r"([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", line)

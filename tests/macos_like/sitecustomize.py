@@ -29,5 +29,6 @@ def _without(lookup):
     return lookup_unless_missing
 
 
-ctypes.CDLL.__getattr__ = _without(_lookup_attr)
-ctypes.CDLL.__getitem__ = _without(_lookup_item)
+# Patched on the class, so every library loaded from here on misses the same symbols.
+for _name, _lookup in (("__getattr__", _without(_lookup_attr)), ("__getitem__", _without(_lookup_item))):
+    setattr(ctypes.CDLL, _name, _lookup)
