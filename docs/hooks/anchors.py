@@ -18,7 +18,7 @@ log = logging.getLogger("mkdocs.hooks.anchors")
 
 
 class _Page(html.parser.HTMLParser):
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.ids: set[str] = set()
         self.links: list[str] = []

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import IO, cast
 
 log = logging.getLogger("mkdocs.hooks.lessons_parallel")
 RENDERER = Path(__file__).with_name("lesson_render.py")
@@ -38,6 +39,8 @@ def _options() -> tuple[str, ...]:
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("lesson_render", RENDERER)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load the renderer {RENDERER}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return (*module.RENDER_OPTIONS, "toc_depth")
@@ -91,6 +94,8 @@ def _run(missing: list[tuple[str, Path]], options: str) -> None:
             stderr=subprocess.DEVNULL,
             text=True,
         )
+        # stdin and stdout are PIPEs with text=True: text streams, never None
+        stdin, stdout = cast(IO[str], proc.stdin), cast(IO[str], proc.stdout)
         try:
             while True:
                 try:
@@ -98,9 +103,9 @@ def _run(missing: list[tuple[str, Path]], options: str) -> None:
                 except queue.Empty:
                     return
                 try:
-                    proc.stdin.write(f"{lesson}\t{entry}\n")
-                    proc.stdin.flush()
-                    status, _, detail = proc.stdout.readline().strip().partition(" ")
+                    stdin.write(f"{lesson}\t{entry}\n")
+                    stdin.flush()
+                    status, _, detail = stdout.readline().strip().partition(" ")
                 except OSError:
                     status = detail = ""
                 if status == "ok":
@@ -116,7 +121,7 @@ def _run(missing: list[tuple[str, Path]], options: str) -> None:
                     return
         finally:
             try:
-                proc.stdin.close()  # no more lessons: it stops its kernel template and exits
+                stdin.close()  # no more lessons: it stops its kernel template and exits
                 proc.wait(30)
             except (OSError, subprocess.TimeoutExpired):
                 proc.kill()

@@ -75,7 +75,7 @@ def problems(root: Path, tasks: list[dict]) -> list[str]:
     """What the tree and the tasks disagree on: each a sentence; none when the table is true."""
     found = []
     table = rows(root, tasks)
-    for task, row in zip(in_order(tasks), table):
+    for task, row in zip(in_order(tasks), table, strict=True):  # rows() makes one row per task, in this order
         found += [f"task {task['id']}: no {path}" for path in list(row.values())[1:] if not (root / path).is_file()]
         number = row["Notebook"].split("/")[1][:2]
         if number.isdigit() and int(number) != int(task["id"].split(".")[0]):

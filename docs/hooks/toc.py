@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import html
 import re
+from typing import Any
 
 from bs4 import BeautifulSoup, NavigableString
 from mkdocs.structure.toc import get_toc
@@ -51,13 +52,14 @@ def title_html(heading) -> str:
 def toc_tokens(content: str, depth: int = 6) -> list[dict]:
     """Nested TOC tokens (mkdocs' format) of the markdown cells' headings in ``content``."""
     soup = BeautifulSoup(content, "html.parser")
-    flat = [
-        {"level": int(HEADING.match(h.name).group(1)), "id": h["id"], "name": title_html(h), "children": []}
+    flat: list[dict[str, Any]] = [
+        {"level": int(h.name[1]), "id": h["id"], "name": title_html(h), "children": []}
         for cell in soup.select(".jp-MarkdownCell")
         for h in cell.find_all(HEADING)
         if h.get("id") and int(h.name[1]) <= depth
     ]
-    nested, open_ = [], []
+    nested: list[dict[str, Any]] = []
+    open_: list[dict[str, Any]] = []
     for token in flat:
         while open_ and open_[-1]["level"] >= token["level"]:
             open_.pop()
