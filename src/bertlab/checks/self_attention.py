@@ -11,8 +11,8 @@ from torch import nn
 
 from bertlab import diagnose
 from bertlab.checks.compare import allclose
+from bertlab.checks.eager_call_watch import Training, answers_as_hf, eager_call_seen, hf_eager_attention_forward
 from bertlab.checks.framework import CheckFailed, Context, ModuleTask, config_sizes, is_reference
-from bertlab.checks.harness import invoke_beside
 from bertlab.diagnose import common as placement
 from bertlab.diagnose import self_attention as flawed  # importing it registers the mistakes
 from bertlab.masks import additive_mask, random_padding
@@ -172,7 +172,7 @@ class BertSelfAttentionTask(ModuleTask):
                 f"this mistake is in its own code.{lost}"
             )
         args = seen["args"]
-        if not _answers_as_hf(args, seen["returned"]):
+        if not answers_as_hf(args, seen["returned"]):
             return (
                 "Your BertSelfAttention calls your eager_attention_forward, which answers otherwise than HF's on "
                 "the very arguments it is given: fix 3.1 first."
@@ -193,79 +193,6 @@ class BertSelfAttentionTask(ModuleTask):
         return float(getattr(model, "attention_head_size", 0) or 1) ** -0.5
 
 
-# -- watching BertSelfAttention call eager_attention_forward, where the module lives ----------------
-
-EAGER = "eager_attention_forward"
-
-
-def eager_call_seen(module, inputs: dict) -> dict | None:
-    """Whether ``module``'s forward on ``inputs`` calls the learner's eager_attention_forward, with
-    what arguments (by position, tensors and numbers only) and what it returned; None if the
-    watch could not run. Runs in the learner's process when the module lives there."""
-    outcome = invoke_beside(module, watch_eager_call, (module, inputs))
-    return outcome.value if outcome.kind == "ok" else None
-
-
-def watch_eager_call(module, inputs: dict) -> dict:
-    """``module(**inputs)`` with a profile hook that notes the first call of eager_attention_forward:
-    the notebook's function of that name (any alias of it), or any function so named outside
-    transformers."""
-    import sys
-
-    target = getattr(getattr(type(module), "forward", None), "__globals__", {}).get(EAGER)
-    code = getattr(target, "__code__", None)
-    seen: dict = {"called": False, "args": [], "returned": None}
-    frames = []
-
-    def plain(value):
-        if isinstance(value, torch.Tensor):
-            return value.detach().clone()
-        if isinstance(value, (tuple, list)):
-            return [plain(v) for v in value]
-        return value if isinstance(value, (int, float, bool, type(None))) else None
-
-    def profile(frame, event, arg):
-        is_eager = (
-            frame.f_code is code
-            if code is not None
-            else (frame.f_code.co_name == EAGER and "transformers" not in frame.f_code.co_filename)
-        )
-        if not is_eager:
-            return
-        if event == "call" and not seen["called"]:
-            seen["called"] = True
-            names = frame.f_code.co_varnames[: frame.f_code.co_argcount]
-            seen["args"] = [plain(frame.f_locals.get(n)) for n in names]
-            frames.append(frame)
-        elif event == "return" and frames and frame is frames[0]:
-            seen["returned"] = plain(arg)
-
-    previous = sys.getprofile()
-    sys.setprofile(profile)
-    try:
-        module(**inputs)
-    finally:
-        sys.setprofile(previous)
-    return seen
-
-
-def _answers_as_hf(args: list, returned) -> bool:
-    """Whether the learner's eager_attention_forward returned what HF's returns on ``args``
-    (module, query, key, value, attention_mask, scaling, dropout, by position)."""
-    if len(args) < 5 or not isinstance(returned, list) or len(returned) != 2:
-        return False
-    query, key, value, mask = args[1:5]
-    scaling = args[5] if len(args) > 5 else None
-    if not all(isinstance(t, torch.Tensor) for t in (query, key, value)):
-        return False
-    with torch.no_grad():
-        expected = _hf_eager_attention_forward()(_Training().eval(), query, key, value, mask, scaling=scaling)
-    return all(
-        isinstance(g, torch.Tensor) and g.shape == e.shape and allclose(e, g, diagnose.MATCH_ATOL)
-        for g, e in zip(returned, expected, strict=True)
-    )
-
-
 class _Returns:
     """A callable that returns what the learner's call returned, for ``ModuleTask.call``'s checks of it."""
 
@@ -274,10 +201,6 @@ class _Returns:
 
     def __call__(self, **_):
         return self.value
-
-
-class _Training(nn.Module):
-    """Stands in for the ``module`` argument: HF's function reads only ``module.training``."""
 
 
 class EagerAttentionForwardTask(BertSelfAttentionTask):
@@ -312,13 +235,13 @@ class EagerAttentionForwardTask(BertSelfAttentionTask):
         }
 
     def call(self, fn, inputs, what="eager_attention_forward(...)", training=False, seed=None):
-        module = _Training().train(training)
+        module = Training().train(training)
         dropout = inputs.get("dropout", 0.0)
         args = {k: v for k, v in inputs.items() if k != "dropout"}
         if isinstance(fn, nn.Module):  # HF's module, when the masks check asks for the expected output
             if seed is not None:
                 torch.manual_seed(seed)
-            out = _hf_eager_attention_forward()(module, dropout=dropout, **args)
+            out = hf_eager_attention_forward()(module, dropout=dropout, **args)
         else:
             out = self.call_learner(what, fn, module, dropout=dropout, seed=seed, **args)
         return super().call(lambda **_: out, {}, what)
@@ -347,7 +270,7 @@ class EagerAttentionForwardTask(BertSelfAttentionTask):
 
     def call_spec(self, fn, inputs):
         args = {k: v for k, v in inputs.items() if k != "dropout"}
-        return fn, (_Training().eval(),), {"dropout": inputs.get("dropout", 0.0), **args}
+        return fn, (Training().eval(),), {"dropout": inputs.get("dropout", 0.0), **args}
 
     def captured(self, ctx, layer):
         call = ctx.corpus.layer(layer, "attention.self")
@@ -397,12 +320,6 @@ class EagerAttentionForwardTask(BertSelfAttentionTask):
 
 
 OTHER_DROPOUT = 0.3  # not the pretrained model's 0.1
-
-
-def _hf_eager_attention_forward():
-    from transformers.models.bert.modeling_bert import eager_attention_forward
-
-    return eager_attention_forward
 
 
 TASKS = [EagerAttentionForwardTask(), BertSelfAttentionTask()]
