@@ -100,7 +100,6 @@ def test_feedback_benchmark_smoke(tmp_path, monkeypatch):
         assert math.isfinite(report[key]) and report[key] > 0, key
     # Judges, their templates and the factory: more than one model's worth, less than a copy each.
     assert 100 < report["warm_judges_memory_mb"] < 4000, report["warm_judges_memory_mb"]
-    assert report["reference_import_s"] > report["floor_s"]  # the floor leaves transformers' BERT unloaded
     assert report["reference_import_vs_floor"] == report["reference_import_s"] / report["floor_s"]
     assert [a[-4:-2] for a, _ in built] == [["build", "--strict"]] * 2  # one cold and one warm build
     assert report["goals"]["watch_latency_s"] == {"kind": "max", "bound": results.GOALS["watch_latency_s"][1]}

@@ -187,6 +187,8 @@ def test_ctrl_c_cancels_the_class_on_the_cluster(cluster, tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # A test worker ignores SIGINT and its children would inherit that: the command must not.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
     )
     deadline = time.monotonic() + 120
     while not any(client.processing().values()) and time.monotonic() < deadline and command.poll() is None:

@@ -72,7 +72,12 @@ def graded(env: dict) -> int:
     return int(status.stdout.split(" notebook(s) graded")[0].rsplit(" ", 1)[1])
 
 
-@pytest.mark.parametrize("which", ["right", "wrong"])
+# Right and wrong on the Linux path, right on the portable one: what differs between the paths is
+# how judges and learners start, which a right notebook exercises fully; the verdicts are the same
+# code's (test_portable_path compares the paths' verdicts cell by cell).
+@pytest.mark.parametrize(
+    "judges, which", [("linux", "right"), ("linux", "wrong"), ("portable", "right")], indirect=["judges"]
+)
 def test_warm_judges_give_the_verdicts_of_fresh_ones(judges, course, which):
     before = graded(judges)
     warm = bertlab("grade", "--path", str(course / which), "--json", "--no-progress", env=judges)
@@ -87,6 +92,8 @@ def test_warm_judges_give_the_verdicts_of_fresh_ones(judges, course, which):
     assert all(passed) if which == "right" else not all(passed)
 
 
+# The fingerprint that tells judges for another model apart is computed alike on both paths.
+@pytest.mark.parametrize("judges", ["linux"], indirect=True)
 def test_judges_for_another_model_are_not_used(judges, course, tiny_bert_dir):
     before = graded(judges)
     proc = bertlab(
