@@ -33,10 +33,12 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade "pip==25.3"
 	@# torch first and alone, pinned: anything unpinned would pull another build (TORCH_INDEX: see above)
-	@# --no-compile: pip would byte-compile all 17,000 files of the set one by one (most never imported);
-	@# Python compiles a module, once, the first time something imports it.
+	@# --no-compile, then compileall on every core: pip byte-compiles the set's 17,000 files one by one
+	@# (over a minute). They must be compiled here: with PYTHONDONTWRITEBYTECODE set, as on many CI
+	@# machines, Python would otherwise compile torch again in every process that imports it.
 	$(BIN)/pip install --quiet --no-compile "torch==2.13.0"$(if $(TORCH_INDEX), --index-url $(TORCH_INDEX))
 	$(BIN)/pip install --quiet --no-compile -c constraints.txt -e ".[dev]"
+	$(BIN)/python -c "import compileall, sysconfig; compileall.compile_dir(sysconfig.get_paths()['purelib'], quiet=2, workers=0)"
 	touch $@
 
 start: $(STAMP) site ## set up, build the site, serve it, print your grade table
