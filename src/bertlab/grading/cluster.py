@@ -20,7 +20,7 @@ from pathlib import Path
 from distributed import WorkerPlugin, get_worker
 
 from bertlab.grading.pool import Limits, WorkerPool, worker_env
-from bertlab.grading.runner import TaskResult, _failed_all, grade_task
+from bertlab.grading.runner import TaskResult, failed_all, grade_task
 
 PLUGIN = "bertlab-warm-judges"
 
@@ -78,7 +78,7 @@ def lost(assignment: str, sources: dict[str, bytes], reason: str) -> TaskResult:
     from bertlab.grading import notebooks
 
     with tempfile.TemporaryDirectory(prefix="bertlab-lost-") as tmp:
-        checks = [c for path in _write(Path(tmp), sources) for c in _failed_all(notebooks.read(path), reason)]
+        checks = [c for path in _write(Path(tmp), sources) for c in failed_all(notebooks.read(path), reason)]
     return TaskResult(assignment, 0.0, sum(c.max_points for c in checks), "error", checks)
 
 

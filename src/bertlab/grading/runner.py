@@ -71,7 +71,7 @@ class Report:
         }
 
 
-def _failed_all(nb, message: str) -> list[CheckResult]:
+def failed_all(nb, message: str) -> list[CheckResult]:
     """Every grade cell of ``nb`` at 0 points with the same message (timeouts, crashes)."""
     return [
         CheckResult(meta["grade_id"], False, 0.0, float(meta.get("points", 0)), message)
@@ -90,9 +90,9 @@ def _run_worker(nb, limits: Limits, pool: Judges) -> tuple[str, list[CheckResult
         with pool.worker() as worker:
             outcome = worker.judge(copy, result_file, limits)
         if outcome == "timeout":
-            return "timeout", _failed_all(nb, f"timed out after {limits.timeout:g} s")
+            return "timeout", failed_all(nb, f"timed out after {limits.timeout:g} s")
         if outcome != "done" or not result_file.exists():
-            return "error", _failed_all(nb, f"the grading process {outcome}")
+            return "error", failed_all(nb, f"the grading process {outcome}")
         result = json.loads(result_file.read_text())
     checks = [CheckResult(**c) for c in result["checks"]]
     if not checks:
@@ -140,7 +140,7 @@ def grade_task(
                 problem = str(err)
         if problem is not None:
             status = "error"
-            checks += _failed_all(source, problem) if source else [CheckResult(path.name, False, 0.0, 0.0, problem)]
+            checks += failed_all(source, problem) if source else [CheckResult(path.name, False, 0.0, 0.0, problem)]
             continue
         missing = notebooks.restore_locked_cells(nb, source) if source else []
         nb_checks: list[CheckResult]
@@ -154,7 +154,7 @@ def grade_task(
             nb_status, nb_checks = _run_worker(nb, limits, pool)
         checks += nb_checks
         if missing:
-            deleted = _failed_all(
+            deleted = failed_all(
                 source, "this grade cell was deleted from your notebook; copy it back from the release"
             )
             checks += [c for c in deleted if c.name in missing]
