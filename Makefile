@@ -57,7 +57,7 @@ start: $(STAMP) site ## set up, build the site, serve it, print your grade table
 LINTED := src tests bench docs/hooks
 test: $(STAMP) browser ## run the whole test suite (builds the site, grades notebooks)
 	@# Lint and format first (configured in pyproject.toml): a finding fails in seconds, before the long suite
-	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff check $(LINTED) lessons
 	$(BIN)/ruff format --check $(LINTED)
 	@# Types next (files and settings in pyproject.toml): a None reaching an attribute or a wrong
 	@# argument fails here in about 10 s cold, under a second warm, not deep in a grading run

@@ -23,7 +23,7 @@ from transformers.models.bert.modeling_bert import BertLayer
 
 from bertlab.capture import capture
 from bertlab.experiments import claims
-from bertlab.experiments.census import GROUPS, PARTS, census, ffn_share, locate
+from bertlab.experiments.census import GROUPS, census, ffn_share, locate
 from bertlab.reference import load_model
 
 model = load_model()  # pretrained all-MiniLM-L6-v2, eval mode, frozen
@@ -129,7 +129,7 @@ for name, p in model.named_parameters():
     if where.layer not in (None, 0):
         continue
     role = ROLE.get((where.part, where.piece), "bias of the line above" if where.piece.endswith("bias") else "")
-    print(f"{name:<50} {str(tuple(p.shape)):<14} {where.part:<17} {role}")
+    print(f"{name:<50} {tuple(p.shape)!s:<14} {where.part:<17} {role}")
 
 # %% [markdown]
 # `nn.Linear` stores its weight as (out features, in features) and computes
@@ -200,7 +200,7 @@ def show_census(m, title):
     parts, groups = census(m), census(m, by="group")
     total = sum(parts.values())
     print(f"{title}: {len(list(m.named_parameters()))} named tensors, {total:,} parameters")
-    for key, n in list(parts.items()) + [("---", None)] + list(groups.items()):
+    for key, n in [*parts.items(), ("---", None), *groups.items()]:
         if n is None:
             print("  " + "-" * 42)
             continue
@@ -242,7 +242,7 @@ print(f"limit 2/3 = {2 / 3:.4f}")
 # %% alt="Two horizontal stacked bars, all-MiniLM-L6-v2 and BERT-base, each splitting all the model's parameters into the shares of the embeddings, attention, feed-forward and pooler, labelled in percent."
 fig, ax = plt.subplots(figsize=(8, 2.4))
 colors = {"embeddings": "#9aa5b1", "attention": "#4c78a8", "feed-forward": "#f58518", "pooler": "#54a24b"}
-for row, (label, groups) in enumerate([("all-MiniLM-L6-v2", minilm), ("BERT-base", base_groups)]):
+for row, (_label, groups) in enumerate([("all-MiniLM-L6-v2", minilm), ("BERT-base", base_groups)]):
     total, left = sum(groups.values()), 0.0
     for g in GROUPS:
         share = groups[g] / total

@@ -162,7 +162,7 @@ def sentence_embedding(text, position_ids=None):
 
 
 a, b = "the dog bit the man", "the man bit the dog"
-same_position = lambda ids: torch.zeros_like(ids)  # noqa: E731  every token at position 0
+same_position = torch.zeros_like  # every token at position 0
 cos_normal = torch.dot(sentence_embedding(a), sentence_embedding(b)).item()
 cos_blind = torch.dot(sentence_embedding(a, same_position), sentence_embedding(b, same_position)).item()
 print(f"cosine({a!r}, {b!r})")

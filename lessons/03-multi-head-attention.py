@@ -420,7 +420,7 @@ with torch.no_grad():
     results = {name: fn(xb) for name, fn in variants.items()}  # each (q, k, v), (B, A, T, d)
 reference_qkv = results["one matrix per role"]
 for name, qkv in results.items():
-    diff = max((a - b).abs().max().item() for a, b in zip(qkv, reference_qkv))
+    diff = max((a - b).abs().max().item() for a, b in zip(qkv, reference_qkv, strict=True))
     print(f"{name:<20} same q, k, v as one matrix per role: max abs diff {diff:.1e}")
 
 work = {name: products.count(fn, xb) for name, fn in variants.items()}

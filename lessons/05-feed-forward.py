@@ -199,10 +199,10 @@ def show_unit(layer_index, top=6):
     unit = int(m_all.max(0).values.argmax())
     values, rows = m_all[:, unit].topk(top)
     print(f"layer {layer_index}, unit {unit}: fires on {(m_all[:, unit] > 0).float().mean():.0%} of word tokens")
-    for value, row in zip(values, rows):
+    for value, row in zip(values, rows, strict=True):
         s, t = where[row].tolist()
         toks = tokenizer.convert_ids_to_tokens(ids[s, 1:int(pad[s].sum()) - 1])  # without [CLS], [SEP]
-        context = " ".join(toks[max(0, t - 4):t - 1] + [f"[[{toks[t - 1]}]]"] + toks[t:t + 3])
+        context = " ".join([*toks[max(0, t - 4):t - 1], f"[[{toks[t - 1]}]]", *toks[t:t + 3]])
         print(f"   {value:6.2f}  {context}")
 
 

@@ -116,8 +116,8 @@ claims.claim("eps_effect_spread", effects[largest], ">", 10 * effects[smallest],
 
 # %%
 with torch.no_grad():
-    shift = torch.randn(z.shape[:-1] + (1,), generator=torch.Generator().manual_seed(0))  # (B, T, 1)
-    scale = torch.rand(z.shape[:-1] + (1,), generator=torch.Generator().manual_seed(1)) * 5 + 0.5  # (B, T, 1)
+    shift = torch.randn((*z.shape[:-1], 1), generator=torch.Generator().manual_seed(0))  # (B, T, 1)
+    scale = torch.rand((*z.shape[:-1], 1), generator=torch.Generator().manual_seed(1)) * 5 + 0.5  # (B, T, 1)
     print(f"LN(z + c) vs LN(z), a different c per token: max abs diff {(ln(z + shift) - y_module).abs().max().item():.1e}")
     print(f"LN(s z) vs LN(z), a different s > 0 per token: max abs diff {(ln(scale * z) - y_module).abs().max().item():.1e}")
     token_norms = trace.ffn_inputs[LAYER].norm(dim=-1)[real]  # (N,)
@@ -271,7 +271,7 @@ print(f"weight std: library init {config.initializer_range}, Xavier {(2 / (H + H
 
 # %% alt="Two line charts, for the library's and for Xavier initialisation: the Frobenius norm of the gradient of the loss with respect to each layer's W_2, per layer, one line for Post-LN and one for Pre-LN."
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
-for ax, init in zip(axes, ("library", "Xavier")):
+for ax, init in zip(axes, ("library", "Xavier"), strict=True):
     for a in ARRANGEMENTS:
         ax.plot(range(L), grads[init, a], marker="o", label=a)
     ax.set_title(f"{init} initialisation")
@@ -354,7 +354,7 @@ fig, axes = plt.subplots(1, 2, figsize=(10, 2.8))
 axes[0].plot(steps, lr)
 axes[0].set_title("whole run")
 zoom = steps <= 5 * WARMUP
-axes[1].plot(steps[zoom], [v for v, k in zip(lr, zoom) if k])
+axes[1].plot(steps[zoom], [v for v, k in zip(lr, zoom, strict=True) if k])
 axes[1].axvline(WARMUP, color="gray", ls="--", lw=0.8)
 axes[1].set_title("first steps: linear warm-up")
 for ax in axes:

@@ -115,7 +115,7 @@ with torch.no_grad():
     states = encoder_by_hand(x0, extended)
     unmasked = encoder_by_hand(x0, None)
 print(f"{len(states)} hidden states for {model.config.num_hidden_layers} layers; max abs diff to the library "
-      f"{max((a - b).abs().max().item() for a, b in zip(states, library.hidden_states)):.1e}")
+      f"{max((a - b).abs().max().item() for a, b in zip(states, library.hidden_states, strict=True)):.1e}")
 real = m01.bool()
 longest = int(m01.sum(1).argmax())
 drift = (unmasked[-1] - states[-1]).abs().amax(-1)  # (B, T)
@@ -155,7 +155,7 @@ u = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)  # (B, H): mea
 ours = u / u.norm(dim=-1, keepdim=True)  # (B, H): unit length
 theirs = st.encode(list(corpus.SENTENCES), convert_to_tensor=True)  # (B, H)
 
-layers_diff = max((a - b).abs().max().item() for a, b in zip(trace.hidden_states, library.hidden_states))
+layers_diff = max((a - b).abs().max().item() for a, b in zip(trace.hidden_states, library.hidden_states, strict=True))
 print(f"hand-composed layers vs BertModel hidden states: max abs diff {layers_diff:.1e}")
 print(f"mean pooling + L2 norm vs SentenceTransformer.encode: max abs diff {(ours - theirs).abs().max().item():.1e}")
 print(f"lesions.sentence_embeddings (the helper lessons 8 and 9 use): max abs diff "

@@ -107,7 +107,7 @@ for weights, table in curves.items():
 # %% alt="Two line charts on a log scale, for the pretrained and for randomly initialised weights: the relative distance of the hidden states from rank one, from the embeddings through each layer, one line per variant of the model."
 FLOOR = 1e-9  # exact zeros cannot be drawn on a log axis
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
-for ax, (weights, table) in zip(axes, curves.items()):
+for ax, (weights, table) in zip(axes, curves.items(), strict=True):
     for name, curve in table.items():
         ax.plot(range(L + 1), curve.clamp(min=FLOOR), marker="o", label=rank_collapse.LABELS[name])
     ax.set_yscale("log")
@@ -183,7 +183,7 @@ for n_kind, k in enumerate(kinds):
     ax.bar(torch.arange(L) + (n_kind - (len(kinds) - 1) / 2) * width, by_kind[k], width=width, label=k)
 ax.set_xlabel("lesioned layer")
 ax.set_ylabel("mean cosine to intact")
-ax.set_ylim(min(0.0, min(v.min().item() for v in by_kind.values())), 1.0)
+ax.set_ylim(min(0.0, *(v.min().item() for v in by_kind.values())), 1.0)
 ax.legend(frameon=False, ncol=len(kinds), fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0))
 fig.tight_layout()
 plt.show()

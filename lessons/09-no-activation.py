@@ -78,7 +78,10 @@ with torch.no_grad():
 gap = ((a2 - frozen(2 * x)).norm(dim=-1) / a2.norm(dim=-1))[real]  # (N,)
 print(f"P frozen: moved part of f(2X) minus 2 x moved part of f(X): max abs diff {lin_err:.1e}")
 print(f"real sub-layer on 2X vs the frozen-P prediction: relative difference per token, mean {gap.mean().item():.3f}")
-ent = lambda p: -(p * p.clamp(min=1e-30).log()).sum(-1)  # noqa: E731  entropy per attention row
+def ent(p):  # (..., T) probabilities -> (...) entropy in nats
+    return -(p * p.clamp(min=1e-30).log()).sum(-1)
+
+
 keys = real[:, None, :].expand(-1, A, -1)  # (B, A, T): rows of real query tokens
 print(f"mean attention entropy over real query tokens: X {ent(probs)[keys].mean().item():.3f} nats, "
       f"2X {ent(probs2)[keys].mean().item():.3f} nats")
