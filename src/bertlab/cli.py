@@ -39,19 +39,7 @@ def _parser() -> argparse.ArgumentParser:
         help="directory holding NN-name/NN-name.ipynb (default: exercises)",
     )
     grade.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
-    grade.add_argument(
-        "--timeout",
-        type=_positive(float),
-        metavar="SECONDS",
-        help="time limit per notebook (default: bertlab.toml's grade.timeout, else 300)",
-    )
-    grade.add_argument(
-        "--memory-limit",
-        type=_positive(float),
-        metavar="MB",
-        help="memory the process running a notebook's cells may use "
-        "(default: bertlab.toml's grade.memory_limit, else 4096)",
-    )
+    _limit_options(grade, "the process running a notebook's cells")
     grade.add_argument(
         "--jobs", type=_positive(int), help="notebooks graded at once (default: bertlab.toml's grade.jobs, else 2)"
     )
@@ -130,6 +118,22 @@ def _judges_parser(sub) -> None:
     _model_option(judges)
 
 
+def _limit_options(parser, whose: str) -> None:
+    """--timeout and --memory-limit, as `grade` and `autograde` take them (defaults from bertlab.toml)."""
+    parser.add_argument(
+        "--timeout",
+        type=_positive(float),
+        metavar="SECONDS",
+        help="time limit per notebook (default: bertlab.toml's grade.timeout, else 300)",
+    )
+    parser.add_argument(
+        "--memory-limit",
+        type=_positive(float),
+        metavar="MB",
+        help=f"memory {whose} may use (default: bertlab.toml's grade.memory_limit, else 4096)",
+    )
+
+
 def _autograde_parser(sub) -> None:
     autograde = sub.add_parser(
         "autograde",
@@ -165,18 +169,7 @@ def _autograde_parser(sub) -> None:
         metavar="DIR",
         help="the nbgrader course directory, holding nbgrader_config.py (default: the one at or above here)",
     )
-    autograde.add_argument(
-        "--timeout",
-        type=_positive(float),
-        metavar="SECONDS",
-        help="time limit per notebook (default: bertlab.toml's grade.timeout, else 300)",
-    )
-    autograde.add_argument(
-        "--memory-limit",
-        type=_positive(float),
-        metavar="MB",
-        help="memory a submission's process may use (default: bertlab.toml's grade.memory_limit, else 4096)",
-    )
+    _limit_options(autograde, "a submission's process")
     autograde.add_argument(
         "--student",
         action="append",
