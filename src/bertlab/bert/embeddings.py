@@ -25,9 +25,15 @@ class BertEmbeddings(nn.Module):
 
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        position_ids = torch.arange(config.max_position_embeddings).unsqueeze(0)  # (1, P)
+        position_ids, token_type_ids = self.position_buffers(config)
         self.register_buffer("position_ids", position_ids, persistent=False)
-        self.register_buffer("token_type_ids", torch.zeros(position_ids.size(), dtype=torch.long), persistent=False)
+        self.register_buffer("token_type_ids", token_type_ids, persistent=False)
+
+    @staticmethod
+    def position_buffers(config) -> tuple[torch.Tensor, torch.Tensor]:
+        """The non-persistent buffers: positions 0, 1, ..., P - 1 and token types 0, each (1, P)."""
+        position_ids = torch.arange(config.max_position_embeddings).unsqueeze(0)  # (1, P)
+        return position_ids, torch.zeros(position_ids.size(), dtype=torch.long)
 
     def forward(
         self,

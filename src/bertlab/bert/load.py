@@ -14,9 +14,10 @@ from pathlib import Path
 
 import torch
 
-from bertlab import reference
+from bertlab import model_files
 from bertlab.bert.bert_model import BertModel
 from bertlab.bert.config import BertConfig
+from bertlab.bert.embeddings import BertEmbeddings
 from bertlab.bert.tokenizer import BertTokenizer
 
 BASE_MODEL_PREFIX = "bert."  # where BertFor... checkpoints (masked LM, classifiers) keep the BertModel
@@ -28,7 +29,7 @@ SAVED_BUFFERS = {"embeddings.position_ids"}
 
 def load_config(model: str | os.PathLike | None = None) -> BertConfig:
     """The model's BertConfig: the loaded model's own if this process loaded it, else read from config.json."""
-    path = reference.model_dir(model)
+    path = model_files.model_dir(model)
     if path in _loaded:
         return load_model(path).config
     return _load_config(path)
@@ -36,12 +37,12 @@ def load_config(model: str | os.PathLike | None = None) -> BertConfig:
 
 def load_model(model: str | os.PathLike | None = None) -> BertModel:
     """The pretrained BertModel: float32, eval mode, weights frozen; cached per process and directory."""
-    return _load_model(reference.model_dir(model))
+    return _load_model(model_files.model_dir(model))
 
 
 def load_tokenizer(model: str | os.PathLike | None = None) -> BertTokenizer:
     """The model's tokenizer (tokenizer.json, or vocab.txt, and tokenizer_config.json)."""
-    return _load_tokenizer(reference.model_dir(model))
+    return _load_tokenizer(model_files.model_dir(model))
 
 
 _loaded: set[Path] = set()  # directories whose model this process holds
@@ -49,7 +50,7 @@ _loaded: set[Path] = set()  # directories whose model this process holds
 
 @functools.cache
 def _load_config(path: Path) -> BertConfig:
-    reference.validate(path)
+    model_files.validate(path)
     config = BertConfig.from_pretrained(path)
     config.dtype = torch.float32  # the dtype the model is loaded in, as the reference records it
     return config
@@ -58,11 +59,12 @@ def _load_config(path: Path) -> BertConfig:
 @functools.cache
 def _load_model(path: Path) -> BertModel:
     config = _load_config(path)
-    model = BertModel(config)
-    weights = reference.weights_file(path)
+    with torch.device("meta"):  # no weights drawn: each one is loaded below
+        model = BertModel(config)
+    weights = model_files.weights_file(path)
     missing, unexpected = _load_strictly(model, _base_model_weights(weights, set(model.state_dict())))
     if missing or unexpected:
-        raise reference.ReferenceError(
+        raise model_files.ReferenceError(
             f"{weights} does not hold a BertModel's weights: "
             f"missing {missing or 'none'}, unknown {unexpected or 'none'}."
             "\n  Fix: save the BertModel itself (`model.save_pretrained(dir)`), with its pooler."
@@ -79,7 +81,12 @@ def _load_strictly(model: BertModel, state: dict[str, torch.Tensor]) -> tuple[li
     expected = set(model.state_dict())
     missing, unexpected = sorted(expected - set(state)), sorted(set(state) - expected)
     if not missing and not unexpected:
-        model.load_state_dict(state, strict=True)
+        # The checkpoint's tensors themselves, not copies: copying 90 MB would run torch's thread
+        # pool, and a learner template forked after that hangs in its first parallel op.
+        model.load_state_dict(state, strict=True, assign=True)
+        for module in model.modules():  # buffers the checkpoint does not hold: built as the class builds them
+            if isinstance(module, BertEmbeddings):
+                module.position_ids, module.token_type_ids = BertEmbeddings.position_buffers(model.config)
     return missing, unexpected
 
 
@@ -111,10 +118,10 @@ def _modern_name(name: str) -> str:
 
 @functools.cache
 def _load_tokenizer(path: Path) -> BertTokenizer:
-    reference.validate(path)
+    model_files.validate(path)
     try:
         return BertTokenizer.from_pretrained(path)
     except FileNotFoundError as err:
-        raise reference.ReferenceError(
+        raise model_files.ReferenceError(
             f"{path} has no tokenizer files.\n  Fix: also run `tokenizer.save_pretrained(dir)` there."
         ) from err

@@ -9,35 +9,48 @@ check("3.2", BertSelfAttention, upto="values")
 
 ``check`` prints a one-line success or raises ``CheckFailed`` whose message says what differs,
 where, and (when recognised) which known mistake produces exactly that output.
+
+The task modules (and with them transformers, whose modules are the expected side of every
+comparison) are imported on first use, not with this package: a learner's process being graded
+imports ``bertlab.checks`` (its notebook's first cell does, and so does the harness) but cannot
+read transformers at all (``grading/platforms/linux/landlock.py``).
 """
 
 from __future__ import annotations
 
-from bertlab.checks import (
-    attention_output,
-    bert_model,
-    embeddings,
-    feed_forward,
-    numpy_bert,
-    self_attention,
-    why_measured,
-)
-from bertlab.checks.framework import CheckFailed, Task
-from bertlab.diagnose import common  # noqa: F401  (mistakes shared by every task)
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bertlab.checks.framework import CheckFailed, Task
 
 # One module per assignment, named by its exercise's slug; each exposes TASKS, a list of Task instances.
-TASK_MODULES = [
-    self_attention,
-    numpy_bert,
-    attention_output,
-    feed_forward,
-    embeddings,
-    bert_model,
-    why_measured,
-]
-TASKS: dict[str, Task] = {t.id: t for module in TASK_MODULES for t in module.TASKS}
+TASK_MODULE_NAMES = (
+    "self_attention",
+    "numpy_bert",
+    "attention_output",
+    "feed_forward",
+    "embeddings",
+    "bert_model",
+    "why_measured",
+)
 
 __all__ = ["TASKS", "CheckFailed", "check"]
+
+
+def __getattr__(name: str):
+    if name == "TASKS":
+        from bertlab.diagnose import common  # noqa: F401  (mistakes shared by every task)
+
+        modules = [importlib.import_module(f"bertlab.checks.{module}") for module in TASK_MODULE_NAMES]
+        tasks: dict[str, Task] = {t.id: t for module in modules for t in module.TASKS}
+        globals()["TASKS"] = tasks  # built once: later reads find it here
+        return tasks
+    if name in ("CheckFailed", "Task"):
+        from bertlab.checks import framework
+
+        return getattr(framework, name)
+    raise AttributeError(f"module 'bertlab.checks' has no attribute {name!r}")
 
 
 def check(task: str, obj, upto: str | None = None, only: str | None = None, seed: int = 0) -> None:
@@ -53,9 +66,17 @@ def check(task: str, obj, upto: str | None = None, only: str | None = None, seed
     Raises:
         CheckFailed: with the feedback message, at the first failing check.
     """
-    if task not in TASKS:
-        raise KeyError(f"no task {task!r}; tasks are {', '.join(TASKS)}")
+    from bertlab import reference
+    from bertlab.checks.framework import CheckFailed
+
+    if reference.course_modules_only():
+        # A notebook being graded: its grade cells run in the grader's process, not here.
+        print(f"check({task!r}) runs in the grader's own process while your notebook is graded.")
+        return
+    tasks = __getattr__("TASKS")
+    if task not in tasks:
+        raise KeyError(f"no task {task!r}; tasks are {', '.join(tasks)}")
     try:
-        print(TASKS[task].run(obj, upto=upto, only=only, seed=seed))
+        print(tasks[task].run(obj, upto=upto, only=only, seed=seed))
     except CheckFailed as err:
         raise CheckFailed(str(err), err.mistake) from None  # the message is the feedback; hide our frames

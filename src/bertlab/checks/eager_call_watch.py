@@ -16,7 +16,7 @@ from torch import nn
 
 from bertlab import diagnose
 from bertlab.checks.compare import allclose
-from bertlab.checks.harness import invoke_beside
+from bertlab.checks.harness import invoke_beside, reference_code
 
 EAGER = "eager_attention_forward"
 
@@ -32,7 +32,7 @@ def eager_call_seen(module, inputs: dict) -> dict | None:
 def watch_eager_call(module, inputs: dict) -> dict:
     """``module(**inputs)`` with a profile hook that notes the first call of eager_attention_forward:
     the notebook's function of that name (any alias of it), or any function so named outside
-    transformers."""
+    reference code (transformers', the course's own given parts)."""
     target = getattr(getattr(type(module), "forward", None), "__globals__", {}).get(EAGER)
     code = getattr(target, "__code__", None)
     seen: dict = {"called": False, "args": [], "returned": None}
@@ -49,7 +49,7 @@ def watch_eager_call(module, inputs: dict) -> dict:
         is_eager = (
             frame.f_code is code
             if code is not None
-            else (frame.f_code.co_name == EAGER and "transformers" not in frame.f_code.co_filename)
+            else (frame.f_code.co_name == EAGER and not reference_code(frame.f_code.co_filename))
         )
         if not is_eager:
             return

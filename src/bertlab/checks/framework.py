@@ -38,6 +38,7 @@ from bertlab.checks.harness import (
     gradients_of,
     invoke_learner,
     load_weights,
+    reference_package,
     state_digest,
     state_shapes,
     weighted_sum,
@@ -609,11 +610,17 @@ def other_inputs_of_the_same_shape(inputs: dict, generator: torch.Generator) -> 
 GRAD_RTOL, GRAD_NOISE = 1e-3, 1e-5
 
 
+def reference_origin(obj) -> str:
+    """Whose reference code ``obj`` is (``transformers'``, ``the course's reference``: see
+    ``harness.reference_package``), or "" when it is the learner's."""
+    module_name = getattr(obj, "__module__", "")
+    module_name = module_name if isinstance(module_name, str) else ""
+    return reference_package(type(obj).__module__) or reference_package(module_name)
+
+
 def is_reference(obj) -> bool:
-    """Whether ``obj`` is transformers' own code (the expected side of a comparison), not the learner's."""
-    return type(obj).__module__.startswith("transformers.") or getattr(obj, "__module__", "").startswith(
-        "transformers."
-    )
+    """Whether ``obj`` is reference code (the expected side of a comparison), not the learner's."""
+    return bool(reference_origin(obj))
 
 
 def _describe(value) -> str:
@@ -973,7 +980,7 @@ class BuiltOnParts(ModuleTask):
         for name, sub in module.named_modules():
             if is_reference(sub):
                 self.fail(
-                    f"`{name or 'the module'}` is transformers' {type(sub).__name__}: this task is to write "
+                    f"`{name or 'the module'}` is {reference_origin(sub)} {type(sub).__name__}: this task is to write "
                     f"{self.title} yourself.",
                     "Use your own classes of the earlier tasks; the grader puts HF's in their place itself.",
                 )

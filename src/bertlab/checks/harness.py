@@ -7,8 +7,8 @@ A check never calls a learner's function or module directly: it goes through ``i
   place when the copy differs afterwards;
 - starts from the same global torch state every time (default dtype, grad mode, the seed the
   check asks for), so a notebook cell that changed it cannot change a verdict;
-- refuses transformers' own BERT code inside a module task (a subclass, a submodule, or a call
-  made while the learner's code runs): the task is to write it;
+- refuses transformers' code and the course's reference modules inside a module task (a subclass,
+  a submodule, or a call made while the learner's code runs): the task is to write them;
 - turns an exception into the line of the learner's cell that raised it.
 
 ``invoke`` runs in the process that holds the learner's objects; it returns an ``Outcome``
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import linecache
+import os
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -30,9 +31,41 @@ from torch import nn
 
 from bertlab.checks import feature_dropout
 
-# Code of transformers' models (modeling_bert and its relatives): a learner's module that ends
-# up running it is HF's module, not the learner's.
-_HF_MODELS = ("transformers/models/", "transformers\\models\\")
+# Code that holds complete BERT modules: transformers (the module tasks are written with torch
+# alone), sentence-transformers, and the course's own reference modules (``bertlab.bert``, the
+# parts a learner's process is given while graded). A learner's module that ends up running it is
+# not the learner's. By folder name, and by package name for classes.
+_REFERENCE_FOLDERS = {
+    f"{os.sep}transformers{os.sep}": "transformers'",
+    f"{os.sep}sentence_transformers{os.sep}": "sentence-transformers'",
+    f"{os.sep}bertlab{os.sep}bert{os.sep}": "the course's reference",
+}
+_REFERENCE_PACKAGES = {
+    "transformers.": "transformers'",
+    "sentence_transformers.": "sentence-transformers'",
+    "bertlab.bert.": "the course's reference",
+}
+
+
+def reference_code(filename: str) -> str:
+    """Whose reference code the file ``filename`` is (``transformers'``, ...), or ""."""
+    return next((whose for folder, whose in _REFERENCE_FOLDERS.items() if folder in filename), "")
+
+
+def unreadable_reference(err: BaseException) -> str:
+    """What ``err`` says when it is a read of reference code refused by the learner's sandbox, or ""."""
+    filename = getattr(err, "filename", None)
+    if not isinstance(err, PermissionError) or not isinstance(filename, str) or not reference_code(filename):
+        return ""
+    return (
+        f"your code reads {reference_code(filename)} code ({os.path.basename(filename)}), which a notebook "
+        "being graded cannot read"
+    )
+
+
+def reference_package(module_name: str) -> str:
+    """Whose reference code the module named ``module_name`` is, or ""."""
+    return next((whose for package, whose in _REFERENCE_PACKAGES.items() if f"{module_name}.".startswith(package)), "")
 
 
 @dataclass
@@ -157,15 +190,14 @@ def module_shortcut(obj) -> str:
         ]
     for where, cls in classes:
         for base in cls.__mro__:
-            if base.__module__.startswith("transformers.models.") or base.__module__.startswith(
-                "sentence_transformers"
-            ):
-                return f"{where} is built on transformers' {base.__name__}"
+            whose = reference_package(base.__module__)
+            if whose:
+                return f"{where} is built on {whose} {base.__name__}"
     return ""
 
 
 class _ShortcutWatch:
-    """Notes the first call into transformers' model code while learner code runs."""
+    """Notes the first call into reference code (``reference_code``) while learner code runs."""
 
     def __init__(self):
         self.found = ""
@@ -178,11 +210,13 @@ class _ShortcutWatch:
             return
         if event == "call" and not self.found:
             name = frame.f_code.co_filename
-            if any(part in name for part in _HF_MODELS):
+            whose = reference_code(name)
+            if whose:
                 if _is_given(frame.f_locals.get("self")):
-                    self.inside_given = frame  # HF's part, put there by the grader: its calls are allowed
+                    self.inside_given = frame  # a part put there by the grader: its calls are allowed
                     return
-                self.found = f"your code calls transformers' {frame.f_code.co_name} ({name.rsplit('/', 2)[-2]})"
+                where = os.path.basename(name)
+                self.found = f"your code calls {whose} {frame.f_code.co_name} ({where})"
 
 
 def _reset_torch_state(seed: int | None, threads: int | None = None) -> None:
@@ -253,7 +287,7 @@ def invoke(
     Args:
         seed: seed torch's global generator right before the call (dropout in train mode).
         per_feature_dropout: every dropout draws ``feature_dropout``'s fixed mask (train mode).
-        forbid_shortcuts: fail when the call runs transformers' model code (module tasks).
+        forbid_shortcuts: fail when the call runs reference code (``reference_code``; module tasks).
         grad: keep autograd on (the gradients check); otherwise the call runs under no_grad.
         threads: torch's thread count for the call (the grader's own, so sums split alike).
     """
@@ -279,6 +313,9 @@ def invoke(
     except NotImplementedError:
         return Outcome("not_implemented")
     except (Exception, SystemExit) as err:  # noqa: BLE001  (learner code may raise anything, sys.exit() included)
+        unreadable = unreadable_reference(err)
+        if forbid_shortcuts and unreadable:
+            return Outcome("shortcut", shortcut=unreadable, where=learner_line(err.__traceback__))
         return Outcome("error", error=f"{type(err).__name__}: {err}".strip(), where=learner_line(err.__traceback__))
     finally:
         sys.setprofile(previous)

@@ -110,6 +110,8 @@ class Server:
             run = self.shell.run_cell(source, store_history=True)
             raised = run.error_before_exec or run.error_in_exec
             text = None if raised is None else f"{type(raised).__name__}: {raised}".strip()
+            if raised is not None and harness.unreadable_reference(raised):
+                text = f"{harness.unreadable_reference(raised)}: the tasks are written with torch alone"
             where = harness.learner_line(raised.__traceback__) if raised is not None else ""
             return self.answer({"error": text, "where": where})
         if op == "lookup":
@@ -170,41 +172,72 @@ class Server:
             write_frame(self.answer_fd, answer)
 
 
+# Packages whose code the learner's process cannot read (where the platform confines reads): the
+# tasks are to write BERT's modules, and these hold complete ones. The grader's parts, and the
+# pretrained model a notebook loads, are the course's own modules there (``bertlab.bert``).
+UNREADABLE_PACKAGES = ("transformers", "sentence_transformers")
+
+
+def unreadable_folders() -> list[str]:
+    """The installed folders of ``UNREADABLE_PACKAGES``, found without importing them."""
+    import importlib.util
+
+    folders = []
+    for name in UNREADABLE_PACKAGES:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        folders += list(spec.submodule_search_locations or []) if spec is not None else []
+    return folders
+
+
 def preload() -> None:
     """What notebooks load in their cells, loaded before a notebook arrives: pyplot, and the
-    pretrained model and its tokenizer that ``bertlab.reference.load_model()`` returns (0.2 s per
-    notebook that calls it, and in every notebook whose checks hand the learner's code the model).
-    A learner process started from a process that preloaded (a template's fork, a spare) has its
+    course's pretrained model and tokenizer that ``bertlab.reference.load_model()`` returns in a
+    learner's process (in every notebook whose checks hand the learner's code the model). A
+    learner process started from a process that preloaded (a template's fork, a spare) has its
     own copy: what one notebook does to the model it loaded, no other sees. The model is what any
     notebook may load, not what it is compared with: the judge alone loads its recorded
-    activations. Loading starts no thread, so forking after it is safe where forking is."""
+    activations. Nothing here imports transformers: a process forked after this must hold none of
+    its code. Loading starts no thread, so forking after it is safe where forking is."""
     import IPython.core.interactiveshell  # noqa: F401
     import matplotlib.pyplot  # noqa: F401  (the Agg backend: set above)
-    import torch  # noqa: F401
+    import torch
 
-    import bertlab.checks  # noqa: F401
-    from bertlab import reference
+    import bertlab.checks.harness  # noqa: F401
+    from bertlab import bert
 
+    # Nothing here may start torch's thread pool: a fork of this process would hang in its first
+    # parallel op. With one thread, an op that would have run in parallel runs inline instead.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     try:
-        reference.load_model()
+        bert.load_model()
+        bert.load_tokenizer()
     except Exception:  # noqa: BLE001  (a broken model is reported where a notebook or a check loads it)
         pass
+    finally:
+        torch.set_num_threads(threads)
 
 
 def main(request_fd: str, answer_fd: str, system) -> None:
     """Serve the judge on two pipe ends, confined as ``system`` (the platform module that started
     this process: it is passed in, since the platforms sit below this program and do not import
     it back) allows."""
+    from bertlab import reference
     from bertlab.grading.wire import READY, write_frame
 
     try:
         system.guard_parent()  # a learner process outlives no judge
+        reference.serve_course_modules()  # the notebook's load_model() and the grader's parts: bertlab.bert
         # The learner's prints go nowhere: megabytes of output must not fill a pipe nobody reads.
         server = Server(int(request_fd), int(answer_fd))
         # From here on the learner's code runs: it may write in its working directory only (where
         # the platform has a sandbox), never in the grader's source, the course's notebooks or
-        # another notebook's results.
-        system.restrict_writes(os.getcwd())
+        # another notebook's results; and it cannot read transformers' code, however it hides
+        # the attempt.
+        system.confine(os.getcwd(), unreadable_folders())
     except BaseException as err:  # the grader's own failure: the judge says so, not "your code"
         write_frame(int(answer_fd), f"{type(err).__name__}: {err}".encode()[:2000])
         raise

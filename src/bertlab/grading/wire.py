@@ -19,6 +19,8 @@ import struct
 import numpy as np
 import torch
 
+from bertlab.grading import course_parts
+
 TAG = "__bertlab__"
 MAX_FRAME = 1 << 31  # 2 GiB: a bigger answer is a runaway learner, not an output
 
@@ -78,6 +80,15 @@ def _module_without_hooks(cls):
     return cls.__new__(cls)
 
 
+def _as_module(cls: type, module) -> tuple:
+    """The pickle reduction of ``module`` as an instance of ``cls``, without its hooks."""
+    state = dict(module.__dict__)
+    for name in _HOOKS:
+        if name in state:
+            state[name] = type(state[name])()
+    return _module_without_hooks, (cls,), state
+
+
 class SentTensors:
     """The judge's record of the large tensors a learner process already holds.
 
@@ -125,7 +136,9 @@ def dump_request(
     ``pretrained`` (the reference model) crosses as a name: the learner's process has its own
     copy. Large tensors cross once per learner process (``sent``), then by key. Other modules
     cross without their hooks (transformers installs closures, which do not pickle, to record
-    outputs; a module sent to the learner never needs them).
+    outputs; a module sent to the learner never needs them). transformers' own modules and
+    configs cross as the course's counterparts (``course_parts``): the learner's process cannot
+    read transformers.
 
     ``lend``: the held tensors are used as they are, not copied, for a request that only reads
     them (loading weights): a copy of a whole model's weights per load is most of what it costs.
@@ -144,12 +157,11 @@ def dump_request(
             return sent.key(obj, new, lend) if sent is not None and isinstance(obj, torch.Tensor) else None
 
         def reducer_override(self, obj):
+            course = course_parts.reduce(obj, _as_module)
+            if course is not None:
+                return course
             if isinstance(obj, nn.Module) and type(obj) is not type:
-                state = dict(obj.__dict__)
-                for name in _HOOKS:
-                    if name in state:
-                        state[name] = type(state[name])()
-                return _module_without_hooks, (type(obj),), state
+                return _as_module(type(obj), obj)
             return NotImplemented
 
     buffer = io.BytesIO()

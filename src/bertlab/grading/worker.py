@@ -42,16 +42,29 @@ def _warm_up() -> None:
 
 
 def load() -> None:
-    """Everything a judge and its learner template use, imported and loaded once: a judge forked
-    after this (``platforms.linux.judge_factory``) starts in milliseconds. Loads no recorded activations and starts
-    no thread, so the learner template forked from a judge holds none of the judge's objects."""
+    """What a judge's learner template uses, imported and loaded once: a judge forked after this
+    (``platforms.linux.judge_factory``) starts in milliseconds. Nothing of transformers: a learner
+    template forked after this must hold none of its code (the learner's process cannot read it,
+    and must not find it in memory either). Starts no thread."""
     import IPython.core.interactiveshell  # noqa: F401
     import torch  # noqa: F401
 
-    import bertlab.grading.judge  # noqa: F401  (the checks, and transformers' BERT)
+    import bertlab.grading.judge  # noqa: F401
     from bertlab.grading import learner
 
-    learner.preload()  # what notebooks load (pyplot, the pretrained model): the template's too
+    learner.preload()  # what notebooks load (pyplot, the course's pretrained model): the template's too
+
+
+def load_judge_side() -> None:
+    """What only a judge uses: the checks and transformers' BERT, which they compare with. Loaded
+    once the learner template is forked (``serve``), or in the factory once its learner factory is."""
+    try:
+        from bertlab import checks, reference
+
+        checks.TASKS  # noqa: B018  (imports every task's checks)
+        reference.load_model()
+    except Exception:  # noqa: BLE001  (a broken model is reported by the first notebook's checks, with its reason)
+        pass
 
 
 def serve() -> None:
@@ -60,6 +73,7 @@ def serve() -> None:
     from bertlab.grading import platforms
 
     platforms.current().prepare_learners()
+    load_judge_side()
     _warm_up()
     # What is loaded now (modules, the model, its capture) lives as long as the worker: set apart
     # from the collector, the collection after each notebook scans only what that notebook left

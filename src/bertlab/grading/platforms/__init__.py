@@ -5,12 +5,13 @@ of its own:
 
 - ``linux``: what the course was built on. Judges are forks of one factory, learner processes
   forks of a template that has imported torch (milliseconds each), liveness from a pidfd or
-  ``/proc``, ``PR_SET_PDEATHSIG`` as the parent-death guard, Landlock as the write sandbox.
+  ``/proc``, ``PR_SET_PDEATHSIG`` as the parent-death guard, Landlock as the sandbox (writes, and reads of
+  transformers).
 - ``portable``: every other platform (macOS), and Linux with ``BERTLAB_PORTABLE=1``. It touches
   no Linux-only interface: psutil for process state and memory, learner processes started by
   Python's ``multiprocessing`` the way it starts them safely there (spawn), a spare learner
   process kept warm so that a notebook does not wait for its imports, a watchdog thread in the
-  learner's process that ends it when its judge is gone, and no write sandbox (reported so).
+  learner's process that ends it when its judge is gone, and no sandbox (reported so).
 
 Verdicts do not depend on the path: the judge, the checks and the learner's server are the
 same code; only how processes start, are watched and are stopped differs.
@@ -24,7 +25,8 @@ The interface:
 - ``start_learner(cwd, env)``: ``(process, request_fd, answer_fd)``; ``process`` has ``pid``,
   ``alive()``, ``rss_mb()``, ``kill()`` (its whole process group) and ``how_ended()``.
 - ``guard_parent()``: in the learner's process, end it when its judge is gone.
-- ``restrict_writes(folder)``: in the learner's process; True when writes are now confined.
+- ``confine(folder, unreadable)``: in the learner's process; True when it now writes only beneath
+  ``folder`` and reads nothing beneath ``unreadable``.
 - ``running(pid)``: whether another process runs, read without signalling it.
 - ``release_memory()``: give the heap a graded notebook freed back to the system.
 """

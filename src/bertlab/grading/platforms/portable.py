@@ -13,7 +13,7 @@
 - The parent-death guard is a watchdog thread in the learner's process: it reads a pipe whose
   only writer is the judge, and ends the process and its own children when that pipe closes,
   which happens when the judge is gone, however it ended.
-- There is no write sandbox: ``restrict_writes`` says so (False), and ``bertlab doctor`` and the
+- There is no sandbox: ``confine`` says so (False), and ``bertlab doctor`` and the
   honest-grading page say what that leaves open.
 """
 
@@ -67,7 +67,8 @@ def describe() -> dict[str, str]:
         "path": "portable",
         "judges": "each started as a new Python process",
         "learners": f"started by multiprocessing ({start_method()}); each judge keeps a spare one warm",
-        "sandbox": "absent: the learner's code may write wherever you may (see How grading is kept honest)",
+        "sandbox": "absent: the learner's code may write wherever you may and read transformers "
+        "(see How grading is kept honest)",
     }
 
 
@@ -204,8 +205,8 @@ def guard_parent() -> None:
         _watch(None)
 
 
-def restrict_writes(folder: str) -> bool:
-    return False  # no portable write sandbox: reported by `bertlab doctor`, never assumed
+def confine(folder: str, unreadable: list[str]) -> bool:
+    return False  # no portable sandbox: reported by `bertlab doctor`, never assumed
 
 
 def _learner_main(request: Connection, answer: Connection, lifeline: Connection, env: dict | None) -> None:

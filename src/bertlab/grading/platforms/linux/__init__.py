@@ -25,7 +25,8 @@ def describe() -> dict[str, str]:
         "path": "linux",
         "judges": "forked from one process that has imported torch and loaded the model",
         "learners": "forked from a template that has imported torch (milliseconds per notebook)",
-        "sandbox": f"Landlock ABI {version}: the learner's code writes only in its notebook's folder"
+        "sandbox": f"Landlock ABI {version}: the learner's code writes only in its notebook's folder "
+        "and cannot read transformers"
         if version >= 1
         else "absent: this kernel has no Landlock (5.13 or newer has it)",
     }
@@ -40,7 +41,8 @@ def start_judge_factory(env: dict):
 def prepare_learners() -> None:
     from bertlab.grading.platforms.linux.template import ForkServer
 
-    ForkServer.fork_here()
+    if not ForkServer.here():  # a judge forked by the factory was handed one (``TemplateMaker``)
+        ForkServer.fork_here()
 
 
 _SUBREAPER = 36  # PR_SET_CHILD_SUBREAPER: orphans below this process are reparented to it, not to init
@@ -173,5 +175,5 @@ def guard_parent() -> None:
     become_subreaper()  # what the learner's code starts stays below it, for end_tree
 
 
-def restrict_writes(folder: str) -> bool:
-    return landlock.restrict_writes(folder)
+def confine(folder: str, unreadable: list[str]) -> bool:
+    return landlock.confine(folder, unreadable)

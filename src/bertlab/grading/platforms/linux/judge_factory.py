@@ -4,8 +4,9 @@ Most of a judge's start is imports and the pretrained model: torch, IPython, tra
 and the checks take about 3.3 s of its 4 s, the model 0.4 s more. Judges side by side each paid
 that and each kept its own copy. The factory pays it once; a judge is a fork of it, made in
 milliseconds, that shares its memory until it writes (two warm judges with their templates:
-0.63 GB instead of 1.17 GB). Each judge then forks its own learner template and records its own
-activations (``worker.serve``), as a judge started on its own does.
+0.63 GB instead of 1.17 GB). Each judge gets its own learner template, forked by a process the factory
+forked before loading transformers (``template.TemplateMaker``: learners hold none of its code),
+and records its own activations (``worker.serve``).
 
 The factory runs no judge code and no learner code, and starts no threads, so forking it is safe
 and a judge gets nothing from another. A judge whose process ends (a timeout, a crash) is
@@ -195,7 +196,11 @@ JUDGE_PROGRAM = "bertlab.grading.worker"
 def _serve(sock: socket.socket) -> None:
     worker = importlib.import_module(JUDGE_PROGRAM)
 
+    from bertlab.grading.platforms.linux.template import ForkServer, TemplateMaker
+
     worker.load()
+    templates = TemplateMaker()  # before transformers is loaded here: learners must not hold it
+    worker.load_judge_side()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # judges are reaped by the system
     while True:
         message, fds, _, _ = socket.recv_fds(sock, 64, 3)
@@ -203,11 +208,13 @@ def _serve(sock: socket.socket) -> None:
             return  # the pool closed: no more judges
         sys.stderr.flush()  # nothing of the factory's own output may reach a judge's pipe
         grouped_r, grouped_w = os.pipe()
+        template, template_pid = templates.new_template()
         pid = os.fork()
         if pid == 0:
             code = 0
             try:
                 sock.close()
+                ForkServer.adopt(template, template_pid)
                 os.close(grouped_r)
                 os.setsid()  # its own process group: killing it takes its learner template too
                 os.close(grouped_w)
@@ -224,6 +231,7 @@ def _serve(sock: socket.socket) -> None:
             finally:
                 sys.stderr.flush()
                 os._exit(code)
+        template.close()  # the judge holds it: the template ends when that judge is gone
         for fd in (*fds, grouped_w):
             os.close(fd)
         os.read(grouped_r, 1)  # EOF once the judge leads its group: the pool may then kill the group

@@ -1,14 +1,21 @@
-"""Keep a learner's process from writing anywhere but its own working directory (Linux Landlock).
+"""Confine a learner's process (Linux Landlock): it writes only in its own working directory, and
+it cannot read transformers' model code.
 
 The learner's code runs as the same user as the grader, so without this it could rewrite the
 grader's own source, the course's notebooks or another run's results, and change a later
-verdict. Landlock lets an unprivileged process give up rights for itself and its children:
-after ``restrict_writes(folder)`` nothing in the process may create, change, rename or delete a
-file outside ``folder`` (and ``/dev``, for ``/dev/null``). Reading stays allowed: the learner's
-code imports torch and reads the pretrained weights.
+verdict; and it could run HF's BertLayer where the task is to write one, hiding the call from
+any watch in its own process. Landlock lets an unprivileged process give up rights for itself
+and every process it starts:
+
+- writes: nothing may be created, changed, renamed or deleted outside ``folder`` (and ``/dev``,
+  for ``/dev/null``);
+- reads: no file beneath the ``unreadable`` folders may be opened. Landlock only grants, so the
+  rest of the file system is granted by its parts: at each folder on the way from ``/`` down to
+  an unreadable one, every entry that is not on that way. Listing folders stays allowed (imports
+  list ``site-packages``), so a denied package is seen but cannot be imported.
 
 Kernels without Landlock (before 5.13, or with it disabled) leave the process as it was;
-``restrict_writes`` then returns False and the honest-grading page's known limits apply.
+``confine`` then returns False and the honest-grading page's known limits apply.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import ctypes
 import os
 import struct
 import tempfile
+from collections.abc import Iterator
 
 _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446  # syscall numbers, the same on every architecture
 _VERSION = 1
@@ -24,20 +32,22 @@ _PATH_BENEATH = 1
 _NO_NEW_PRIVS = 38
 _O_PATH = 0o10000000
 
+READ_FILE = 1 << 2
 WRITE_FILE, REMOVE_DIR, REMOVE_FILE = 1 << 1, 1 << 4, 1 << 5
 MAKE = sum(1 << bit for bit in range(6, 13))  # char, dir, reg, sock, fifo, block, sym
 REFER, TRUNCATE = 1 << 13, 1 << 14  # ABI 2 and 3
+_FILE_RIGHTS = READ_FILE | WRITE_FILE | TRUNCATE  # the rights a rule on a file (not a folder) may grant
 
 
 def _libc():
-    return ctypes.CDLL(None, use_errno=True)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc
 
 
 def abi() -> int:
     """The kernel's Landlock ABI version, 0 when it has none."""
-    libc = _libc()
-    libc.syscall.restype = ctypes.c_long
-    version = libc.syscall(_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_VERSION))
+    version = _libc().syscall(_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_VERSION))
     return max(0, version)
 
 
@@ -50,29 +60,59 @@ def _write_rights(version: int) -> int:
     return rights
 
 
-def restrict_writes(folder: str) -> bool:
-    """Allow this process (and what it starts) to write only beneath ``folder`` and ``/dev``."""
+def readable_around(unreadable: list[str]) -> Iterator[str]:
+    """Paths that together hold every file except those beneath ``unreadable`` (real paths)."""
+    denied = {os.path.realpath(p) for p in unreadable if os.path.isdir(p)}
+    on_the_way = {os.path.dirname(d) for d in denied}
+    for start in list(on_the_way):
+        folder = start
+        while folder != os.path.dirname(folder):
+            folder = os.path.dirname(folder)
+            on_the_way.add(folder)
+    if not denied:
+        yield "/"
+        return
+    for folder in sorted(on_the_way):
+        try:
+            entries = os.listdir(folder)
+        except OSError:
+            continue
+        for entry in entries:
+            path = os.path.join(folder, entry)
+            # A rule holds for the folder a link points to (``.venv/lib64`` -> ``lib``): a link to a
+            # folder on the way would grant it whole. Those are covered entry by entry already.
+            real = os.path.realpath(path)
+            if real not in on_the_way and not any(real == d or real.startswith(d + os.sep) for d in denied):
+                yield real
+
+
+def confine(folder: str, unreadable: list[str]) -> bool:
+    """Allow this process (and what it starts) to write only beneath ``folder`` and ``/dev``, and
+    to read anything but what lies beneath ``unreadable``. False when the kernel cannot."""
     version = abi()
     if version < 1:
         return False
     libc = _libc()
-    libc.syscall.restype = ctypes.c_long
-    rights = _write_rights(version)
-    attr = ctypes.create_string_buffer(struct.pack("<Q", rights))
+    writes = _write_rights(version)
+    attr = ctypes.create_string_buffer(struct.pack("<Q", writes | READ_FILE))
     ruleset = libc.syscall(_CREATE_RULESET, attr, ctypes.c_size_t(8), ctypes.c_uint32(0))
     if ruleset < 0:
         return False
+    rules = [(path, READ_FILE) for path in readable_around(unreadable)]
+    rules += [(folder, writes), ("/dev", writes)]  # reads there come from the rules above
     try:
-        for path in (folder, "/dev"):
-            fd = os.open(path, _O_PATH | os.O_CLOEXEC)
+        for path, wanted in rules:
             try:
+                fd = os.open(path, _O_PATH | os.O_CLOEXEC)
+            except OSError:  # a dangling link, a file gone meanwhile: nothing to read there
+                continue
+            try:
+                rights = wanted if os.path.isdir(f"/proc/self/fd/{fd}") else wanted & _FILE_RIGHTS
                 rule = ctypes.create_string_buffer(struct.pack("<Qi", rights, fd))
-                if (
-                    libc.syscall(
-                        _ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_PATH_BENEATH), rule, ctypes.c_uint32(0)
-                    )
-                    < 0
-                ):
+                added = libc.syscall(
+                    _ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_PATH_BENEATH), rule, ctypes.c_uint32(0)
+                )
+                if added < 0:
                     return False
             finally:
                 os.close(fd)

@@ -7,8 +7,10 @@ of one notebook reaches the next. The template only imports and loads the pretra
 (``learner.preload``): it never runs learner code, and starts no threads before it forks.
 
 A judge worker forks its template itself, right after its imports and ``preload`` (``worker.load``)
-and before it records the reference activations (``ForkServer.fork_here``): the template then
-costs no imports at all. Any other
+and before it loads transformers and records the reference activations (``ForkServer.fork_here``):
+the template then costs no imports at all, and holds no code of transformers. A judge forked by
+the judge factory, which has loaded transformers, gets a template from the factory's
+``TemplateMaker`` instead, forked before the factory loaded it. Any other
 judge (nbgrader's preprocessor, a test) starts one as ``python -m
 bertlab.grading.platforms.linux.template SOCKET_FD`` on first use.
 """
@@ -72,6 +74,21 @@ class ForkServer:
         return server
 
     @classmethod
+    def adopt(cls, sock: socket.socket, pid: int) -> None:
+        """Make the template ``TemplateMaker.new_template`` started this judge's (in a judge forked
+        by the factory, before ``prepare_learners``)."""
+        server = cls.__new__(cls)
+        server.proc, server.sock, server.replies = _Adopted(pid), sock, sock.makefile("r")
+        with cls._lock:
+            cls._instance, cls._owner_pid = server, os.getpid()
+
+    @classmethod
+    def here(cls) -> bool:
+        """Whether this process has a template already (adopted, or forked)."""
+        with cls._lock:
+            return cls._instance is not None and cls._owner_pid == os.getpid()
+
+    @classmethod
     def shared(cls) -> ForkServer:
         with cls._lock:
             if cls._instance is None or cls._owner_pid != os.getpid() or cls._instance.proc.poll() is not None:
@@ -100,6 +117,75 @@ class _Forked:
         except ChildProcessError:
             return -1
         return None if done == 0 else status
+
+
+class _Adopted:
+    """``poll()`` of a template that is not this process's child (``TemplateMaker``'s)."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+
+    def poll(self):
+        from bertlab.grading.platforms.linux import procstat
+
+        return None if procstat.running(self.pid) else -1
+
+
+class TemplateMaker:
+    """In the judge factory: a process forked before the factory loads transformers, which forks
+    one learner template per judge. The factory's judges then start in milliseconds with
+    transformers loaded, while their learner templates (and every learner process) hold none of
+    transformers' code: a learner's process can neither read it nor find it in memory."""
+
+    def __init__(self):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                ours.close()
+                _make_templates(theirs)
+            finally:
+                os._exit(0)
+        theirs.close()
+        self.sock, self.replies = ours, ours.makefile("r")
+
+    def new_template(self) -> tuple[socket.socket, int]:
+        """A new template's socket and pid (for one judge: it ends when that judge is gone)."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            socket.send_fds(self.sock, [b"template"], [theirs.fileno()])
+        finally:
+            theirs.close()
+        line = self.replies.readline()
+        if not line.strip().isdigit():
+            ours.close()
+            raise OSError("the learner template maker stopped")
+        return ours, int(line)
+
+
+def _make_templates(sock: socket.socket) -> None:
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # templates are reaped by the system
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(sock, 64, 1)
+        except OSError:
+            message = b""
+        if not message:  # the factory is gone; each template ends with its judge
+            return
+        pid = os.fork()
+        if pid == 0:
+            try:
+                sock.close()
+                os.setsid()  # as ``fork_here``'s template: its own session
+                devnull = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(devnull, fd)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                _serve(socket.socket(fileno=fds[0]))
+            finally:
+                os._exit(0)
+        os.close(fds[0])
+        sock.sendall(f"{pid}\n".encode())
 
 
 def _serve(sock: socket.socket) -> None:

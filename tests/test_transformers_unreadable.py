@@ -1,0 +1,201 @@
+"""A learner's process being graded cannot read transformers, nor find it in memory (Linux).
+
+Issue: code that hides its use of transformers' BertLayer from every watch in its own process
+(the watch switched off, the module imported late, the source read and run under another name)
+passed where only detection stood in the way. Where Landlock exists, the learner's process is
+denied reading transformers and sentence-transformers (``platforms/linux/landlock.py``), and
+builds on the course's own modules (``bertlab.bert``); its template is forked before any judge
+loads transformers. These learner solutions are written the way a learner would hide the call,
+independently of the checks, and each must lose the task it hides in.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from bertlab.grading.execute import run_notebook
+from bertlab.grading.platforms.linux import landlock
+from tests.conftest import solution_notebook
+
+needs_landlock = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or landlock.abi() < 1,
+    reason="this kernel has no Landlock: detection alone stands (the honest-grading page says so)",
+)
+
+CONFINED = """
+import json, os, sys
+from bertlab.grading.platforms.linux import landlock
+root, work = sys.argv[1], sys.argv[2]
+assert landlock.confine(work, [os.path.join(root, "lib", "pkg", "denied")])
+seen = {}
+for name in ["lib/pkg/denied/mod.py", "lib64/pkg/denied/mod.py", "lib/pkg/ok.py", "lib/other.txt"]:
+    try:
+        with open(os.path.join(root, name)) as f:
+            seen[name] = f.read()
+    except PermissionError:
+        seen[name] = "refused"
+seen["listed"] = os.listdir(os.path.join(root, "lib", "pkg", "denied"))
+for name, folder in [("write inside", work), ("write outside", root)]:
+    try:
+        with open(os.path.join(folder, "new.txt"), "w") as f:
+            f.write("x")
+        seen[name] = "written"
+    except PermissionError:
+        seen[name] = "refused"
+print(json.dumps(seen))
+"""
+
+
+@needs_landlock
+def test_confine_denies_reads_beneath_a_folder_however_it_is_reached(tmp_path):
+    """Landlock only grants: the rest of the tree is granted piece by piece, and a link to a folder
+    on the way (as a venv's ``lib64 -> lib``) must not grant that folder whole."""
+    root, work = tmp_path / "root", tmp_path / "work"
+    (root / "lib" / "pkg" / "denied").mkdir(parents=True)
+    (root / "lib" / "pkg" / "denied" / "mod.py").write_text("secret")
+    (root / "lib" / "pkg" / "ok.py").write_text("ok")
+    (root / "lib" / "other.txt").write_text("other")
+    (root / "lib64").symlink_to("lib")
+    work.mkdir()
+    out = subprocess.run(
+        [sys.executable, "-c", CONFINED, str(root), str(work)], capture_output=True, text=True, check=True
+    )
+    seen = json.loads(out.stdout)
+    assert seen["lib/pkg/denied/mod.py"] == "refused"
+    assert seen["lib64/pkg/denied/mod.py"] == "refused"
+    assert seen["lib/pkg/ok.py"] == "ok" and seen["lib/other.txt"] == "other"
+    assert seen["listed"] == ["mod.py"]  # listing stays allowed: imports list folders
+    assert seen["write inside"] == "written" and seen["write outside"] == "refused"
+
+
+# Two ways a learner could hide a call of transformers' BertIntermediate in Task 5.1, written as a
+# learner would: each switches off any profile hook first (spelled so the static scan misses it),
+# so no watch in the process sees the call.
+LATE_IMPORT = """
+class BertIntermediate(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.intermediate_act_fn = nn.GELU()
+
+    def forward(self, hidden_states):
+        import importlib, sys
+        getattr(sys, "setpro" + "file")(None)
+        hf = importlib.import_module("transformers.models.bert." + "modeling_bert")
+        twin = hf.BertIntermediate.__new__(hf.BertIntermediate)
+        twin.__dict__.update(self.__dict__)
+        return hf.BertIntermediate.forward(twin, hidden_states)
+"""
+
+SOURCE_UNDER_ANOTHER_NAME = """
+import importlib.util, os, sys
+_folder = importlib.util.find_spec("trans" + "formers").submodule_search_locations[0]
+_source = open(os.path.join(_folder, "models", "bert", "modeling_bert.py")).read()
+
+
+class BertIntermediate(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.intermediate_act_fn = nn.GELU()
+
+    def forward(self, hidden_states):
+        getattr(sys, "setpro" + "file")(None)
+        hf = {"__name__": "my_layers"}
+        exec(compile(_source, "my_layers.py", "exec"), hf)
+        return hf["BertIntermediate"].forward(self, hidden_states)
+"""
+
+MEMORY_PROBE = """
+import gc, json, sys
+_theirs = ("transformers", "sentence_transformers")
+_held = sorted(name for name in sys.modules if name.split(".")[0] in _theirs)
+_homes = {getattr(o, "__module__", None) for o in gc.get_objects() if isinstance(o, type)}  # every class alive
+_objects = sorted(h for h in _homes if isinstance(h, str) and h.split(".")[0] in _theirs)
+json.dump({"modules": _held, "objects": _objects}, open("memory.json", "w"))
+"""
+
+
+def _feed_forward_with(source: str, probe: bool = False):
+    nb = nbformat.read(solution_notebook("05-feed-forward"), as_version=4)
+    index, cell = next(
+        (i, c) for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "bert-intermediate"
+    )
+    cell.source = source
+    if probe:
+        nb.cells.insert(index, nbformat.v4.new_code_cell(MEMORY_PROBE))
+    return nb
+
+
+def _verdicts(nb, cwd) -> dict:
+    result = run_notebook(nb, timeout=300, cwd=str(cwd))
+    return {c.name: c for c in result.checks}
+
+
+@needs_landlock
+@pytest.mark.slow
+@pytest.mark.parametrize("source", [LATE_IMPORT, SOURCE_UNDER_ANOTHER_NAME], ids=["late-import", "source-as-text"])
+def test_hidden_use_of_transformers_cannot_run(source, tmp_path):
+    verdicts = _verdicts(_feed_forward_with(source, probe=True), tmp_path)
+    intermediate = [c for grade_id, c in verdicts.items() if grade_id.startswith("test-5-1")]
+    output = [c for grade_id, c in verdicts.items() if grade_id.startswith("test-5-2")]
+    assert intermediate and not any(c.passed for c in intermediate), [c.message for c in intermediate]
+    assert any("transformers" in c.message for c in intermediate), [c.message for c in intermediate]
+    assert output and all(c.passed for c in output), [c.message for c in output]
+    memory = json.loads((tmp_path / "memory.json").read_text())
+    assert memory == {"modules": [], "objects": []}, "transformers is in the learner's memory"
+
+
+def test_the_course_reference_modules_are_refused_as_the_task(capsys):
+    """What the learner's process is given instead of transformers is refused the same way."""
+    from bertlab import bert
+    from bertlab.checks import CheckFailed, check
+
+    with pytest.raises(CheckFailed, match=r"course's reference BertIntermediate"):
+        check("5.1", bert.BertIntermediate)
+
+    class Wrapped(bert.BertIntermediate.__mro__[1]):  # nn.Module, calling the course's forward
+        def __init__(self, config):
+            super().__init__()
+            self.inner = bert.BertIntermediate(config)
+
+        def forward(self, hidden_states):
+            return self.inner(hidden_states)
+
+    with pytest.raises(CheckFailed, match=r"course's reference"):
+        check("5.1", Wrapped)
+
+
+def test_learner_process_parts_are_the_course_modules():
+    """What crosses to a learner's process in place of transformers' objects: the course's class
+    of the same name, holding the very same tensors, with the grader's marks."""
+    import torch
+
+    from bertlab import bert, reference
+    from bertlab.checks.harness import GIVEN, given
+    from bertlab.grading import wire
+
+    hf = reference.load_model()
+    layer = given(hf.encoder.layer[0])
+    try:
+        sent = wire.SentTensors()
+        payload = wire.dump_request(("x", layer, hf.config), {}, None, sent)
+        received = wire.load_request(payload, {}, None, {})[1:]
+    finally:
+        for part in layer.modules():
+            part.__dict__.pop(GIVEN, None)
+    course_layer, config = received
+    assert type(course_layer) is bert.BertLayer and type(config) is bert.BertConfig
+    assert type(course_layer.intermediate.intermediate_act_fn).__module__.startswith("bertlab.bert")
+    assert all(getattr(part, GIVEN, False) for part in course_layer.modules())
+    assert config.hidden_size == hf.config.hidden_size
+    assert b"transformers.models" not in payload and b"transformers.activations" not in payload
+
+    x = torch.randn(2, 5, hf.config.hidden_size)
+    with torch.no_grad():
+        assert torch.equal(course_layer(x), layer(x))
