@@ -15,13 +15,17 @@ The expected verdicts say what a good grader must say, not what the grader says 
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
+
+from bertlab.grading.platforms.linux import landlock
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -311,12 +315,19 @@ def _literal_heads():
 
 
 HF_SELF_OUTPUT = "from transformers.models.bert.modeling_bert import BertSelfOutput as HFBertSelfOutput\n\n\n"
+# Where a graded notebook cannot read transformers (Linux with Landlock), the cell importing it
+# fails, its BertSelfOutput is never defined, and Task 4.2, whose BertAttention builds one, fails
+# with it. Elsewhere the import works, the shortcut is refused in 4.1 alone and 4.2 keeps its 5.
+TRANSFORMERS_UNREADABLE = (
+    sys.platform.startswith("linux") and os.environ.get("BERTLAB_PORTABLE") != "1" and landlock.abi() >= 1
+)
+SCORE_WITH_HF_IMPORT = 0 if TRANSFORMERS_UNREADABLE else 5
 
 
 @case(
     "subclass-hf-self-output",
     ADD_NORM,
-    scores=5,
+    scores=SCORE_WITH_HF_IMPORT,
     status="failed",
     message=r"(?i)transformers|yourself|shortcut",
     must_fail=grade_ids(ADD_NORM, "test-4-1"),
@@ -324,7 +335,7 @@ HF_SELF_OUTPUT = "from transformers.models.bert.modeling_bert import BertSelfOut
 def _subclass_hf_self_output():
     """Task 4.1 as a subclass of transformers' own BertSelfOutput: the task is to write it, so 4.1
     gets nothing. Task 4.2 is the learner's own BertAttention, judged with HF's parts in place of
-    theirs, so it keeps its 5: 5/10."""
+    theirs, so it keeps its 5: 5/10, where the import works (``SCORE_WITH_HF_IMPORT``)."""
     nb = right(ADD_NORM)
     cell(nb, "bert-self-output").source = HF_SELF_OUTPUT + (
         "class BertSelfOutput(HFBertSelfOutput):\n"
@@ -336,7 +347,7 @@ def _subclass_hf_self_output():
 @case(
     "wrap-hf-self-output",
     ADD_NORM,
-    scores=5,
+    scores=SCORE_WITH_HF_IMPORT,
     status="failed",
     message=r"(?i)transformers|yourself|shortcut",
     must_fail=grade_ids(ADD_NORM, "test-4-1"),
@@ -344,7 +355,8 @@ def _subclass_hf_self_output():
 def _wrap_hf_self_output():
     """Task 4.1 with the learner's own attributes, but a forward that calls transformers'
     BertSelfOutput.forward on them: a wrapper is the same shortcut as a subclass. 4.1 gets
-    nothing, 4.2 (judged with HF's parts) keeps its 5: 5/10."""
+    nothing, 4.2 (judged with HF's parts) keeps its 5: 5/10, where the import works
+    (``SCORE_WITH_HF_IMPORT``)."""
     nb = right(ADD_NORM)
     replace(
         nb, "bert-self-output", "class BertSelfOutput(nn.Module):", HF_SELF_OUTPUT + "class BertSelfOutput(nn.Module):"
@@ -356,6 +368,71 @@ def _wrap_hf_self_output():
         "hidden_states = HFBertSelfOutput.forward(self, hidden_states, input_tensor)",
     )
     return nb
+
+
+# Hidden uses of transformers' BertIntermediate in Task 5.1: the profile hook is switched off first
+# (spelled so the static scan misses it), so nothing in the learner's process sees the call. Only
+# a process that cannot read transformers stops them; elsewhere they are a known limit (the
+# honest-grading page), so they are cases only where reads are confined.
+SWITCH_OFF_WATCH = 'getattr(sys, "setpro" + "file")(None)'
+HIDDEN_HF_LATE_IMPORT = (
+    "import importlib, sys\n"
+    f"        {SWITCH_OFF_WATCH}\n"
+    '        hf = importlib.import_module("transformers.models." + "bert.modeling_bert")\n'
+    "        return hf.BertIntermediate.forward(self, hidden_states)"
+)
+HIDDEN_HF_BY_PATH = (
+    "import importlib.util, sys\n"
+    f"        {SWITCH_OFF_WATCH}\n"
+    '        folder = importlib.util.find_spec("trans" + "formers").submodule_search_locations[0]\n'
+    '        spec = importlib.util.spec_from_file_location("mine", folder + "/models/bert/modeling_bert.py")\n'
+    "        hf = importlib.util.module_from_spec(spec)\n"
+    "        spec.loader.exec_module(hf)\n"
+    "        return hf.BertIntermediate.forward(self, hidden_states)"
+)
+HIDDEN_SCORE = max_points(FFN) - sum(
+    float(c.metadata["nbgrader"].get("points", 0))
+    for c in _read("solutions", FFN).cells
+    if (_grade_id(c) or "").startswith("test-5-1")
+)
+
+
+def _hidden_hf_intermediate(body: str) -> nbformat.NotebookNode:
+    return replace(
+        right(FFN),
+        "bert-intermediate",
+        "hidden_states = self.dense(hidden_states)  # (B, T, I)\n        " + INTERMEDIATE_RETURN,
+        body,
+    )
+
+
+if TRANSFORMERS_UNREADABLE:
+
+    @case(
+        "hidden-hf-late-import",
+        FFN,
+        scores=HIDDEN_SCORE,
+        status="failed",
+        message=r"transformers",
+        must_fail=grade_ids(FFN, "test-5-1"),
+    )
+    def _hidden_hf_late_import():
+        """Task 5.1's forward imports transformers' module late, by a name built at run time, with
+        the watch switched off: the import is refused, so 5.1 gets nothing and 5.2 keeps its points."""
+        return _hidden_hf_intermediate(HIDDEN_HF_LATE_IMPORT)
+
+    @case(
+        "hidden-hf-loaded-by-path",
+        FFN,
+        scores=HIDDEN_SCORE,
+        status="failed",
+        message=r"transformers",
+        must_fail=grade_ids(FFN, "test-5-1"),
+    )
+    def _hidden_hf_loaded_by_path():
+        """Task 5.1's forward loads modeling_bert.py by its file path under another module name, with
+        the watch switched off: reading the file is refused, so 5.1 gets nothing."""
+        return _hidden_hf_intermediate(HIDDEN_HF_BY_PATH)
 
 
 @case("tamper-rebind-check", FFN, scores=0, status="failed", message=TAMPER)

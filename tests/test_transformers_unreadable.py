@@ -199,3 +199,35 @@ def test_learner_process_parts_are_the_course_modules():
     x = torch.randn(2, 5, hf.config.hidden_size)
     with torch.no_grad():
         assert torch.equal(course_layer(x), layer(x))
+
+
+# Placed after the class cell: the learner's class exists only while the process holds nothing of
+# transformers, so a verdict of the judge itself says whether it does.
+FORGET_CLASS_IF_HELD = MEMORY_PROBE.replace(
+    'json.dump({"modules": _held, "objects": _objects}, open("memory.json", "w"))',
+    "if _held or _objects:\n    del BertIntermediate",
+)
+
+
+@needs_landlock
+@pytest.mark.slow
+def test_the_judge_factorys_learners_hold_no_transformers(tmp_path):
+    """The judge factory loads transformers for its judges; the learner template each judge uses is
+    forked from a process that never did (``template.TemplateMaker``)."""
+    from bertlab.grading import runner
+    from bertlab.grading.pool import Limits, WorkerPool, worker_env
+
+    nb = nbformat.read(solution_notebook("05-feed-forward"), as_version=4)
+    index = next(
+        i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "bert-intermediate"
+    )
+    nb.cells.insert(index + 1, nbformat.v4.new_code_cell(FORGET_CLASS_IF_HELD))
+    path = tmp_path / "05-feed-forward.ipynb"
+    nbformat.write(nb, path)
+    pool = WorkerPool(worker_env(1))
+    try:
+        result = runner.grade_task("05-feed-forward", [path], Limits(timeout=300), pool)
+        assert pool.factory is not None and pool.factory.alive, "graded without the judge factory"
+    finally:
+        pool.close()
+    assert result.status == "passed", [c.message for c in result.checks if not c.passed]

@@ -19,9 +19,9 @@ import functools
 import re
 
 import torch
-from transformers.models.bert.modeling_bert import BertEncoder as _HFBertEncoder
 
 from bertlab import corpus, diagnose, reference
+from bertlab.checks import encoder_contract
 from bertlab.checks.compare import allclose
 from bertlab.checks.embeddings import NON_PERSISTENT
 from bertlab.checks.framework import BuiltOnParts, CheckFailed, ModuleTask, _describe
@@ -225,20 +225,17 @@ def sentence_transformer_embeddings(path) -> torch.Tensor:
     return model.encode(list(corpus.SENTENCES), convert_to_tensor=True).float()
 
 
-class CourseEncoder(_HFBertEncoder):
-    """HF's BertEncoder under the course's contract, ``(last_hidden_state, hidden_states)``: what
-    Task 6.4 puts in the learner's BertModel in place of their encoder."""
+@functools.cache
+def course_encoder() -> type:
+    """HF's BertEncoder under the course's contract (``encoder_contract``): what Task 6.4 puts in
+    the learner's BertModel in place of their encoder; the course's own in a learner's process."""
+    from transformers.models.bert.modeling_bert import BertEncoder
 
-    def forward(self, hidden_states, attention_mask=None, **kwargs):
-        """(B, T, H) and an additive mask -> (B, T, H) and num_hidden_layers + 1 tensors (B, T, H)."""
-        states = [hidden_states]
-        hooks = [block.register_forward_hook(lambda m, args, out: states.append(out)) for block in self.layer]
-        try:
-            last = super().forward(hidden_states, attention_mask).last_hidden_state
-        finally:
-            for hook in hooks:
-                hook.remove()
-        return last, tuple(states)
+    return type(
+        "CourseEncoder",
+        (encoder_contract.TupleOutputs, BertEncoder),
+        {"__module__": __name__, "__doc__": course_encoder.__doc__, "learner_side": encoder_contract.CourseEncoder},
+    )
 
 
 # Where each key of BertModel's state_dict is written, deepest part first: a wrong name in the
@@ -312,7 +309,7 @@ class BertModelTask(BuiltOnParts, _HiddenStates, ModuleTask):
     def part_reference(self, ctx, attr):
         module = super().part_reference(ctx, attr)
         if attr == "encoder":  # HF's encoder returns a ModelOutput; the course's returns a tuple
-            module.__class__ = CourseEncoder
+            module.__class__ = course_encoder()
         return module
 
     random_trials = 3

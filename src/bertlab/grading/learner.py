@@ -165,6 +165,10 @@ class Server:
                 request = load_request(read_frame(self.request_fd), self.objects, _fresh_pretrained, self.tensors)
             except ChannelClosed:
                 return
+            except Exception as err:  # noqa: BLE001  (the grader's own request, unreadable here: not the learner's doing)
+                text = f"the grader's request could not be read in the notebook's process: {type(err).__name__}: {err}"
+                write_frame(self.answer_fd, dump_answer(("raise", "RuntimeError", text[:2000])))
+                continue
             try:
                 answer = self.handle(request)
             except (Exception, SystemExit) as err:  # noqa: BLE001  (an answer that cannot be encoded, say: the judge reports it)
