@@ -27,5 +27,5 @@ class TupleOutputs:
         return last, tuple(states)
 
 
-class CourseEncoder(TupleOutputs, bert.BertEncoder):  # type: ignore[misc]  (the contract differs on purpose)
+class CourseEncoder(TupleOutputs, bert.BertEncoder):  # type: ignore[misc]  # the contract differs on purpose
     """The course's BertEncoder under the contract: what a learner's process is given."""
