@@ -201,6 +201,23 @@ def test_learner_process_parts_are_the_course_modules():
         assert torch.equal(course_layer(x), layer(x))
 
 
+def test_a_whole_model_crosses_as_the_course_model():
+    """Task 7's checks hand the learner's functions a whole BertModel (random weights, say)."""
+    import torch
+
+    from bertlab import bert, corpus, reference
+    from bertlab.grading import wire
+
+    hf = reference.load_model()
+    (course,) = wire.load_request(wire.dump_request((hf,), {}, None, wire.SentTensors()), {}, None, {})
+    assert type(course) is bert.BertModel
+    batch = dict(corpus.batch(reference.load_tokenizer()))
+    with torch.no_grad():
+        got, want = course(**batch, output_attentions=True), hf(**batch, output_attentions=True)
+    assert torch.equal(got.last_hidden_state, want.last_hidden_state)
+    assert all(torch.equal(g, w) for g, w in zip(got.attentions, want.attentions, strict=True))
+
+
 # Placed after the class cell: the learner's class exists only while the process holds nothing of
 # transformers, so a verdict of the judge itself says whether it does.
 FORGET_CLASS_IF_HELD = MEMORY_PROBE.replace(

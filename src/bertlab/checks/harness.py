@@ -212,8 +212,13 @@ class _ShortcutWatch:
             name = frame.f_code.co_filename
             whose = reference_code(name)
             if whose:
-                if _is_given(frame.f_locals.get("self")):
-                    self.inside_given = frame  # a part put there by the grader: its calls are allowed
+                code = frame.f_code
+                # The object a method or a module hook is called on: its first argument.
+                owner = frame.f_locals.get(code.co_varnames[0]) if code.co_argcount else None
+                if code.co_argcount and code.co_varnames[0] == "self" and not isinstance(owner, nn.Module):
+                    return  # a config's or an output's accessor (``config.hidden_size``): data, not computation
+                if _is_given(owner):
+                    self.inside_given = frame  # a part put there by the grader (or its hook): its calls are allowed
                     return
                 where = os.path.basename(name)
                 self.found = f"your code calls {whose} {frame.f_code.co_name} ({where})"

@@ -24,7 +24,6 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 import torch
-from transformers import BertModel
 
 from bertlab.experiments.lesions import LayerEdit, run
 
@@ -109,7 +108,7 @@ def curves(model, batch: Mapping[str, torch.Tensor], norm: str = "fro") -> dict[
     return {name: residuals(model, batch, name, norm).mean(1) for name in VARIANTS}
 
 
-def random_model(config, seed: int = 0) -> BertModel:
+def random_model(config, seed: int = 0):
     """A ``BertModel`` with ``config`` and freshly initialised weights, in eval mode.
 
     Weights are drawn the way Hugging Face initialises BERT (normal with std
@@ -124,6 +123,8 @@ def random_model(config, seed: int = 0) -> BertModel:
     Returns:
         The model, eval mode, eager attention.
     """
+    from transformers import BertModel  # here: Task 7's checks import this module where transformers is unreadable
+
     config = copy.deepcopy(config)
     config._attn_implementation = "eager"
     with torch.random.fork_rng(devices=[]):
