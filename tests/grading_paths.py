@@ -54,3 +54,19 @@ def gone_within(name: str, value: str, seconds: float) -> list[str]:
             left.append(" ".join(proc.cmdline()))
             proc.kill()
     return left
+
+
+def judge_of(learner: psutil.Process, client: psutil.Process | int, path: str) -> psutil.Process:
+    """The judge grading the notebook ``learner`` runs, for a command ``client`` with one judge.
+
+    On the portable path the judge is the learner's parent. On Linux the learner's parent is its
+    template, whose parent is the judge factory's template maker (forked before the factory loaded
+    transformers); the judge is the factory's other child."""
+    client_pid = client if isinstance(client, int) else client.pid
+    if path == "portable":
+        return learner.parent()
+    maker = learner.parent().parent()
+    factory = maker.parent()
+    assert factory.parent().pid == client_pid, "the learner is not below the command's judge factory"
+    (judge,) = [p for p in factory.children() if p.pid != maker.pid and p.status() != psutil.STATUS_ZOMBIE]
+    return judge

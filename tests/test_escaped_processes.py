@@ -20,7 +20,7 @@ import nbformat
 import pytest
 
 from tests.conftest import ROOT
-from tests.grading_paths import gone_within, path_env, processes_with
+from tests.grading_paths import gone_within, judge_of, path_env, processes_with
 
 pytestmark = pytest.mark.slow
 TASK = "05-feed-forward"
@@ -85,14 +85,8 @@ def test_a_detached_child_is_ended_when_its_judge_is_killed(tmp_path):
             time.sleep(0.2)
             looping = [p for p in processes_with(MARKER, marker) if p.name() == "sleep"]
         assert looping, "the detached child never started"
-        judge = next(
-            p
-            for p in processes_with(MARKER, marker)
-            if p.pid != client.pid
-            and any(q.pid == client.pid for q in p.parents()[:2])
-            and p.parent().pid != client.pid
-        )
-        judge.kill()  # the judge, forked by the factory (a child of the command)
+        learner = looping[0].parent()  # `sleep` left the learner's session, not its parent, which loops
+        judge_of(learner, client.pid, "linux").kill()  # the judge, forked by the factory (a child of the command)
         client.communicate(timeout=120)
     finally:
         client.kill()

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.grading_paths import PATHS, gone_within, path_env, processes_with
+from tests.grading_paths import PATHS, gone_within, judge_of, path_env, processes_with
 from tests.submissions import CASES, build_course
 from tests.test_bad_submissions import OPTIONS, describe, problems_with
 
@@ -244,10 +244,7 @@ def test_a_judge_killed_mid_notebook_costs_that_notebook_only_and_leaves_no_proc
             time.sleep(0.2)
             looping = [p for p in processes_with(MARKER, marker) if Path(p.cwd()).name == "work"]
         assert looping, "the looping notebook never started"
-        # Up from the looping process to the command: Linux has the learner template between the
-        # learner and its judge and the judge factory above it; the portable path has neither.
-        chain = [p for p in looping[0].parents() if p.pid != client.pid and client.pid in {q.pid for q in p.parents()}]
-        judge = chain[0] if path == "portable" else chain[1]
+        judge = judge_of(looping[0], client.pid, path)
         assert "bertlab.grading" in " ".join(judge.cmdline()), judge.cmdline()
         judge.kill()
         out, _err = client.communicate(timeout=120)

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from bertlab import reference
+from bertlab import model_files, reference
 
 
 def test_bundled_model_loads_offline_in_eval_mode():
@@ -28,7 +28,7 @@ def test_corrupt_bundled_weights_are_refused(tmp_path, monkeypatch):
     data = bytearray(weights.read_bytes())
     data[-1] ^= 0xFF
     weights.write_bytes(bytes(data))
-    monkeypatch.setattr(reference, "bundled_model_dir", lambda: copy)
+    monkeypatch.setattr(model_files, "bundled_model_dir", lambda: copy)  # where validate() looks it up
     with pytest.raises(reference.ReferenceError, match=r"corrupt.*\n.*force-reinstall"):
         reference.validate(copy)
 
