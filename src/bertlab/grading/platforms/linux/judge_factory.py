@@ -214,6 +214,7 @@ def _serve(sock: socket.socket) -> None:
             code = 0
             try:
                 sock.close()
+                templates.close()  # the maker's channel is the factory's: its end must follow the factory's
                 ForkServer.adopt(template, template_pid)
                 os.close(grouped_r)
                 os.setsid()  # its own process group: killing it takes its learner template too

@@ -149,6 +149,11 @@ class TemplateMaker:
         theirs.close()
         self.sock, self.replies = ours, ours.makefile("r")
 
+    def close(self) -> None:
+        """This process's end of the channel (a forked judge drops the copy it inherited)."""
+        self.replies.close()
+        self.sock.close()
+
     def new_template(self) -> tuple[socket.socket, int]:
         """A new template's socket and pid (for one judge: it ends when that judge is gone)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
