@@ -248,3 +248,34 @@ def test_the_judge_factorys_learners_hold_no_transformers(tmp_path):
     finally:
         pool.close()
     assert result.status == "passed", [c.message for c in result.checks if not c.passed]
+
+
+@pytest.mark.parametrize("dressed", ["namespace", "config"])
+def test_a_reference_forward_run_on_a_stand_in_for_self_is_refused(dressed):
+    """Reading a config is data, not a call into transformers' modules; a module's forward run with
+    a non-module as ``self`` (a namespace, or a config given the module's attributes) is the module."""
+    import copy
+    import types
+
+    from torch import nn
+    from transformers.models.bert import modeling_bert
+
+    from bertlab.checks import CheckFailed, check
+
+    class BertIntermediate(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+            self.intermediate_act_fn = nn.GELU()
+            self.config = config
+
+        def forward(self, hidden_states):
+            if dressed == "namespace":
+                twin = types.SimpleNamespace(dense=self.dense, intermediate_act_fn=self.intermediate_act_fn)
+            else:  # a copy of the config it was given (the grader's own must stay as it is)
+                twin = copy.copy(self.config)
+                twin.dense, twin.intermediate_act_fn = self.dense, self.intermediate_act_fn
+            return modeling_bert.BertIntermediate.forward(twin, hidden_states)
+
+    with pytest.raises(CheckFailed, match=r"calls transformers' forward \(modeling_bert\.py\)"):
+        check("5.1", BertIntermediate)

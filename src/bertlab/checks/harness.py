@@ -196,6 +196,23 @@ def module_shortcut(obj) -> str:
     return ""
 
 
+# Files of reference code that hold data, not modules: configs, outputs, tokenizers.
+_DATA_FILES = ("config.py", "outputs.py", "tokenizer.py")
+
+
+def _data_method(owner, code) -> bool:
+    """Whether ``code`` is a data object's method (a config's, an output's) called on one: a
+    reference object that is not a module, in a file that holds no module's computation. A
+    module's forward run on a config dressed up with a module's attributes is not one."""
+    if owner is None or isinstance(owner, nn.Module) or not reference_package(type(owner).__module__):
+        return False
+    name = os.path.basename(code.co_filename)
+    in_course = f"{os.sep}bertlab{os.sep}bert{os.sep}" in code.co_filename
+    return name not in ("activations.py", "pytorch_utils.py") and (
+        name in _DATA_FILES if in_course else not name.startswith("modeling_")
+    )
+
+
 class _ShortcutWatch:
     """Notes the first call into reference code (``reference_code``) while learner code runs."""
 
@@ -215,10 +232,9 @@ class _ShortcutWatch:
                 code = frame.f_code
                 # The object a method or a module hook is called on: its first argument.
                 owner = frame.f_locals.get(code.co_varnames[0]) if code.co_argcount else None
-                data = code.co_argcount and code.co_varnames[0] == "self" and not isinstance(owner, nn.Module)
-                # A config's or an output's method (``config.hidden_size``) is data, not computation; a
-                # part put there by the grader (or its hook) is the grader's: what they call is allowed.
-                if data or _is_given(owner):
+                # A config's or an output's own method (``config.hidden_size``) is data, not computation;
+                # a part put there by the grader (or its hook) is the grader's: what they call is allowed.
+                if _data_method(owner, code) or _is_given(owner):
                     self.inside_allowed = frame
                     return
                 where = os.path.basename(name)

@@ -6,7 +6,7 @@ parts of a composite task, the other config). The learner's process cannot read 
 ``bertlab.bert``: the same class name, the same attributes, and the very same tensors (the state
 is moved over as it is, so weights cross once and a grader's mark such as ``harness.given``
 goes with them). ``bertlab.bert`` equals transformers' modules output for output, which
-``tests/test_course_bert.py`` asserts; ``tests/test_course_parts.py`` asserts it for what crosses.
+``tests/test_course_bert.py`` asserts; ``tests/test_transformers_unreadable.py`` asserts it for what crosses.
 """
 
 from __future__ import annotations
