@@ -279,3 +279,34 @@ def test_a_reference_forward_run_on_a_stand_in_for_self_is_refused(dressed):
 
     with pytest.raises(CheckFailed, match=r"calls transformers' forward \(modeling_bert\.py\)"):
         check("5.1", BertIntermediate)
+
+
+@pytest.mark.parametrize("marked", [True, False], ids=["given", "taken"])
+def test_a_given_parts_recording_hook_is_the_parts(marked):
+    """The course's parts record hidden states and attentions with hook objects; such a hook, run
+    by torch right after a given part's forward, is the grader's part, not the learner's call."""
+    import torch
+    from torch import nn
+
+    from bertlab import bert
+    from bertlab.bert import recording
+    from bertlab.checks.harness import given, invoke
+
+    config = bert.load_config()
+    attention = bert.BertAttention(config).eval()
+    recording.install_hooks(attention, {"attentions": bert.BertSelfAttention})
+    assert attention.self._forward_hooks, "the recording hook is not where this test needs it"
+    if marked:
+        given(attention)
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attention = attention
+
+        def forward(self, hidden_states):  # the part's children one by one, as most layers do
+            context = self.attention.self(hidden_states)[0]
+            return self.attention.output(context, hidden_states)
+
+    outcome = invoke(Layer(), (torch.randn(1, 3, config.hidden_size),), forbid_shortcuts=True)
+    assert outcome.kind == ("ok" if marked else "shortcut"), outcome

@@ -230,11 +230,13 @@ class _ShortcutWatch:
             whose = reference_code(name)
             if whose:
                 code = frame.f_code
-                # The object a method or a module hook is called on: its first argument.
-                owner = frame.f_locals.get(code.co_varnames[0]) if code.co_argcount else None
+                # The object a method is called on, and the module a hook is called for (a hook
+                # function's first argument, a hook object's second).
+                first_two = [frame.f_locals.get(n) for n in code.co_varnames[: min(2, code.co_argcount)]]
+                owner = first_two[0] if first_two else None
                 # A config's or an output's own method (``config.hidden_size``) is data, not computation;
                 # a part put there by the grader (or its hook) is the grader's: what they call is allowed.
-                if _data_method(owner, code) or _is_given(owner):
+                if _data_method(owner, code) or any(_is_given(o) for o in first_two):
                     self.inside_allowed = frame
                     return
                 where = os.path.basename(name)
