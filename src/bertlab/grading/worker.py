@@ -57,7 +57,7 @@ def load() -> None:
 
 def load_judge_side() -> None:
     """What only a judge uses: the checks and transformers' BERT, which they compare with. Loaded
-    once the learner template is forked (``serve``), or in the factory once its learner factory is."""
+    once the learner template is forked (``serve``), or in the factory once its template maker is."""
     try:
         from bertlab import checks, reference
 
