@@ -57,13 +57,7 @@ class ForkServer:
         if pid == 0:
             try:
                 ours.close()
-                # A session of its own: a judge killed with its process group leaves the template
-                # alive for the moment it takes to see the judge gone and end what it adopted.
-                os.setsid()
-                devnull = os.open(os.devnull, os.O_RDWR)
-                for fd in (0, 1, 2):  # the judge's pipes must see EOF when the judge itself dies
-                    os.dup2(devnull, fd)
-                _serve(theirs)
+                _serve_detached(theirs)
             finally:
                 os._exit(0)
         theirs.close()
@@ -181,16 +175,23 @@ def _make_templates(sock: socket.socket) -> None:
         if pid == 0:
             try:
                 sock.close()
-                os.setsid()  # as ``fork_here``'s template: its own session
-                devnull = os.open(os.devnull, os.O_RDWR)
-                for fd in (0, 1, 2):
-                    os.dup2(devnull, fd)
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                _serve(socket.socket(fileno=fds[0]))
+                _serve_detached(socket.socket(fileno=fds[0]))
             finally:
                 os._exit(0)
         os.close(fds[0])
         sock.sendall(f"{pid}\n".encode())
+
+
+def _serve_detached(sock: socket.socket) -> None:
+    """``_serve`` in a forked template, detached from the process that forked it."""
+    # A session of its own: a judge killed with its process group leaves the template alive for
+    # the moment it takes to see the judge gone and end what it adopted.
+    os.setsid()
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # the judge's pipes must see EOF when the judge itself dies
+        os.dup2(devnull, fd)
+    _serve(sock)
 
 
 def _serve(sock: socket.socket) -> None:
