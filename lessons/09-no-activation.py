@@ -191,16 +191,17 @@ relu_wo, relu_skip = everywhere["ReLU after W_O"], everywhere["ReLU on the skips
 print(f"every layer: ReLU after W_O keeps mean cosine {relu_wo.mean_cosine:.3f}, "
       f"ReLU on the skips {relu_skip.mean_cosine:.3f}")
 cos = {name: torch.tensor([e.mean_cosine for e in effects]) for name, effects in per_layer.items()}  # (L,) each
-skip_margin = (cos["ReLU on the skips"] - cos["ReLU after W_O"]).max()  # < 0: the skips' ReLU worse in every layer
-block_margin = (cos["attention block removed"] - cos["ReLU after W_O"]).max()  # < 0: W_O's ReLU milder everywhere
-print(f"ReLU on the skips is the more damaging edit in every single layer: {bool(skip_margin < 0)}")
+damage = {name: 1 - c for name, c in cos.items()}  # (L,) each: 1 - mean cosine, how far an edit moves the outputs
+skip_margin = (damage["ReLU on the skips"] / damage["ReLU after W_O"]).min()  # > 1: the skips' ReLU worse in every layer
+block_margin = (damage["attention block removed"] / damage["ReLU after W_O"]).min()  # > 1: W_O's ReLU milder everywhere
+print(f"ReLU on the skips is the more damaging edit in every single layer: {bool(skip_margin > 1)}")
 print(f"ReLU after W_O in one layer costs less than removing that layer's attention block, in every layer: "
-      f"{bool(block_margin < 0)}")
+      f"{bool(block_margin > 1)}")
 claims.value("relu_wo_cosine", relu_wo.mean_cosine, "{:.3f}")
 claims.value("relu_skip_cosine", relu_skip.mean_cosine, "{:.3f}")
-claims.claim("skip_relu_worse_every_layer", skip_margin, "<", 0,
+claims.claim("skip_relu_worse_every_layer", skip_margin, ">", 1,
              "a ReLU on the skips costs more than a ReLU after W_O, in every layer")
-claims.claim("wo_relu_milder_than_removing", block_margin, "<", 0,
+claims.claim("wo_relu_milder_than_removing", block_margin, ">", 1,
              "a ReLU after W_O costs less than removing the attention block, in every layer")
 claims.claim("skip_relu_worse_everywhere", relu_skip.mean_cosine, "<", relu_wo.mean_cosine,
              "in all layers at once, the ReLU on the skips leaves less of the embeddings")

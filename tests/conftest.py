@@ -12,6 +12,9 @@ from bertlab.grading.pool import share_cores, spin_briefly
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# The course's own runs are strict: a lesson claim that does not hold fails the lesson and the
+# build (a learner's build marks the sentence instead: docs/hooks/claims.py).
+os.environ.setdefault("BERTLAB_CLAIMS", "strict")
 # Tests judge in their own process, as a judge worker does: with the worker's OpenMP setting, and
 # the test workers of `pytest -n N` sharing the cores as N judge workers do.
 spin_briefly(os.environ)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -117,6 +118,25 @@ def test_doctor_reports_ok():
     proc = bertlab("doctor")
     assert proc.returncode == 0, proc.stdout
     assert "weights sha256" in proc.stdout and "matches the bundled weights" in proc.stdout
+    assert "CPU kernels" in proc.stdout
+
+
+def test_doctor_names_the_cpu_kernels_in_use():
+    """The kernel set decides a number's last bits: a learner's report must say which one ran."""
+    import torch
+
+    from bertlab import doctor
+
+    assert (
+        f"{torch.backends.cpu.get_cpu_capability()} (" in doctor.cpu_kernels()[2] or "ATEN_CPU_CAPABILITY" in os.environ
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", "from bertlab import doctor; print(doctor.cpu_kernels()[2])"],
+        env={**os.environ, "ATEN_CPU_CAPABILITY": "default"},
+        capture_output=True,
+        text=True,
+    )
+    assert proc.stdout.startswith("DEFAULT (ATEN_CPU_CAPABILITY=default)"), proc.stdout + proc.stderr
 
 
 def test_a_hanging_notebook_is_killed_at_its_timeout(tmp_path):

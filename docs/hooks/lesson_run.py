@@ -24,8 +24,10 @@ log = logging.getLogger("mkdocs.hooks.lesson_run")
 
 # What ipykernel itself sets when MPLBACKEND is unset: plt.show() emits a PNG output.
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
-# Environment variables read by matplotlib, the course, Hugging Face and torch's thread pools.
+# Environment variables read by matplotlib, the course, Hugging Face, torch's thread pools and
+# its choice of CPU kernels (ATEN_CPU_CAPABILITY: the kernels decide the last bits of every number).
 KEY_ENV_PREFIXES = (
+    "ATEN_",
     "MPL",
     "BERTLAB_",
     "HF_",
@@ -38,6 +40,9 @@ KEY_ENV_PREFIXES = (
     "PYTHONHASHSEED",
     "CUDA_VISIBLE_DEVICES",
 )
+# Not part of the key: strictness decides what the build does with a page's claims, which the
+# claims hook checks again from every page, cached or not; the page itself does not depend on it.
+KEY_ENV_IGNORED = ("BERTLAB_CLAIMS",)
 
 _cache_root: Path | None = None
 _cache_dir: Path | None = None
@@ -73,7 +78,9 @@ def conditions(package: Path, kernel_name: str) -> dict[str, object]:
         source.update(Path(__file__).with_name(hook).read_bytes())
     return {
         "source": source.hexdigest(),
-        "env": sorted((k, v) for k, v in os.environ.items() if k.startswith(KEY_ENV_PREFIXES)),
+        "env": sorted(
+            (k, v) for k, v in os.environ.items() if k.startswith(KEY_ENV_PREFIXES) and k not in KEY_ENV_IGNORED
+        ),
         "python": sys.version,
         "kernel": _kernel_argv(kernel_name),
         "distributions": sorted(

@@ -160,6 +160,7 @@ def checks(model: str | None = None, env: Mapping[str, str] | None = None) -> It
         yield offline_check(model, env)
 
     yield from grading_platform()
+    yield cpu_kernels()
 
     chromium = shutil.which("chromium")
     yield True, "chromium (browser test only)", chromium or "absent; `make test` installs it"
@@ -176,6 +177,18 @@ def grading_platform() -> Iterator[tuple[bool, str, str]]:
     yield True, "judges", described["judges"]
     yield True, "learner processes", described["learners"]
     yield True, "write sandbox", described["sandbox"]
+
+
+def cpu_kernels() -> tuple[bool, str, str]:
+    """The CPU kernel set PyTorch dispatches here, and the threads it uses: they decide the last
+    bits of every number, so a lesson's printed numbers may differ from another machine's in their
+    last digits. Information, never a failure: the course is tested under every set (Setup page)."""
+    import torch
+
+    capability = torch.backends.cpu.get_cpu_capability()
+    asked = os.environ.get("ATEN_CPU_CAPABILITY")
+    why = f"ATEN_CPU_CAPABILITY={asked}" if asked else "chosen by PyTorch for this CPU"
+    return True, "CPU kernels", f"{capability} ({why}), {torch.get_num_threads()} threads"
 
 
 def run(model: str | None = None, env: Mapping[str, str] | None = None) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -106,12 +107,23 @@ def diagnose_non_finite(task_id: str, reference_module, inputs: dict, got: dict,
     return None
 
 
-def allclose(expected: torch.Tensor, got: torch.Tensor, atol: float) -> bool:
+def closeness(expected: torch.Tensor, got: torch.Tensor, atol: float, rtol: float = 0.0) -> float:
+    """How much of the tolerance ``got`` uses: max of ``|got - expected| / (atol + rtol |expected|)``.
+
+    At most 1 is a match. The one measure every values comparison goes through, so that how
+    close the reference solution comes to a tolerance can be read off (tests/tolerance_sweep.py).
+    A NaN or an infinity in ``got`` gives NaN or inf, which is never a match.
+    """
     if got.numel() == 0:
-        return got.shape == expected.shape
-    # One subtraction and one reduction (torch.allclose takes several passes): a NaN or an
-    # infinity in ``got`` makes the maximum NaN or inf, which is never within ``atol``.
-    return bool((got.detach().float() - expected).abs().max() <= atol)
+        return 0.0 if got.shape == expected.shape else math.inf
+    diff = (got.detach().float() - expected).abs()  # one subtraction, one reduction: torch.allclose takes more passes
+    if rtol:
+        return float((diff / (atol + rtol * expected.abs())).max())
+    return float(diff.max()) / atol
+
+
+def allclose(expected: torch.Tensor, got: torch.Tensor, atol: float, rtol: float = 0.0) -> bool:
+    return closeness(expected, got, atol, rtol) <= 1  # NaN compares False
 
 
 def _where(index: tuple[int, ...], dims: tuple[str, ...]) -> str:

@@ -25,7 +25,7 @@ import torch
 from torch.nn import functional as F
 
 from bertlab import diagnose
-from bertlab.checks.compare import worst_position
+from bertlab.checks.compare import allclose, worst_position
 from bertlab.checks.framework import CheckFailed, Context, Task
 from bertlab.checks.harness import AsArray, in_learner_process
 from bertlab.diagnose import numpy_bert as flawed  # registers the mistakes
@@ -83,7 +83,7 @@ def _arrays(args: dict) -> dict[str, np.ndarray]:
 
 
 def _close(expected: torch.Tensor, got: torch.Tensor, atol: float, rtol: float) -> bool:
-    return bool(torch.isfinite(got).all()) and bool(torch.allclose(got, expected, atol=atol, rtol=rtol))
+    return bool(torch.isfinite(got).all()) and allclose(expected, got, atol, rtol)
 
 
 FLOAT32_EPS = float(torch.finfo(torch.float32).eps)

@@ -2,16 +2,44 @@
 
 The effect of a wrong epsilon depends on the variances that reach each LayerNorm, so one
 LayerNorm's number does not speak for the others: this measures all of them on the same batch.
+
+Both LayerNorms are computed in float64 from the recorded float32 inputs, so the effect measured
+is the epsilon's, not float32 rounding's: the same on every CPU to many digits. ``float32_step``
+gives the scale to compare it with, the spacing of float32 numbers at an output's size.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 
-def eps_effect(model: nn.Module, batch: dict, eps: float) -> dict[str, float]:
+def float32_step(x: torch.Tensor) -> float:
+    """The spacing of float32 numbers at ``x``'s largest magnitude: one unit in the last place.
+
+    A float32 result of that size cannot be closer to the exact one than half of this; a
+    rounding difference between two float32 computations is a few of these steps, on any CPU.
+    """
+    return float(np.spacing(np.float32(x.detach().abs().max().item())))
+
+
+class Effect(NamedTuple):
+    """How far one LayerNorm's output moves, and the float32 step at its size."""
+
+    moved: float  # max abs change over real tokens, computed in float64
+    step: float  # float32's spacing at the LayerNorm's largest output over real tokens
+
+    @property
+    def steps(self) -> float:
+        """The change in float32 steps: the same number wherever it is measured."""
+        return self.moved / self.step
+
+
+def eps_effect(model: nn.Module, batch: dict, eps: float) -> dict[str, Effect]:
     """Max abs change of each LayerNorm's output over real tokens, run with ``eps`` instead.
 
     Args:
@@ -20,7 +48,7 @@ def eps_effect(model: nn.Module, batch: dict, eps: float) -> dict[str, float]:
         eps: the epsilon to compare with (PyTorch's default is 1e-5).
 
     Returns:
-        ``{module name: max abs diff}``, in the model's order.
+        ``{module name: Effect}``, in the model's order.
     """
     real = batch["attention_mask"].bool()  # (B, T)
     inputs: dict[str, torch.Tensor] = {}
@@ -38,7 +66,9 @@ def eps_effect(model: nn.Module, batch: dict, eps: float) -> dict[str, float]:
     effect = {}
     with torch.no_grad():
         for name, ln in norms.items():
-            z = inputs[name]  # (B, T, H)
-            moved = F.layer_norm(z, ln.normalized_shape, ln.weight, ln.bias, eps=eps) - ln(z)
-            effect[name] = moved[real].abs().max().item()
+            z, weight, bias = inputs[name].double(), ln.weight.double(), ln.bias.double()  # (B, T, H), (H,), (H,)
+            moved = F.layer_norm(z, ln.normalized_shape, weight, bias, eps=eps) - F.layer_norm(
+                z, ln.normalized_shape, weight, bias, eps=ln.eps
+            )  # (B, T, H)
+            effect[name] = Effect(moved[real].abs().max().item(), float32_step(ln(inputs[name])[real]))
     return effect

@@ -1,0 +1,60 @@
+"""The lessons' claims hold on every learner's CPU, as far as this machine can play one.
+
+Each lesson that makes claims runs under every ``ATEN_CPU_CAPABILITY`` this CPU dispatches
+(``default``, ``avx2``, ``avx512`` where it has it) with one thread and with all of them
+(``tests/claims_sweep.py``). A claim must hold in every run, with the same verdict, and a claim
+between measured quantities must hold by ``FLOOR`` at least in its thinnest run; the margins
+the contributor page lists (``tests/claim_margins.json``) must name exactly the claims made.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.claims_sweep import FLOOR, MARGINS_FILE, summarise, sweep, thin
+from tests.kernels import conditions
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, dict[str, dict]]:
+    return sweep()
+
+
+def test_more_than_one_condition_is_run():
+    conds = conditions()
+    assert {c.capability for c in conds} >= {"default"} and len(conds) >= 2, [c.name for c in conds]
+
+
+def test_every_lesson_runs_through_under_every_condition(runs):
+    errors = [
+        f"{c}, {stem}: {found['error']}"
+        for c, lessons in runs.items()
+        for stem, found in lessons.items()
+        if found["error"]
+    ]
+    assert errors == []
+
+
+def test_every_claim_holds_with_the_same_verdict_everywhere(runs):
+    summary = summarise(runs)
+    assert len(summary) >= 25, f"too few claims recorded: {len(summary)}"
+    differing = [f"{key}: {s['holds']}" for key, s in summary.items() if len(set(s["holds"].values())) > 1]
+    assert differing == [], "claims whose verdict depends on the CPU's kernels or threads"
+    failing = [f"{key}: {s['says']}" for key, s in summary.items() if not all(s["holds"].values())]
+    assert failing == []
+
+
+def test_no_measured_claim_is_thinner_than_the_floor(runs):
+    assert thin(summarise(runs)) == [], f"reword these claims or measure them on more (floor {FLOOR})"
+
+
+def test_the_recorded_margins_name_every_claim_and_none_is_thin(runs):
+    """The contributor page's table lists what the lessons claim (``python -m tests.claims_sweep --write``)."""
+    recorded = json.loads(MARGINS_FILE.read_text())
+    assert set(recorded["claims"]) == set(summarise(runs)), "run python -m tests.claims_sweep --write"
+    assert recorded["floor"] == FLOOR
+    assert [k for k, c in recorded["claims"].items() if c["kind"] == "measured" and (c["margin"] or 0) < FLOOR] == []
