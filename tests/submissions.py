@@ -639,6 +639,110 @@ def _self_attention_one_head_at_a_time():
     return replace(right(ATTENTION), "bert-self-attention", ATTENTION_BODY, PER_HEAD_ATTENTION)
 
 
+# BertSelfAttention in other memory layouts, as published implementations write it.
+SEQUENCE_FIRST_ATTENTION = """        q = query_layer.permute(2, 0, 1, 3)  # (T, B, heads, d): sequence first
+        k = key_layer.permute(2, 0, 1, 3)
+        v = value_layer.permute(2, 0, 1, 3)
+        scores = torch.einsum("ibnd,jbnd->ijbn", q, k) * self.scaling  # (T_q, T_k, B, heads)
+        if attention_mask is not None:
+            scores = scores + attention_mask.permute(2, 3, 0, 1)  # (B, 1, T|1, T) -> (T|1, T, B, 1)
+        probs = self.dropout(torch.softmax(scores, dim=1))  # over the keys, axis 1 here
+        context = torch.einsum("ijbn,jbnd->ibnd", probs, v)  # (T, B, heads, d)
+        context_layer = context.permute(1, 0, 2, 3).reshape(B, T, self.all_head_size)
+        attention_probs = probs.permute(2, 3, 0, 1)  # (B, heads, T_q, T_k)"""
+MERGED_HEADS_ATTENTION = """        n = self.num_attention_heads
+        q = query_layer.reshape(B * n, T, -1)  # (B * heads, T, d): batch and heads merged
+        k = key_layer.reshape(B * n, T, -1)
+        v = value_layer.reshape(B * n, T, -1)
+        scores = torch.bmm(q, k.transpose(1, 2)) * self.scaling  # (B * heads, T, T)
+        if attention_mask is not None:
+            scores = (scores.view(B, n, T, T) + attention_mask).view(B * n, T, T)
+        probs = nn.functional.dropout(torch.softmax(scores, dim=-1), self.dropout.p, self.training)
+        context_layer = torch.bmm(probs, v).view(B, n, T, -1).transpose(1, 2).reshape(B, T, self.all_head_size)
+        attention_probs = probs.view(B, n, T, T)"""
+# Dropout with one mask shared over rows ("locked"), as some frameworks' broadcast dropout draws it.
+LOCKED_ATTENTION = """        context_layer, attention_probs = eager_attention_forward(
+            self, query_layer, key_layer, value_layer, attention_mask, scaling=self.scaling, dropout=0.0
+        )
+        # one mask over (T_q, T_k), shared by every sentence and head
+        keep = self.dropout(torch.ones_like(attention_probs[:1, :1]))  # (1, 1, T, T)
+        attention_probs = attention_probs * keep
+        context_layer = (attention_probs @ value_layer).transpose(1, 2).reshape(B, T, self.all_head_size)"""
+
+
+@case("self-attention-sequence-first", ATTENTION, scores=8, status="passed", message=PASSED)
+def _self_attention_sequence_first():
+    """Task 3.2 computed sequence-first, (T, T, B, heads), with einsum, as some published
+    implementations do; element-wise dropout of the same probabilities: HF's dropout in another
+    layout, so full marks. The dropout check tied its masks to the tensor's shape and refused it."""
+    return replace(right(ATTENTION), "bert-self-attention", ATTENTION_BODY, SEQUENCE_FIRST_ATTENTION)
+
+
+@case("self-attention-merged-heads", ATTENTION, scores=8, status="passed", message=PASSED)
+def _self_attention_merged_heads():
+    """Task 3.2 with batch and heads merged, (B * heads, T, T), and bmm, dropout by
+    nn.functional.dropout on the merged probabilities: HF's numbers and HF's dropout, so full marks."""
+    return replace(right(ATTENTION), "bert-self-attention", ATTENTION_BODY, MERGED_HEADS_ATTENTION)
+
+
+@case(
+    "locked-attention-dropout",
+    ATTENTION,
+    scores=7,
+    status="failed",
+    message=r"(?is)\[Task 3\.2\].*train mode",
+    must_fail=("test-3-2-gradients",),
+)
+def _locked_attention_dropout():
+    """Task 3.2's dropout draws one (T, T) mask and shares it with every sentence and head: a
+    broadcast dropout, not HF's element-wise one. It passed, because the dropout check's masks
+    were the same for every row. 7/8."""
+    return replace(right(ATTENTION), "bert-self-attention", ATTENTION_BODY, LOCKED_ATTENTION)
+
+
+@case(
+    "locked-output-dropout",
+    ADD_NORM,
+    scores=9,
+    status="failed",
+    message=r"(?is)\[Task 4\.1\].*train mode.*shared",
+    must_fail=("test-4-1-gradients",),
+)
+def _locked_output_dropout():
+    """Task 4.1's dropout draws one mask per sentence over the features and shares it with every
+    position (variational, "locked" dropout), with nn.functional.dropout on a slice of ones. It
+    passed, because the dropout check's masks were the same for every row. 9/10: the 4.1 dropout
+    cell fails (Task 4.2 is checked on HF's parts)."""
+    return replace(
+        right(ADD_NORM),
+        "bert-self-output",
+        "        hidden_states = self.dropout(hidden_states)  # drops part of the update, never the residual",
+        "        keep = nn.functional.dropout(torch.ones_like(hidden_states[:, :1]), self.dropout.p, self.training)\n"
+        "        hidden_states = hidden_states * keep  # (B, 1, H): one mask per sentence, for every token",
+    )
+
+
+@case(
+    "dropout-in-place-on-weights",
+    ATTENTION,
+    scores=6,
+    status="failed",
+    message=r"(?is)\[Task 3\.1\].*backward raises.*in place",
+    must_fail=("test-3-1-masks", "test-3-2-gradients"),
+)
+def _dropout_in_place_on_weights():
+    """Task 3.1's dropout written in place on the softmax's output: HF's values in eval mode and
+    under no_grad, but in training the softmax's backward finds its output changed and raises.
+    It passed, because no check ran backward in train mode. The 3.1 and 3.2 cells with the
+    gradients fail: 6/8."""
+    return replace(
+        right(ATTENTION),
+        "eager-attention-forward",
+        "    attn_weights = nn.functional.dropout(attn_weights, p=dropout, training=module.training)",
+        "    attn_weights = nn.functional.dropout(attn_weights, p=dropout, training=module.training, inplace=True)",
+    )
+
+
 @case(
     "layernorm-stats-detached",
     ADD_NORM,

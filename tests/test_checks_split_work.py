@@ -126,14 +126,14 @@ def test_self_attention_one_head_at_a_time_with_dropout_before_the_softmax_fails
     assert "in train mode" in str(err.value), str(err.value)
 
 
-# -- every way into torch's dropout draws the per-feature mask ------------------------------------
+# -- every way into torch's dropout is recorded and replayed --------------------------------------
 
 
-def test_every_dropout_route_draws_the_per_feature_mask():
-    """Fails when torch routes a dropout around the names ``feature_dropout`` replaces."""
+def test_every_dropout_route_is_recorded_and_replays_hfs_mask():
+    """Fails when torch routes a dropout around the names ``located_dropout`` replaces."""
     from transformers.models.bert.modeling_bert import eager_attention_forward
 
-    from bertlab.checks import feature_dropout
+    from bertlab.checks import located_dropout
 
     x = torch.rand(3, 5, 16) + 1  # (rows..., features), no zeros of its own
     training = nn.Module().train()
@@ -147,10 +147,28 @@ def test_every_dropout_route_draws_the_per_feature_mask():
             training, x[None], x[None], x[None], None, 1.0, dropout=0.5
         )[1][0],
     }
-    with feature_dropout.per_feature():
-        dropped = {name: route() == 0 for name, route in routes.items()}
-    for name, zeros in dropped.items():
-        assert zeros.any(), f"{name}: nothing dropped"
-        assert (zeros == zeros[(0,) * (zeros.dim() - 1)]).all(), f"{name}: not one mask over the last axis"
+    for name, route in routes.items():
+        with located_dropout.recording() as drawn:
+            first = route()
+        assert len(drawn) == 1 and (first == 0).any(), f"{name}: not recorded, or nothing dropped"
+        with located_dropout.patched(drawn):
+            again = route()
+        assert torch.equal(first, again), f"{name}: the recorded mask is not replayed"
     outside = torch.dropout(torch.ones(64, 64), 0.5, True) == 0
     assert not (outside == outside[0]).all(), "torch's own dropout is not back after the block"
+
+
+def test_a_piece_in_another_layout_is_located_and_a_shared_row_is_not():
+    from bertlab.checks import located_dropout
+
+    x = torch.rand(2, 3, 5, 5) + 0.5  # (batch, heads, query, key)
+    with located_dropout.recording() as drawn:
+        dropped = nn.functional.dropout(x, 0.3, True)
+    keep = dropped != 0
+    sequence_first = x.permute(2, 3, 0, 1)  # (query, key, batch, heads)
+    assert torch.equal(located_dropout.locate(sequence_first, drawn), keep.permute(2, 3, 0, 1))
+    merged = x.reshape(6, 5, 5)  # (batch * heads, query, key)
+    assert torch.equal(located_dropout.locate(merged, drawn), keep.reshape(6, 5, 5))
+    one_head = x[:, 1]  # (batch, query, key)
+    assert torch.equal(located_dropout.locate(one_head, drawn), keep[:, 1])
+    assert located_dropout.locate(torch.ones(2, 1, 5, 5), drawn) is None  # a mask to share over rows

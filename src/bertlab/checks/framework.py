@@ -29,7 +29,7 @@ from torch import nn
 
 from bertlab import capture as capture_mod
 from bertlab import diagnose, reference
-from bertlab.checks import feature_dropout, heatmap
+from bertlab.checks import heatmap, located_dropout
 from bertlab.checks.compare import Difference, allclose, diagnose_non_finite, difference, non_finite, worst_position
 from bertlab.checks.feedback_traceback import learner_traceback
 from bertlab.checks.harness import (
@@ -167,7 +167,7 @@ class Task:
             seed: seed of torch's generator right before the call (dropout in train mode).
             grad: keep autograd on (the gradients check).
         """
-        # Inside ``feature_dropout.per_feature()`` here, the learner's process draws the same masks.
+        # Inside ``located_dropout.replaying(...)`` here, the learner's process applies HF's masks.
         outcome = invoke_learner(
             fn,
             args,
@@ -176,7 +176,7 @@ class Task:
             forbid_shortcuts=self.forbid_shortcuts,
             grad=grad,
             threads=torch.get_num_threads(),
-            per_feature_dropout=feature_dropout.active(),
+            located=located_dropout.active(),
         )
         return self.outcome_value(outcome, what, args, kwargs)
 
@@ -507,22 +507,26 @@ class ModuleTask(Task):
         """``self.call``'s named outputs in the order the learner's forward returns its tensors."""
         return list(named.values())
 
-    def reference_gradients(self, ctx: Context, layer, inputs: dict, seed: int) -> dict:
-        """HF's gradients under the learner's loss (``harness.weighted_sum`` of the same outputs)."""
+    def reference_gradients(self, ctx: Context, layer, inputs: dict, seed: int, located: list | None = None) -> dict:
+        """HF's gradients under the learner's loss (``harness.weighted_sum`` of the same outputs).
+
+        With ``located`` (HF's recorded dropout draws), in train mode, every dropout applying them.
+        """
         hf = self.reference(ctx, layer)  # frozen, in eval mode: its gradients are asked for, not kept
         params = dict(hf.named_parameters())
         kwargs = {
             k: (v.detach().clone().requires_grad_(True) if k in self.grad_inputs else v) for k, v in inputs.items()
         }
         given = [k for k in self.grad_inputs if k in kwargs]
-        hf.requires_grad_(True)
+        hf.requires_grad_(True).train(located is not None)
         try:
-            tensors = [t for t in self.raw_order(self.call(hf, kwargs)) if t.is_floating_point()]
+            with located_dropout.patched(located) if located is not None else contextlib.nullcontext():
+                tensors = [t for t in self.raw_order(self.call(hf, kwargs)) if t.is_floating_point()]
             grads = torch.autograd.grad(
                 weighted_sum(tensors, seed), [*params.values(), *(kwargs[k] for k in given)], allow_unused=True
             )
         finally:
-            hf.requires_grad_(False)
+            hf.requires_grad_(False).eval()
         return {
             "params": dict(zip(params, grads[: len(params)], strict=True)),
             "inputs": dict(zip(given, grads[len(params) :], strict=True)),
@@ -554,8 +558,14 @@ class ModuleTask(Task):
         if bad:
             self.fail(f"gradients of {', '.join(bad)} are not finite (NaN or inf)")
         expected = self.reference_gradients(ctx, layer, inputs, seed)
+        self.compare_gradients(grads, expected, "in eval mode, same weights, inputs and upstream gradient")
+        self.check_train_gradients(module, ctx, layer, inputs, seed)
+
+    def compare_gradients(self, grads: dict, expected: dict, how: str) -> None:
+        """Fail where the learner's gradients (``harness.gradients``'s value) differ from HF's."""
         if [tuple(s) for s in grads["shapes"]] != expected["shapes"]:
             self.fail(f"forward returns tensors of shapes {grads['shapes']}; HF's returns {expected['shapes']}")
+        params = grads["params"]
         named = [(f"`{n}`", params.get(n), g) for n, g in expected["params"].items()]
         named += [(f"the input `{k}`", grads["inputs"].get(k), g) for k, g in expected["inputs"].items()]
         named = [(what, got, want) for what, got, want in named if want is not None and got is not None]
@@ -565,10 +575,42 @@ class ModuleTask(Task):
             if worst > GRAD_RTOL * float(want.abs().max()) + GRAD_NOISE * largest:
                 self.fail(
                     f"the gradient of {what} differs from HF's (max abs diff {worst:.1e}, largest "
-                    f"{float(want.abs().max()):.1e}), in eval mode, same weights, inputs and upstream gradient",
+                    f"{float(want.abs().max()):.1e}), {how}",
                     "The values are right, so something is cut from the graph or computed outside it: "
                     "a .detach(), .data, torch.no_grad() or a number taken out with .item().",
                 )
+
+    def check_train_gradients(self, module, ctx: Context, layer, inputs: dict, seed: int) -> None:
+        """Backward in train mode too, every dropout applying HF's masks (``located_dropout``).
+
+        The dropout checks run under no_grad, and the eval-mode gradients without dropout: a
+        dropout that writes in place into a tensor autograd keeps for backward (the softmax's
+        output, with ``inplace=True``) gives HF's values there, yet its backward raises in training.
+        """
+        hf = self.reference(ctx, layer).train()  # shared and frozen: back to eval mode below
+        try:
+            with torch.no_grad(), located_dropout.recording() as drawn:
+                self.call(hf, inputs)
+        finally:
+            hf.eval()
+        if not drawn:  # no dropout in this module: train mode computes what eval mode does
+            return
+        fn, args, kwargs = self.call_spec(module, inputs)
+        outcome = gradients_of(
+            fn, args, kwargs, self.grad_inputs, seed, forbid_shortcuts=self.forbid_shortcuts, train=True, located=drawn
+        )
+        # torch's own words for a saved tensor changed before backward used it
+        if outcome.kind == "error" and "modified by an inplace operation" in outcome.error:
+            self.fail(
+                "in train mode, backward raises: a tensor autograd saved for the backward pass was changed in place",
+                f"at {outcome.where}" if outcome.where else "",
+                "Typically dropout written in place on the softmax's output (nn.Dropout(inplace=True), "
+                "F.dropout(..., inplace=True), x.mul_(mask)): the softmax's backward needs its output as it "
+                "was. Use the out-of-place form: x = self.dropout(x).",
+            )
+        grads = self.outcome_value(outcome, "forward and backward in train mode", args, kwargs)
+        expected = self.reference_gradients(ctx, layer, inputs, seed, located=drawn)
+        self.compare_gradients(grads, expected, "in train mode, with HF's dropout masks")
 
 
 def other_inputs_of_the_same_shape(inputs: dict, generator: torch.Generator) -> dict:
@@ -830,11 +872,13 @@ def check_dropout_placement(
     """In train mode, the learner's module equals HF's when dropout acts in the same places.
 
     First with every nn.Dropout of both modules (same attribute paths) replaced by a
-    ``DropoutProbe``, whose masks depend on shapes only; then with every dropout drawing one
-    fixed mask over the last axis (``feature_dropout``), so right code that drops in pieces
-    (chunks of tokens, one head at a time) passes; else, unprobed, from the same seed, so a
-    rewrite that calls ``nn.functional.dropout(x, self.dropout.p, self.training)`` passes too.
-    Fails only when all three differ, naming the placement mistake that explains the outputs.
+    ``DropoutProbe``, whose masks depend on shapes only; then with HF's draws recorded and the
+    learner's located among them (``located_dropout``), so right code that drops in another
+    layout or in pieces (sequence-first, chunks of tokens, one head at a time) gets HF's mask
+    element by element, and a mask shared over rows gets none of HF's; else, unprobed, from the
+    same seed, so a rewrite that calls ``nn.functional.dropout(x, self.dropout.p, self.training)``
+    passes too. Fails only when all three differ, naming the placement mistake that explains
+    the outputs.
 
     Args:
         module: the learner's module, loaded for ``layer``, if one was built already (its
@@ -848,7 +892,7 @@ def check_dropout_placement(
         return
     seed = placement.SEED
 
-    def run(probes: bool, module=None, per_feature: bool = False) -> tuple[dict, dict]:
+    def run(probes: bool, module=None) -> tuple[dict, dict]:
         hf = copy.deepcopy(reference_module).train()
         module = (module if module is not None else task.learner_for(cls, ctx, layer)).train()
         if probes:
@@ -857,8 +901,15 @@ def check_dropout_placement(
                 set_submodule(hf, path, DropoutProbe(hf.get_submodule(path).p))
                 if isinstance(mine.get(path), nn.Dropout):
                     set_submodule(module, path, DropoutProbe(mine[path].p))
-        with torch.no_grad(), feature_dropout.per_feature() if per_feature else contextlib.nullcontext():
+        with torch.no_grad():
             return task.call(module, inputs, seed=seed), task.call(hf, inputs, seed=seed)
+
+    def located() -> tuple[dict, dict]:
+        hf = copy.deepcopy(reference_module).train()
+        with torch.no_grad(), located_dropout.recording() as drawn:
+            expected = task.call(hf, inputs)
+        with torch.no_grad(), located_dropout.replaying(drawn):
+            return task.call(task.learner_for(cls, ctx, layer).train(), inputs), expected
 
     def same(pair) -> bool:
         got, expected = pair
@@ -878,7 +929,7 @@ def check_dropout_placement(
         )
 
     probed = run(probes=True, module=module)
-    if same(probed) or same(run(probes=False, per_feature=True)):
+    if same(probed) or same(located()):
         return
     from_seed = run(probes=False)
     if same(from_seed):
@@ -901,7 +952,8 @@ def check_dropout_placement(
         )
     task.fail(
         f"in train mode, `{name}` differs from HF's {task.title}, both with the same fixed dropout masks "
-        "and from the same seed: dropout does not act where HF's does",
+        "and from the same seed: dropout does not act where HF's does, or not on each element on its own "
+        "(a mask shared over tokens, sentences or heads is not HF's dropout)",
         worst_position(expected[name], got[name], task.outputs[name])
         if got[name].shape == expected[name].shape
         else "",

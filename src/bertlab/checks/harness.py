@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from bertlab.checks import feature_dropout
+from bertlab.checks import located_dropout
 
 # Code that holds complete BERT modules: transformers (the module tasks are written with torch
 # alone), sentence-transformers, and the course's own reference modules (``bertlab.bert``, the
@@ -304,13 +304,14 @@ def invoke(
     forbid_shortcuts: bool = False,
     grad: bool = False,
     threads: int | None = None,
-    per_feature_dropout: bool = False,
+    located: list | None = None,
 ) -> Outcome:
     """Call ``fn(*args, **kwargs)`` on copies of the arguments and report what happened.
 
     Args:
         seed: seed torch's global generator right before the call (dropout in train mode).
-        per_feature_dropout: every dropout draws ``feature_dropout``'s fixed mask (train mode).
+        located: HF's recorded dropout draws (``located_dropout.Drawn``): every dropout of the call
+            applies the recorded mask of the elements it is given (train mode).
         forbid_shortcuts: fail when the call runs reference code (``reference_code``; module tasks).
         grad: keep autograd on (the gradients check); otherwise the call runs under no_grad.
         threads: torch's thread count for the call (the grader's own, so sums split alike).
@@ -331,7 +332,7 @@ def invoke(
     try:
         if watch is not None:
             sys.setprofile(watch)
-        probed = feature_dropout.per_feature() if per_feature_dropout else contextlib.nullcontext()
+        probed = located_dropout.patched(located) if located is not None else contextlib.nullcontext()
         with torch.set_grad_enabled(grad), _weights_loaded_later(fn), probed:
             value = fn(*call_args, **call_kwargs)
     except NotImplementedError:
@@ -501,22 +502,31 @@ def _describe_value(value) -> str:
 
 
 def gradients(
-    fn, args: tuple, kwargs: dict, grad_names: tuple[str, ...], seed: int, forbid_shortcuts: bool = True
+    fn,
+    args: tuple,
+    kwargs: dict,
+    grad_names: tuple[str, ...],
+    seed: int,
+    forbid_shortcuts: bool = True,
+    train: bool = False,
+    located: list | None = None,
 ) -> Outcome:
     """Backpropagate a random weighting of ``fn(*args, **kwargs)``'s tensors; report the gradients.
 
-    Runs where ``fn`` lives, in eval mode. The value of an ``ok`` outcome is a dict: ``params``
+    Runs where ``fn`` lives, in eval mode, or with ``train`` in train mode, where every dropout
+    applies HF's recorded masks (``located``, see ``located_dropout``) so that HF's gradients
+    are comparable. The value of an ``ok`` outcome is a dict: ``params``
     (parameter name -> gradient or None), ``inputs`` (name in ``grad_names`` -> gradient or None),
     ``connected`` (whether the output depends on anything that needs a gradient) and ``shapes``
     (the weighted tensors' shapes, in order: the judge weights HF's outputs the same way).
     """
     module = fn if isinstance(fn, nn.Module) else None
     if module is not None:
-        module.requires_grad_(True).eval()  # no dropout: the gradients are compared with HF's
+        module.requires_grad_(True).train(train)  # eval: no dropout; train: HF's masks (``located``)
         for param in module.parameters():  # the grader's parts share their tensors between checks:
             param.grad = None  # what an earlier check's backward left must not add to this one's
     kwargs = {k: (v.detach().clone().requires_grad_(True) if k in grad_names else _copy(v)) for k, v in kwargs.items()}
-    outcome = invoke(fn, _copy(args), kwargs, grad=True, forbid_shortcuts=forbid_shortcuts)
+    outcome = invoke(fn, _copy(args), kwargs, grad=True, forbid_shortcuts=forbid_shortcuts, located=located)
     if outcome.kind != "ok":
         return outcome
     tensors = [t for t in _tensors(outcome.value) if t.is_floating_point()]

@@ -235,7 +235,8 @@ class EagerAttentionForwardTask(BertSelfAttentionTask):
         }
 
     def call(self, fn, inputs, what="eager_attention_forward(...)", training=False, seed=None):
-        module = Training().train(training)
+        # HF's module in train mode (the train-mode gradients check) runs HF's function in training
+        module = Training().train(training or (isinstance(fn, nn.Module) and fn.training))
         dropout = inputs.get("dropout", 0.0)
         args = {k: v for k, v in inputs.items() if k != "dropout"}
         if isinstance(fn, nn.Module):  # HF's module, when the masks check asks for the expected output
@@ -270,7 +271,13 @@ class EagerAttentionForwardTask(BertSelfAttentionTask):
 
     def call_spec(self, fn, inputs):
         args = {k: v for k, v in inputs.items() if k != "dropout"}
-        return fn, (Training().eval(),), {"dropout": inputs.get("dropout", 0.0), **args}
+        dropout = inputs.get("dropout", 0.0)
+        return fn, (Training().train(dropout > 0),), {"dropout": dropout, **args}
+
+    def check_train_gradients(self, fn, ctx, layer, inputs, seed):
+        """In training: ``module.training`` set and ``dropout`` the config's, on both sides."""
+        p = ctx.model.config.attention_probs_dropout_prob
+        super().check_train_gradients(fn, ctx, layer, {**inputs, "dropout": p}, seed)
 
     def captured(self, ctx, layer):
         call = ctx.corpus.layer(layer, "attention.self")
