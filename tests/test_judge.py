@@ -3,14 +3,22 @@ wrong solution, and a learner call cannot change the grader's own activations.""
 
 from __future__ import annotations
 
+import builtins
+import dataclasses
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bertlab import capture
 from bertlab.checks import CheckFailed, check, compare
+from bertlab.checks.harness import Outcome
+from bertlab.grading import proxy, wire
 from bertlab.grading.execute import run_notebook
 from bertlab.grading.tamper import scan
 from tests.conftest import solution_namespace, solution_notebook
@@ -221,3 +229,140 @@ def test_a_notebook_that_changes_the_preloaded_model_changes_it_for_itself_only(
     for nb in (spoiler, after, after):
         result = run_notebook(nb)
         assert [c.passed for c in result.checks] == [True], [c.message for c in result.checks]
+
+
+# -- a learner's process that sends what the grader cannot read --------------------------------
+
+# A learner cell that writes frames of its own to the grader's pipe (its server's answer end,
+# found without naming the grader's modules): the judge reads them as its answers.
+SEND_FRAMES = """
+import gc, json, os, struct
+
+def send_frame(payload):
+    server = next(o for o in gc.get_objects() if type(o).__name__ == "Server" and hasattr(o, "answer_fd"))
+    os.write(server.answer_fd, struct.pack("<Q", len(payload)) + payload)
+
+def send(header, data=b""):  # an answer: its JSON header, then its tensors' bytes
+    text = json.dumps(header).encode()
+    send_frame(struct.pack("<Q", len(text)) + text + data)
+"""
+ODD_DTYPE = {"value": {"t": ["ok", {"x": 0}]}, "tensors": [{"dtype": "float33", "shape": [1], "nbytes": 4}]}
+
+
+@pytest.mark.parametrize(
+    ("cell", "grade_cell", "cause"),
+    [
+        ("send_frame(struct.pack('<Q', 8) + b'not json')", "assert True", "its header is not JSON"),
+        ("send({'value': {'t': ['ok', 5]}, 'tensors': []})", "assert True", "its report of a cell is 5, not a dict"),
+        (
+            f"def odd(x):\n    send({ODD_DTYPE!r}, bytes(4))\n    return x\n",
+            "odd(1)",
+            "tensor 0's dtype 'float33' is none of",
+        ),
+    ],
+    ids=["bytes-in-a-cell", "a-cell-reported-as-a-number", "a-tensor-of-no-dtype-from-a-call"],
+)
+def test_an_answer_the_grader_cannot_read_is_the_learners_failure_with_its_cause(cell, grade_cell, cause):
+    """Bytes that are no answer, an answer that is not the cell's report, a tensor of no dtype
+    answering a grade cell's call: the judge raises nothing of its own, the grade cell fails and
+    its message says what the grader could not read."""
+    nb = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(SEND_FRAMES + cell), _graded_cell(grade_cell, "graded")]
+    )
+    (graded,) = run_notebook(nb).checks
+    assert not graded.passed and "sent the grader an answer it cannot read" in graded.message, graded.message
+    assert cause in graded.message, graded.message
+
+
+# -- the judge's checks of each answer, on answers broken one field at a time ------------------
+
+# 150 examples in under a second: each is a dict checked in this process, no learner's process.
+PROPERTY = settings(max_examples=150, deadline=None, database=None)
+JUNK = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.floats(allow_nan=False),
+    st.text(max_size=4),
+    st.lists(st.integers(-1, 3) | st.text(max_size=2) | st.lists(st.integers(), max_size=2), max_size=3),
+    st.lists(st.integers(-1, 3), max_size=3).map(tuple),
+    st.dictionaries(st.text(max_size=3), st.integers(-1, 3) | st.text(max_size=2), max_size=2),
+)
+
+
+class Sized:
+    """What ``len()`` makes of a length a proxy's ``__len__`` returns."""
+
+    def __init__(self, length):
+        self.length = length
+
+    def __len__(self):
+        return self.length
+
+
+# Each answer the learner's process sends a request with (learner.Server), valid, and what the
+# judge then does with it.
+VALID: dict[str, tuple[Any, Callable[[Any], None], Callable[[Any], object]]] = {
+    "cell": ({"error": None, "where": ""}, proxy._cell_report, lambda ran: (ran["error"], ran.get("where"))),
+    "call": (
+        {"kind": "ok", "value": torch.zeros(2), "error": "", "where": "", "changed": [], "shortcut": ""},
+        proxy._outcome,
+        lambda answer: Outcome(**answer),
+    ),
+    "load": (
+        {"error": None, "written": [(1, (2,), (1,), "float32")]},
+        proxy._load_report,
+        lambda answer: wire.SentTensors().forget(answer["written"]),
+    ),
+    "shapes": ({"dense.weight": (3, 2)}, proxy._state_shapes, lambda shapes: {k: tuple(v) for k, v in shapes.items()}),
+    "digest": ({"dense.weight": "tensor (3, 2)"}, proxy._state_digest, dict),
+    "len": (3, proxy._length, lambda n: len(Sized(n))),
+    "list": ([1, "a"], proxy._items, iter),
+}
+
+
+@st.composite
+def broken_answers(draw) -> tuple[str, object]:
+    """A request's name and its valid answer with one field replaced, removed or renamed, or an
+    item of one of its lists replaced."""
+    request = draw(st.sampled_from(sorted(VALID)))
+    how = draw(st.sampled_from(["replace", "remove", "rename", "item", "whole"]))
+    if how == "whole" or not isinstance(VALID[request][0], dict):
+        return request, draw(JUNK | st.integers())
+    answer = dict(VALID[request][0])
+    name = draw(st.sampled_from(sorted(answer)))
+    if how == "remove":
+        del answer[name]
+    elif how == "rename":
+        answer[draw(st.text(max_size=3))] = answer.pop(name)
+    elif how == "item" and isinstance(answer[name], list) and answer[name]:
+        answer[name] = [draw(JUNK)]
+    else:
+        answer[name] = draw(JUNK)
+    return request, answer
+
+
+@PROPERTY
+@given(broken_answers())
+def test_a_broken_answer_to_a_request_is_refused_or_usable(broken):
+    request, answer = broken
+    _, check_answer, use = VALID[request]
+    try:
+        check_answer(answer)
+    except wire.MalformedAnswer:
+        return
+    use(answer)  # what the judge does with an answer it accepted: it raises nothing
+
+
+def test_the_valid_answers_above_pass_their_checks_and_a_calls_report_has_every_field_of_an_outcome():
+    for answer, check_answer, use in VALID.values():
+        check_answer(answer)
+        use(answer)
+    assert set(proxy._OUTCOME) == {f.name for f in dataclasses.fields(Outcome)}
+
+
+@PROPERTY
+@given(st.sampled_from(dir(builtins)) | st.text(max_size=12), st.text(max_size=12))
+def test_a_raise_reply_becomes_an_exception_whatever_it_names(name, text):
+    error = proxy._learner_error(name, text)
+    assert isinstance(error, Exception) and error.args[0].endswith(text)

@@ -16,6 +16,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 from bertlab.checks.harness import Outcome
 from bertlab.grading import platforms, wire
@@ -55,29 +56,30 @@ class Learner:
 
     # -- the channel ------------------------------------------------------------------------
 
-    def request(self, *message, lend: bool = False):
+    def request(self, *message, lend: bool = False, expect: Callable[[object], object] | None = None):
         """Send one request and wait for its answer (``("ok", data)`` decoded, or raise).
 
         ``lend``: the request only reads the large tensors it sends (``wire.dump_request``).
+        ``expect(data)``: raises ``wire.MalformedAnswer`` when an ``ok`` answer's data is not what
+        the learner's process sends for this request (``learner.Server``).
         """
+        status, *rest = self._reply(message, lend, expect)
+        if status == "ok":
+            return rest[0]
+        if status == "missing":
+            raise KeyError(rest[0])
+        raise _learner_error(*rest)
+
+    def _reply(self, message, lend: bool = False, expect: Callable[[object], object] | None = None) -> tuple:
+        """The learner process's reply to ``message``, checked (``wire.load_reply``)."""
         if self.gone is not None:
             raise self.gone
         if self.dead:  # handles the judge dropped go with the request: no round trip of their own
             released, self.dead = self.dead, []
             message = ("release", released, message)
-        status, *rest = self._exchange(message, lend)
-        if status == "ok":
-            return wire.decode(rest[0], self._proxy)
-        if status == "missing":
-            raise KeyError(rest[0])
-        name, text = rest
-        error = getattr(builtins, name, None)
-        if not (isinstance(error, type) and issubclass(error, Exception)) or error in (SystemExit, KeyboardInterrupt):
-            error = RuntimeError
-            text = f"{name}: {text}"
-        raise error(text)
+        return self._exchange(message, lend, expect)
 
-    def _exchange(self, message, lend: bool = False):
+    def _exchange(self, message, lend: bool = False, expect: Callable[[object], object] | None = None) -> tuple:
         from bertlab import reference
 
         pretrained = reference.load_model() if reference.is_loaded() else None
@@ -86,7 +88,12 @@ class Learner:
                 self._started()
             wire.write_frame(self.to_learner, wire.dump_request(message, self.proxies, pretrained, self.sent, lend))
             self._wait()
-            return wire.load_answer(wire.read_frame(self.from_learner))
+            reply = wire.load_reply(wire.read_frame(self.from_learner), self._proxy)
+            if reply[0] == "ok" and expect is not None:
+                expect(reply[1])
+            return reply
+        except wire.MalformedAnswer as err:
+            raise self._unreadable(str(err)) from None
         except (wire.ChannelClosed, BrokenPipeError, OSError, EOFError, RuntimeError, ValueError) as err:
             if self.gone is None:
                 self.gone = self._why_gone(err)
@@ -134,6 +141,18 @@ class Learner:
             if ready:
                 return
 
+    def _unreadable(self, reason: str) -> LearnerGone:
+        """Stop a learner process that sent what the grader cannot read: its failure, and why."""
+        if self.gone is None:
+            # Only a cell that reaches into the process's plumbing sends such an answer: say where to look.
+            self.gone = LearnerGone(
+                f"the notebook's process sent the grader an answer it cannot read: {reason}. Does a cell "
+                "write to a file descriptor it did not open, or change bertlab's code?",
+                "error",
+            )
+        self.kill()
+        return self.gone
+
     def _why_gone(self, err) -> LearnerGone:
         for _ in range(20):
             if not self.process.alive():
@@ -161,7 +180,12 @@ class Learner:
     # -- what the judge asks ----------------------------------------------------------------
 
     def run_cell(self, source: str) -> dict:
-        return self.request("run_cell", source)
+        """The cell's report, ``{"error": text or None, "where": text}``: the learner's process
+        answers every cell with one, the cell's errors included."""
+        status, *rest = self._reply(("run_cell", source), expect=_cell_report)
+        if status != "ok":  # its server failed or was replaced (learner.Server reports errors in the report)
+            raise self._unreadable(f"it answered a cell with {wire.shown((status, *rest))}, not the cell's report")
+        return rest[0]
 
     def lookup(self, name: str):
         return self.request("lookup", name)
@@ -177,6 +201,72 @@ class Learner:
         handle = self.proxies.pop(id(proxy), None)
         if handle is not None and self.gone is None:
             self.dead.append(handle)
+
+
+def _learner_error(name: str, text: str) -> Exception:
+    """The error a ``raise`` reply names, rebuilt here: a builtin exception, else RuntimeError."""
+    error = getattr(builtins, name, None)
+    if isinstance(error, type) and issubclass(error, Exception):
+        try:
+            return error(text)
+        except TypeError:  # one that takes more than a message (UnicodeDecodeError, ExceptionGroup)
+            pass
+    return RuntimeError(f"{name}: {text}")
+
+
+# What the learner's process reports (``learner.Server``), by request: each answer is checked
+# before it is used, since that process runs the learner's code and may send anything.
+_CELL_REPORT: dict[str, type | tuple[type, ...]] = {"error": (str, type(None)), "where": str}
+_OUTCOME: dict[str, type | tuple[type, ...]] = {  # harness.Outcome's fields
+    "kind": str,
+    "value": object,
+    "error": str,
+    "where": str,
+    "changed": list,
+    "shortcut": str,
+}
+_LOAD_REPORT: dict[str, type | tuple[type, ...]] = {"error": (str, type(None)), "written": list}
+
+
+def _cell_report(value) -> None:
+    wire.record(value, _CELL_REPORT, "its report of a cell")
+
+
+def _outcome(value) -> None:
+    wire.record(value, _OUTCOME, "its report of a call")
+
+
+def _load_report(value) -> None:
+    written = wire.record(value, _LOAD_REPORT, "its report of a load")["written"]
+    # The keys of the tensors the judge sent (wire.SentTensors), as the learner's process holds them
+    if not all(isinstance(key, tuple) and wire.hashable(key) for key in written):
+        raise wire.MalformedAnswer(f"its report of a load names the tensors {wire.shown(written)}, not by their keys")
+
+
+def _names_to(value, of: type, what: str) -> None:
+    """Checks that ``value`` is a dict of names to values of type ``of``."""
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, of) for k, v in value.items()):
+        raise wire.MalformedAnswer(f"{what} is {wire.shown(value)}, not a dict of names to {of.__name__}s")
+
+
+def _state_shapes(value) -> None:
+    _names_to(value, tuple, "its shapes of a module's state")
+    if not all(type(n) is int for shape in value.values() for n in shape):
+        raise wire.MalformedAnswer(f"its shapes of a module's state are {wire.shown(value)}, not sizes")
+
+
+def _state_digest(value) -> None:
+    _names_to(value, str, "its digest of a module's state")
+
+
+def _length(value) -> None:
+    if type(value) is not int or not 0 <= value <= sys.maxsize:  # what len() may return
+        raise wire.MalformedAnswer(f"its length of an object is {wire.shown(value)}")
+
+
+def _items(value) -> None:
+    if not isinstance(value, list):
+        raise wire.MalformedAnswer(f"its items of an object are {wire.shown(value)}, not a list")
 
 
 _OWN = ("_learner", "_handle", "_meta", "__weakref__")
@@ -201,7 +291,9 @@ def _posing_class(meta: dict) -> type:
         return base  # exactly torch's class (nn.Dropout, nn.LayerNorm): pose as it
     key = (meta["type"], base)
     if key not in _CLASSES:
-        _CLASSES[key] = type(meta["type"].rpartition(".")[2], (base,), {"__module__": "learner"})
+        # The learner's process names the type: type() refuses some names (a NUL, a lone surrogate)
+        name = meta["type"].rpartition(".")[2]
+        _CLASSES[key] = type(name if name.isidentifier() else "LearnerModule", (base,), {"__module__": "learner"})
     return _CLASSES[key]
 
 
@@ -235,10 +327,10 @@ class Remote:
         self._learner.request("setattr", self, name, value)
 
     def __iter__(self):
-        return iter(self._learner.request("list", self))
+        return iter(self._learner.request("list", self, expect=_items))
 
     def __len__(self) -> int:
-        return self._learner.request("len", self)
+        return self._learner.request("len", self, expect=_length)
 
     def __getitem__(self, key):
         return self._learner.request("getitem", self, key)
@@ -263,28 +355,28 @@ class Remote:
 
     def _remote_invoke(self, args: tuple, kwargs: dict, **options) -> Outcome:
         """``harness.invoke(self, args, kwargs)`` in the learner's process."""
-        answer = self._learner.request("invoke", self, args, kwargs, options)
+        answer = self._learner.request("invoke", self, args, kwargs, options, expect=_outcome)
         return Outcome(**answer)
 
     def _remote_invoke_beside(self, fn, args: tuple) -> Outcome:
         """``harness.invoke(fn, args)`` in the learner's process: ``fn`` is a grader's function,
         loaded there by name, and ``args`` may hold this object."""
-        return Outcome(**self._learner.request("invoke", fn, args, {}, {}))
+        return Outcome(**self._learner.request("invoke", fn, args, {}, {}, expect=_outcome))
 
     def _remote_state_shapes(self) -> dict:
         """``harness.state_shapes(self)`` in the learner's process: names and shapes, no weights."""
-        return self._learner.request("state_shapes", self)
+        return self._learner.request("state_shapes", self, expect=_state_shapes)
 
     def _remote_state_digest(self) -> dict:
         """``harness.state_digest(self)`` in the learner's process: fingerprints, no weights."""
-        return self._learner.request("state_digest", self)
+        return self._learner.request("state_digest", self, expect=_state_digest)
 
     def _remote_load_weights(self, state: dict) -> None:
         """``harness.load_weights(self, state)`` in the learner's process, on the held tensors
         themselves: loading copies them into the module's own parameters and only reads them.
         Tensors a learner's loading writes to anyway are sent again to later requests, and the
         load fails, as a call that changes its inputs does."""
-        answer = self._learner.request("load_weights", self, state, lend=True)
+        answer = self._learner.request("load_weights", self, state, lend=True, expect=_load_report)
         self._learner.sent.forget(answer["written"])
         if answer["error"] is not None:
             raise RuntimeError(answer["error"])
@@ -293,7 +385,7 @@ class Remote:
 
     def _remote_gradients(self, *args, **options) -> Outcome:
         """``harness.gradients(self, ...)`` in the learner's process."""
-        answer = self._learner.request("gradients", self, args, options)
+        answer = self._learner.request("gradients", self, args, options, expect=_outcome)
         return Outcome(**answer)
 
 

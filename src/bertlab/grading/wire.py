@@ -2,8 +2,11 @@
 
 Frames are length-prefixed. The judge (trusted) sends pickles: the learner's process may load
 them. The learner's process (untrusted) answers in plain data only: tensors, numbers, strings,
-lists, tuples and tagged dicts, saved with ``torch.save`` and read back with
-``torch.load(weights_only=True)``, which builds no object of the learner's choosing. Anything
+lists, tuples and tagged dicts, written by ``dump_answer`` as a JSON header (the structure) and
+the tensors' raw bytes after it. The judge reads them back with ``load_answer``, ``decode`` and
+``load_reply``, which build no object of the learner's choosing and check every field: whatever
+the learner's process sends, they return plain data or raise ``MalformedAnswer`` (a
+ValueError), which the judge reports as the learner's failure (``proxy.Learner``). Anything
 that is not plain data (a class, a module, a function) stays in the learner's process and
 crosses as a numbered handle with a description of its type.
 """
@@ -12,8 +15,10 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import pickle
+import reprlib
 import struct
 
 import numpy as np
@@ -30,6 +35,12 @@ READY = "ready"  # the learner process's first frame, once it is set up (see pro
 
 class ChannelClosed(Exception):
     """The other process is gone (it exited, crashed or was killed)."""
+
+
+class MalformedAnswer(ValueError):
+    """An answer the grader cannot read. The learner's process sent it, and anything may run
+    there: it is the learner's failure (``proxy.Learner`` stops that process and says why), never
+    the grader's. The text names what is wrong, for the learner to read."""
 
 
 def write_frame(fd: int, payload: bytes) -> None:
@@ -254,7 +265,14 @@ _DTYPES = {
 
 
 def dump_answer(message) -> bytes:
-    """``message`` (plain data from ``encode``) as a JSON header and the tensors' bytes."""
+    """``message`` (plain data from ``encode``) as a JSON header and the tensors' bytes.
+
+    The frame: the header's length (8 bytes, little-endian), the header
+    ``{"value": tree, "tensors": [{"dtype", "shape", "nbytes"}, ...]}``, then each tensor's bytes
+    in that order. In the tree a tuple is ``{"t": [...]}``, a dict (string keys) ``{"d": {...}}``
+    and a tensor ``{"x": i}``, its index in ``tensors``, the tensors numbered in the order the
+    tree meets them; lists, strings, numbers and None are themselves.
+    """
     buffers: list[bytes] = []
     tensors: list[dict] = []
 
@@ -281,58 +299,265 @@ def dump_answer(message) -> bytes:
     return struct.pack("<Q", len(header)) + header + b"".join(buffers)
 
 
+# Limits on what an answer may hold: beyond them it is no output of a task, and reading it would
+# overflow the stack (nesting) or torch's size arithmetic (dimensions).
+MAX_DEPTH = 100
+MAX_DIMS = 64
+
+# How ``MalformedAnswer`` shows a piece of an answer: a glimpse, since the text is the learner's
+# feedback and the piece may be megabytes long.
+_GLIMPSE = reprlib.Repr()  # set attribute by attribute: Python 3.11's takes no arguments
+_GLIMPSE.maxlevel, _GLIMPSE.maxstring, _GLIMPSE.maxother = 2, 60, 60
+_GLIMPSE.maxtuple = _GLIMPSE.maxlist = _GLIMPSE.maxdict = 4
+
+
+def shown(value) -> str:
+    """A short text of ``value``, a piece of an answer, for a ``MalformedAnswer``'s message."""
+    return _GLIMPSE.repr(value)
+
+
+def hashable(value) -> bool:
+    """Whether ``value`` (a piece of an answer) can be a dict's key."""
+    try:
+        hash(value)
+    except TypeError:  # a list, a dict or an array, maybe inside a tuple
+        return False
+    return True
+
+
+def _of_type(value, types: tuple[type, ...]) -> bool:
+    if type(value) is bool:  # isinstance(True, int) holds: a bool is no int here
+        return bool in types or object in types
+    return isinstance(value, types)
+
+
+def record(value, fields: dict[str, type | tuple[type, ...]], what: str) -> dict:
+    """``value`` if it is a dict with exactly ``fields``' keys, each holding a value of its
+    type(s) (``object``: anything), else MalformedAnswer about ``what``."""
+    if not isinstance(value, dict):
+        raise MalformedAnswer(f"{what} is {shown(value)}, not a dict")
+    missing = [name for name in fields if name not in value]
+    unknown = [name for name in value if name not in fields]
+    if missing or unknown:
+        wrong = ([f"lacks the fields {shown(missing)}"] if missing else []) + (
+            [f"has the unknown fields {shown(unknown)}"] if unknown else []
+        )
+        raise MalformedAnswer(f"{what} {' and '.join(wrong)}")
+    for name, allowed in fields.items():
+        types = allowed if isinstance(allowed, tuple) else (allowed,)
+        if not _of_type(value[name], types):
+            expected = " or ".join(t.__name__ for t in types)
+            raise MalformedAnswer(f"{what}'s {name} is {shown(value[name])}, not of type {expected}")
+    return value
+
+
 def load_answer(payload: bytes):
-    """Inverse of ``dump_answer``; ValueError on anything malformed."""
+    """Inverse of ``dump_answer``; MalformedAnswer (a ValueError) on anything else.
+
+    Every field is checked before it is used: the header is JSON of the shape ``dump_answer``
+    writes, each tensor's dtype, shape and size agree and its bytes are there, and the value's
+    tree uses each tensor once, in order, with nothing left over.
+    """
+    header, offset = _header(payload)
+    reader = _TreeReader(_tensors(header["tensors"], payload, offset))
+    value = reader.value(header["value"], 0)
+    if reader.used != len(reader.tensors):
+        raise MalformedAnswer(f"it holds {len(reader.tensors)} tensors and its value uses {reader.used}")
+    return value
+
+
+def _header(payload: bytes) -> tuple[dict, int]:
+    """An answer's JSON header, and where its tensors' bytes start."""
+    if len(payload) < 8:
+        raise MalformedAnswer(f"an answer of {len(payload)} bytes is shorter than its header's 8-byte length")
     (size,) = struct.unpack("<Q", payload[:8])
-    header = json.loads(payload[8 : 8 + size])
-    offset, tensors = 8 + size, []
-    for spec in header["tensors"]:
-        dtype, shape, nbytes = _DTYPES[spec["dtype"]], [int(n) for n in spec["shape"]], int(spec["nbytes"])
-        count = 1
-        for n in shape:
-            count *= n
-        if min(shape, default=0) < 0 or nbytes != count * dtype.itemsize or offset + nbytes > len(payload):
-            raise ValueError("malformed tensor in the learner's answer")
-        data = bytearray(payload[offset : offset + nbytes])
-        tensors.append(torch.frombuffer(data, dtype=dtype).reshape(shape) if count else torch.empty(shape, dtype=dtype))
+    if size > len(payload) - 8:
+        raise MalformedAnswer(f"its header is said to be {size} bytes long, and only {len(payload) - 8} follow")
+    try:
+        header = json.loads(payload[8 : 8 + size])
+    # JSONDecodeError, UnicodeDecodeError and a too long integer are ValueErrors; deep nesting
+    # overflows the decoder's stack.
+    except (ValueError, RecursionError) as err:
+        raise MalformedAnswer(f"its header is not JSON ({type(err).__name__}: {str(err)[:200]})") from err
+    return record(header, {"value": object, "tensors": list}, "its header"), 8 + size
+
+
+_TENSOR_FIELDS: dict[str, type | tuple[type, ...]] = {"dtype": str, "shape": list, "nbytes": int}
+
+
+def _tensors(specs: list, payload: bytes, offset: int) -> list[torch.Tensor]:
+    """The tensors ``specs`` (the header's) describe, read from ``payload`` from ``offset`` on."""
+    tensors = []
+    for index, spec in enumerate(specs):
+        what = f"tensor {index}"
+        record(spec, _TENSOR_FIELDS, f"{what}'s description")
+        dtype, shape = _dtype(spec["dtype"], what), _shape(spec["shape"], what)
+        nbytes = math.prod(shape) * dtype.itemsize
+        if spec["nbytes"] != nbytes:
+            raise MalformedAnswer(
+                f"{what} ({spec['dtype']} of shape {shape}) has {nbytes} bytes, not {shown(spec['nbytes'])}"
+            )
+        if offset + nbytes > len(payload):
+            raise MalformedAnswer(f"{what}'s {nbytes} bytes run past the end of the answer")
+        tensors.append(_tensor(memoryview(payload)[offset : offset + nbytes], dtype, shape, what))
         offset += nbytes
+    if offset != len(payload):
+        raise MalformedAnswer(f"{len(payload) - offset} bytes follow its last tensor")
+    return tensors
 
-    def value(node):
+
+def _dtype(name: str, what: str) -> torch.dtype:
+    if name not in _DTYPES:
+        raise MalformedAnswer(f"{what}'s dtype {shown(name)} is none of {', '.join(_DTYPES)}")
+    return _DTYPES[name]
+
+
+def _shape(shape: list, what: str) -> list[int]:
+    if len(shape) > MAX_DIMS or not all(type(n) is int and n >= 0 for n in shape):
+        raise MalformedAnswer(f"{what}'s shape {shown(shape)} is not a list of at most {MAX_DIMS} sizes >= 0")
+    # Sizes of 0 aside, still within a frame: torch computes strides from the other sizes.
+    if math.prod(max(n, 1) for n in shape) > MAX_FRAME:
+        raise MalformedAnswer(f"{what}'s shape {shown(shape)} is larger than any answer")
+    return shape
+
+
+def _tensor(data: memoryview, dtype: torch.dtype, shape: list[int], what: str) -> torch.Tensor:
+    """The tensor of ``shape`` whose bytes are ``data`` (exactly ``prod(shape) * itemsize``)."""
+    if not data:
+        return torch.empty(shape, dtype=dtype)
+    flat = torch.frombuffer(bytearray(data), dtype=dtype)  # (prod(shape),)
+    # torch stores a bool as one byte and assumes it is 0 or 1: another is no bool at all
+    if dtype == torch.bool and int(flat.view(torch.uint8).max()) > 1:
+        raise MalformedAnswer(f"{what}, of dtype bool, holds bytes other than 0 and 1")
+    return flat.reshape(shape)
+
+
+class _TreeReader:
+    """An answer's value from its header's tree, taking the tensors in the order ``dump_answer``
+    wrote them: each once, so no two places of a value share a tensor."""
+
+    def __init__(self, tensors: list[torch.Tensor]):
+        self.tensors, self.used = tensors, 0
+
+    def value(self, node, depth: int):
+        if depth > MAX_DEPTH:
+            raise MalformedAnswer(f"it is nested more than {MAX_DEPTH} levels deep")
+        if node is None or isinstance(node, (bool, int, float, str)):
+            return node
         if isinstance(node, list):
-            return [value(v) for v in node]
-        if isinstance(node, dict):
-            if "x" in node:
-                return tensors[node["x"]]
-            if "t" in node:
-                return tuple(value(v) for v in node["t"])
-            return {k: value(v) for k, v in node["d"].items()}
-        return node
+            return [self.value(v, depth + 1) for v in node]
+        if isinstance(node, dict) and len(node) == 1:
+            ((kind, inner),) = node.items()
+            if kind == "x":
+                return self.tensor(inner)
+            if kind == "t" and isinstance(inner, list):
+                return tuple(self.value(v, depth + 1) for v in inner)
+            if kind == "d" and isinstance(inner, dict):
+                return {k: self.value(v, depth + 1) for k, v in inner.items()}
+        raise MalformedAnswer(f"its value holds {shown(node)}, which is no node of an answer's tree")
 
-    return value(header["value"])
+    def tensor(self, index) -> torch.Tensor:
+        if type(index) is not int or index != self.used or index >= len(self.tensors):
+            raise MalformedAnswer(
+                f"its value names tensor {shown(index)} where tensor {self.used} comes next "
+                f"(each of its {len(self.tensors)} tensors once, in order)"
+            )
+        self.used += 1
+        return self.tensors[index]
+
+
+# The arrays ``encode`` sends: NumPy's name of each dtype (native byte order), and the dtype of
+# the tensor that carries the array's bytes.
+_ARRAY_DTYPES = {
+    np.dtype(array_dtype).str: tensor_dtype
+    for array_dtype, tensor_dtype in (
+        (np.bool_, torch.bool),
+        (np.uint8, torch.uint8),
+        (np.int8, torch.int8),
+        (np.int16, torch.int16),
+        (np.int32, torch.int32),
+        (np.int64, torch.int64),
+        (np.float16, torch.float16),
+        (np.float32, torch.float32),
+        (np.float64, torch.float64),
+    )
+}
+# The Python type of an array scalar's ``item()``, by NumPy's kind of dtype.
+_ITEM_TYPES = {"b": bool, "i": int, "u": int, "f": float}
+
+# What ``learner._describe`` tells of an object that stays in the learner's process.
+HANDLE_META: dict[str, type | tuple[type, ...]] = {
+    "is_class": bool,
+    "callable": bool,
+    "type": str,
+    "name": str,
+    "torch_base": (str, type(None)),
+    "mro": list,
+    "repr": str,
+}
 
 
 def decode(value, handle):
-    """Inverse of ``encode``; ``handle(description) -> proxy`` for kept objects."""
+    """Inverse of ``encode``; ``handle(description) -> proxy`` for kept objects, their
+    description checked first. MalformedAnswer on a dict that is none ``encode`` writes."""
     if isinstance(value, tuple):
         return tuple(decode(v, handle) for v in value)
     if isinstance(value, list):
         return [decode(v, handle) for v in value]
-    if isinstance(value, dict) and TAG in value:
-        kind = value[TAG]
-        if kind == "ndarray":
-            return value["data"].numpy().astype(np.dtype(value["dtype"]), copy=False)
-        if kind == "npscalar":
-            return np.dtype(value["dtype"]).type(value["value"])
-        if kind == "dict":
-            return dict(
-                zip(
-                    (decode(k, handle) for k in value["keys"]),
-                    (decode(v, handle) for v in value["values"]),
-                    strict=True,
-                )
-            )
-        if kind == "handle":
-            return handle(value)
-    if isinstance(value, dict):  # only tagged dicts are sent: anything else is malformed
-        raise ValueError("malformed answer from the learner's process")
-    return value
+    if not isinstance(value, dict):
+        return value
+    kind = value.get(TAG)
+    kind = kind if isinstance(kind, str) else None  # no == with a tensor or an array: that compares elements
+    if kind == "ndarray":
+        return _array(record(value, {TAG: str, "dtype": str, "data": torch.Tensor}, "an array"))
+    if kind == "npscalar":
+        return _array_scalar(record(value, {TAG: str, "dtype": str, "value": (bool, int, float)}, "a NumPy scalar"))
+    if kind == "dict":
+        return _dict(record(value, {TAG: str, "keys": list, "values": list}, "a dict"), handle)
+    if kind == "handle":
+        description = record(value, {TAG: str, "id": int, "meta": dict}, "a handle")
+        record(description["meta"], HANDLE_META, "a handle's description")
+        return handle(description)
+    raise MalformedAnswer(f"{shown(value)} is no dict encode writes")  # only tagged dicts are sent
+
+
+def _array(value: dict) -> np.ndarray:
+    dtype, data = value["dtype"], value["data"]
+    if _ARRAY_DTYPES.get(dtype) != data.dtype:
+        raise MalformedAnswer(f"an array of dtype {shown(dtype)} is carried by a tensor of {data.dtype}")
+    return data.numpy()  # (the tensor's shape) its bytes, as the array's dtype
+
+
+def _array_scalar(value: dict) -> np.generic:
+    if value["dtype"] not in _ARRAY_DTYPES:
+        raise MalformedAnswer(f"a NumPy scalar's dtype {shown(value['dtype'])} is none of {', '.join(_ARRAY_DTYPES)}")
+    dtype, number = np.dtype(value["dtype"]), value["value"]
+    if type(number) is not _ITEM_TYPES[dtype.kind]:
+        raise MalformedAnswer(f"a NumPy scalar of dtype {dtype} holds {shown(number)}")
+    # NumPy 2 raises OverflowError on an integer out of the dtype's range
+    if isinstance(number, int) and dtype.kind in "iu" and not np.iinfo(dtype).min <= number <= np.iinfo(dtype).max:
+        raise MalformedAnswer(f"a NumPy scalar of dtype {dtype} holds {number}, out of its range")
+    return dtype.type(number)
+
+
+def _dict(value: dict, handle) -> dict:
+    if len(value["keys"]) != len(value["values"]):
+        raise MalformedAnswer(f"a dict has {len(value['keys'])} keys and {len(value['values'])} values")
+    keys = [decode(k, handle) for k in value["keys"]]
+    unhashable = [k for k in keys if not hashable(k)]
+    if unhashable:
+        raise MalformedAnswer(f"a dict has the key {shown(unhashable[0])}, which no dict can have")
+    return dict(zip(keys, (decode(v, handle) for v in value["values"]), strict=True))
+
+
+def load_reply(payload: bytes, handle) -> tuple:
+    """The learner process's reply to a request, read, decoded (``handle`` as for ``decode``) and
+    checked: ``("ok", value)``, ``("missing", name)`` or ``("raise", error type name, text)``, as
+    ``learner.Server`` sends them; MalformedAnswer on anything else."""
+    reply = load_answer(payload)
+    match reply:
+        case ("ok", data) if type(reply) is tuple:
+            return "ok", decode(data, handle)
+        case ("missing", str()) | ("raise", str(), str()) if type(reply) is tuple:
+            return reply
+    raise MalformedAnswer(f"a reply is ('ok', value), ('missing', name) or ('raise', error, text), not {shown(reply)}")
