@@ -743,6 +743,20 @@ def _dropout_in_place_on_weights():
     )
 
 
+@case("self-attention-keeps-probabilities", ATTENTION, scores=8, status="passed", message=PASSED)
+def _self_attention_keeps_probabilities():
+    """Task 3.2 keeps its last attention probabilities in ``self.attn`` "for visualisation", as
+    published implementations do: nothing reads them and every answer is HF's, so full marks. The
+    calls check took a point for any attribute changed from one call to the next."""
+    return replace(
+        right(ATTENTION),
+        "bert-self-attention",
+        "        return context_layer, attention_probs",
+        "        self.attn = attention_probs.detach()  # (B, heads, T, T), for a plot later\n"
+        "        return context_layer, attention_probs",
+    )
+
+
 @case(
     "layernorm-stats-detached",
     ADD_NORM,

@@ -1,5 +1,7 @@
-"""Modules are called again and again: an answer kept from an earlier call, or state a forward
-changes, fails the ``calls`` check, named; the right modules pass it.
+"""Modules are called again and again: an answer kept from an earlier call, a write to a weight,
+or state that changes a later answer fails the ``calls`` check, named; the right modules pass it,
+and so do modules that store a value no later call reads (the last probabilities kept "for
+visualisation", a running statistic nobody uses), as published implementations do.
 
 Each wrong module is written as a learner would write it, from the solution notebooks' right
 pieces: on one call it computes exactly HF's numbers, so every single-call check passes.
@@ -58,11 +60,29 @@ class WeightsDecayedInForward(BertSelfOutput):
 
 
 class CountsItsCalls(BertSelfOutput):
-    """Right numbers, but keeps a running statistic of its inputs between calls."""
+    """Right: keeps a running statistic of its inputs between calls, and never reads it."""
 
     def forward(self, hidden_states, input_tensor):
         self.seen = self.__dict__.get("seen", 0.0) + float(hidden_states.abs().mean())
         return super().forward(hidden_states, input_tensor)
+
+
+class KeepsProbabilitiesForPlots(BertSelfAttention):
+    """Right: stores the last attention probabilities "for visualisation", as published code does."""
+
+    def forward(self, hidden_states, attention_mask=None, **kwargs):
+        context, probs = super().forward(hidden_states, attention_mask, **kwargs)
+        self.attn = probs.detach()  # (B, heads, T, T): read by nobody during grading
+        return context, probs
+
+
+class UsesItsRunningStatistic(BertSelfOutput):
+    """Wrong: rescales its update by the first call's input size, kept in an attribute."""
+
+    def forward(self, hidden_states, input_tensor):
+        size = float(hidden_states.abs().mean())
+        self.reference_size = self.__dict__.get("reference_size", size)
+        return super().forward(hidden_states * (self.reference_size / size), input_tensor)
 
 
 @pytest.mark.parametrize(
@@ -70,10 +90,9 @@ class CountsItsCalls(BertSelfOutput):
     [
         ("3.2", MaskCachedByShape, "a second call with other inputs and mask of the same shape"),
         ("6.4", ExtendedMaskKept, "a second call with other inputs and mask of the same shape"),
-        ("4.1", WeightsDecayedInForward, "forward changes `self.dense.weight` (on its first call)"),
-        ("4.1", CountsItsCalls, "forward changes `self.seen`"),
+        ("4.1", WeightsDecayedInForward, "forward writes to `self.dense.weight`, a parameter or buffer"),
     ],
-    ids=["mask-cached-by-shape", "extended-mask-kept", "weights-written-in-forward", "running-statistic"],
+    ids=["mask-cached-by-shape", "extended-mask-kept", "weights-written-in-forward"],
 )
 def test_state_kept_between_calls_fails_the_calls_check_named(task, cls, said):
     check(task, cls, upto="values")  # one call each: the numbers are HF's
@@ -89,3 +108,15 @@ SOLUTIONS = {**solution_namespace("02-embeddings"), **NB03, **NB04, **solution_n
 def test_the_solutions_pass_the_calls_check(task_id, capsys):
     check(task_id, SOLUTIONS[TASKS[task_id].title], only="calls")
     assert "calls passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("task", "cls"), [("4.1", CountsItsCalls), ("3.2", KeepsProbabilitiesForPlots)])
+def test_a_value_stored_and_never_read_passes_the_calls_check(task, cls, capsys):
+    check(task, cls, only="calls")
+    assert "calls passed" in capsys.readouterr().out
+
+
+def test_state_that_changes_a_later_answer_is_named():
+    with pytest.raises(CheckFailed) as err:
+        check("4.1", UsesItsRunningStatistic, only="calls")
+    assert "forward keeps `self.reference_size` from one call to the next" in str(err.value), str(err.value)

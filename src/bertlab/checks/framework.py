@@ -376,8 +376,10 @@ class ModuleTask(Task):
 
     def check_calls(self, cls, ctx: Context) -> None:
         """One module called again and again, with other inputs (and another mask) of the same
-        shape, answers each call as HF's does, and keeps nothing from one call to the next: no
-        call changes a parameter or buffer, and no call after the first changes an attribute."""
+        shape, answers each call as HF's does. No call may change a parameter or buffer. An
+        attribute a call writes (the last probabilities kept "for visualisation", a counter) is
+        the learner's own business while every answer is HF's: it fails only when it changes an
+        answer, which a fourth call, on new inputs of the same shape, is there to show."""
         layer = self.layers(ctx)[0]
         module = self.learner_for(cls, ctx, layer)
         hf = self.reference(ctx, layer)
@@ -392,10 +394,15 @@ class ModuleTask(Task):
         before = state_digest(module) if watched else {}
         weights = {k for k, v in before.items() if v.startswith("tensor ")}
         last = before
-        calls = (
+        calls = [
             (first, f"a first call, on {description}"),
             (second, "a second call with other inputs and mask of the same shape (another padding)"),
             (first, f"a third call, on the first call's inputs again ({description})"),
+        ]
+        kept: set[str] = set()  # attributes a call wrote (the first too): state, if a later answer reads it
+        advice = (
+            "A module's output depends on its inputs and weights only: keep nothing of a call that a later "
+            "call reads (a mask, a cache by shape, a statistic), and never write to a parameter or buffer."
         )
         answers: dict[int, dict] = {}  # HF's, by inputs: the third call's are the first's
         for number, (inputs, which) in enumerate(calls):
@@ -406,19 +413,28 @@ class ModuleTask(Task):
                 got = self.call(module, inputs)
             if watched:
                 now = state_digest(module)
-                changed = sorted(
-                    k for k in last.keys() | now.keys() if last.get(k) != now.get(k) and (number > 0 or k in weights)
-                )
-                if changed:
+                changed = {k for k in last.keys() | now.keys() if last.get(k) != now.get(k)}
+                written = sorted(changed & weights)
+                if written:
                     self.fail(
-                        f"forward changes {', '.join(f'`self.{k}`' for k in changed[:5])} "
-                        f"({'on its first call' if number == 0 else 'from one call to the next'})",
-                        "A module's output depends on its inputs and weights only: keep nothing of a call "
-                        "(a mask, a cache by shape, a statistic) for the next, "
-                        "and never write to a parameter or buffer.",
+                        f"forward writes to {', '.join(f'`self.{k}`' for k in written[:5])}, a parameter or buffer",
+                        advice,
                     )
+                kept |= changed - weights
                 last = now
-            self.compare(expected, got, self.outputs, f"HF's {self.title} on {which}")
+            try:
+                self.compare(expected, got, self.outputs, f"HF's {self.title} on {which}")
+            except CheckFailed as err:
+                if not kept:
+                    raise
+                names = ", ".join(f"`self.{k}`" for k in sorted(kept)[:5])
+                raise CheckFailed(
+                    f"{err}\n  forward keeps {names} from one call to the next, and a later call's answer "
+                    f"changes with it.\n  {advice}",
+                    err.mistake,
+                ) from None
+            if number == 2 and kept:  # kept and, so far, never read: once more, on new inputs
+                calls.append((other_inputs_of_the_same_shape(second, ctx.generator), "a fourth call, on new inputs"))
 
     def check_config(self, cls, ctx: Context) -> None:
         """Built from another config, the module equals HF's built from it: no size is wired in.
