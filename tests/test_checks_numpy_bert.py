@@ -329,3 +329,20 @@ def test_captured_activations_survive_in_place_learners():
     with pytest.raises(CheckFailed):
         check("1.1", softmax_in_place)
     check("1.1", torch_softmax)
+
+
+def test_the_call_line_shows_what_the_function_received_once():
+    """In a graded notebook the arrays cross as ``AsArray``: the call line shows them as arrays,
+    and the function's name once (it showed the wrapper's name and the arguments twice)."""
+    from bertlab.checks.harness import AsArray, describe_call
+
+    assert describe_call((AsArray(torch.zeros(2, 7, 384)), AsArray(torch.zeros(384)), 1e-12), {}) == (
+        "(float32 array [2, 7, 384], float32 array [384], 1e-12)"
+    )
+
+    def raises(x, weight, bias, eps):
+        raise ValueError("no")
+
+    with pytest.raises(CheckFailed) as err:
+        check("1.2", raises, upto="values")
+    assert "the call: layer_norm(float32 array [" in str(err.value), str(err.value)

@@ -180,11 +180,16 @@ class Task:
         )
         return self.outcome_value(outcome, what, args, kwargs)
 
+    def called(self, what: str) -> str:
+        """How the call line names the call ``what`` describes (a task whose ``what`` is a signature
+        gives the bare name, so the arguments are not shown twice)."""
+        return what
+
     def outcome_value(self, outcome, what: str, args: tuple = (), kwargs: dict | None = None):
         """The value of a learner call's ``Outcome``, or the failure that says what went wrong."""
         if outcome.kind == "ok":
             return outcome.value
-        call = f"the call: {what}{describe_call(args, kwargs or {})}"
+        call = f"the call: {self.called(what)}{describe_call(args, kwargs or {})}"
         if outcome.kind == "not_implemented":
             self.fail(
                 f"not implemented yet: {what} raises NotImplementedError.",

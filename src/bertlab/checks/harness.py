@@ -483,6 +483,8 @@ def describe_call(args: tuple, kwargs: dict) -> str:
 
 
 def _describe_value(value) -> str:
+    if isinstance(value, AsArray):  # what the learner's function receives: an array
+        return f"{str(value.tensor.dtype).removeprefix('torch.')} array {list(value.tensor.shape)}"
     if isinstance(value, torch.Tensor):
         return f"{str(value.dtype).removeprefix('torch.')} tensor {list(value.shape)}"
     if isinstance(value, np.ndarray):

@@ -164,6 +164,10 @@ class NumpyTask(Task):
             )
         return torch.from_numpy(np.asarray(out, dtype=np.float32))
 
+    def called(self, what: str) -> str:
+        """The call line shows the function's name once, then what it received (``what`` is its signature)."""
+        return self.title
+
     def _argument_names(self, message: str) -> str:
         # The learner's function is called positionally: "argument 1" is its first parameter, `x`.
         def name(match):
