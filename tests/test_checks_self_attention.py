@@ -340,3 +340,33 @@ def test_a_wrong_3_1_called_by_3_2_is_blamed_on_3_1():
     assert err.mistake == "no-scaling"
     assert "calls your eager_attention_forward, which answers otherwise than HF's" in str(err)
     assert "fix 3.1 first" in str(err)
+
+
+# -- lesson 3's multiplicative masks, written as a learner would, are named ----------------------
+
+
+def attention_keep_times_scores(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    scores = torch.matmul(query, key.transpose(2, 3)) * (scaling or query.size(-1) ** -0.5)  # (B, h, T, T)
+    if attention_mask is not None:
+        keep = attention_mask.ge(0).to(scores.dtype)  # 1 where the additive mask is 0
+        scores = scores * keep
+    weights = nn.functional.dropout(scores.softmax(-1), dropout, module.training)
+    return torch.matmul(weights, value).permute(0, 2, 1, 3), weights
+
+
+def attention_keep_times_probs(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    weights = torch.softmax(query @ key.mT * (scaling or query.size(-1) ** -0.5), dim=-1)  # (B, h, T, T)
+    if attention_mask is not None:
+        weights = weights.masked_fill(attention_mask < 0, 0.0)  # padding zeroed after the softmax
+    weights = nn.functional.dropout(weights, dropout, module.training)
+    return (weights @ value).transpose(1, 2), weights
+
+
+@pytest.mark.parametrize(
+    ("learner", "mistake"),
+    [(attention_keep_times_scores, "keep-mask-times-scores"), (attention_keep_times_probs, "keep-mask-times-probs")],
+)
+def test_a_keep_mask_multiplied_in_is_named_with_its_lesson_section(learner, mistake):
+    err = failure("3.1", learner, upto="values")
+    assert err.mistake == mistake, str(err)
+    assert 'section "The additive mask"' in str(err), str(err)

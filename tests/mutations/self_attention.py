@@ -8,6 +8,23 @@ MUTATIONS = [
     Mutation("mask-ignored", NB, "scores = scores + attention_mask", "scores = scores"),
     Mutation("mask-multiplied", NB, "scores = scores + attention_mask", "scores = scores * attention_mask"),
     Mutation("mask-wrong-sign", NB, "scores = scores + attention_mask", "scores = scores - attention_mask"),
+    # Lesson 3's two multiplicative forms, with a 0/1 keep mask made from the additive one.
+    Mutation(
+        "keep-mask-times-scores",
+        NB,
+        "scores = scores + attention_mask",
+        "scores = scores * (attention_mask == 0).float()",
+    ),
+    Mutation(
+        "keep-mask-times-probs",
+        NB,
+        "scores = scores + attention_mask  # padding keys get a huge negative score\n"
+        "    attn_weights = torch.softmax(scores, dim=-1)",
+        "keep = (attention_mask == 0).float()  # 1 for a real key\n"
+        "    attn_weights = torch.softmax(scores, dim=-1)\n"
+        "    if attention_mask is not None:\n"
+        "        attn_weights = attn_weights * keep",
+    ),
     Mutation(
         "heads-split-wrong",
         NB,

@@ -27,18 +27,23 @@ def attention(query, key, value, attention_mask, scaling, flaw=None):
     scores = query @ key.transpose(-1, -2)  # (B, h, T, T)
     if flaw != "no-scaling":
         scores = scores * scaling
+    keep = None if attention_mask is None else (attention_mask == 0).to(scores.dtype)  # 1 real key, 0 padding
     if attention_mask is not None:
         if flaw == "mask-multiplied":
             scores = scores * attention_mask
+        elif flaw == "keep-mask-times-scores":
+            scores = scores * keep  # a padding key's score becomes 0, not minus infinity
         elif flaw == "mask-wrong-sign":
             scores = scores - attention_mask
         elif flaw == "mask-over-queries":
             # A padding mask depends on the key only (its rows are alike): transposed, it masks
             # the padded queries' rows instead, and every query attends to the padding keys.
             scores = scores + attention_mask.transpose(-1, -2)
-        elif flaw != "mask-ignored":
+        elif flaw not in ("mask-ignored", "keep-mask-times-probs"):
             scores = scores + attention_mask
     probs = torch.softmax(scores, dim=-2 if flaw == "softmax-wrong-axis" else -1)
+    if flaw == "keep-mask-times-probs" and keep is not None:
+        probs = probs * keep  # padding removed after the softmax: the rows no longer sum to 1
     context = (probs @ value).transpose(1, 2)  # (B, T, h, d)
     return context, probs
 
@@ -98,6 +103,20 @@ for _id, _tasks, _description, _section in [
     ),
     ("mask-ignored", BOTH, "attention that ignores the mask, so padding tokens are attended to", "The additive mask"),
     ("mask-multiplied", BOTH, "the mask MULTIPLIED with the scores instead of added to them", "The additive mask"),
+    (
+        "keep-mask-times-scores",
+        BOTH,
+        "the scores multiplied by a 0/1 keep mask instead of adding the additive mask: a padding key gets "
+        "the score 0, not minus infinity, and keeps a share of the attention",
+        "The additive mask",
+    ),
+    (
+        "keep-mask-times-probs",
+        BOTH,
+        "the probabilities multiplied by a 0/1 keep mask after the softmax, without renormalising: each "
+        "row sums to less than 1",
+        "The additive mask",
+    ),
     (
         "mask-wrong-sign",
         BOTH,
