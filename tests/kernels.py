@@ -55,6 +55,11 @@ def capabilities() -> tuple[str, ...]:
     return tuple(c for c in CANDIDATES if _dispatched(c).strip().lower() == c)
 
 
+def native() -> str:
+    """The kernel set this run's other tests use: the one asked for, or torch's own pick."""
+    return _dispatched(os.environ.get("ATEN_CPU_CAPABILITY", "")).strip().lower()
+
+
 def conditions() -> list[Condition]:
     """Every capability this machine can dispatch, each with one thread and with all of them."""
     threads = sorted({1, os.cpu_count() or 1})

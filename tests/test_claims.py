@@ -194,3 +194,15 @@ def test_comparative_sentences_carry_a_claim_or_are_listed():
         "and mark the sentence, or cite the paper:\n" + "\n".join(new)
     )
     assert gone == [], f"no longer in the prose (remove them from {BASELINE.name}):\n" + "\n".join(gone)
+
+
+def test_the_contributor_page_lists_every_claim_with_its_margin_and_setup_the_conditions(site):  # noqa: F811
+    """Both tables come from the recorded margins (tests/claim_margins.json), not typed by hand."""
+    recorded = json.loads((ROOT / "tests" / "claim_margins.json").read_text())
+    page = (site / "how-it-is-built" / "index.html").read_text(encoding="utf-8")
+    missing = [key for key in recorded["claims"] if f"<code>{key}</code>" not in page]
+    assert missing == [] and "<!-- claim margins -->" not in page
+    setup = (site / "setup" / "index.html").read_text(encoding="utf-8")
+    assert (
+        all(f"<code>{c}</code>" in setup for c in recorded["conditions"]) and "<!-- claim conditions -->" not in setup
+    )

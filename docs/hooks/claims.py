@@ -190,6 +190,6 @@ def on_post_build(config):
         # Printed, not logged: mkdocs --strict counts logged warnings and would abort the build.
         print(
             f"WARNING -  {len(_failed)} claim(s) of the lessons do not hold on this machine ({'; '.join(_failed)}); "
-            "their sentences are marked on their pages. Please report it with `bertlab doctor`'s output.",
+            "their sentences are marked on their pages. Tell your instructor, with what `make doctor` prints.",
             file=sys.stderr,
         )
