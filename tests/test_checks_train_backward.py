@@ -122,3 +122,28 @@ def test_an_in_place_write_the_autograd_saved_raises_in_torch_itself():
     nn.functional.dropout(probs, 0.5, True, inplace=True)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         probs.sum().backward()
+
+
+class JitterInForward(BertSelfOutput):
+    """Wrong: a little noise "against overfitting", in eval mode too, and not by dropout."""
+
+    def forward(self, hidden_states, input_tensor):
+        out = super().forward(hidden_states, input_tensor)
+        return out + 1e-7 * torch.randn_like(out)
+
+
+class DropoutModuleBuiltInForward(BertSelfOutput):
+    """Wrong: a new nn.Dropout built in forward is in training mode, whatever the module's mode."""
+
+    def forward(self, hidden_states, input_tensor):
+        update = nn.Dropout(self.dropout.p)(self.dense(hidden_states))
+        return self.LayerNorm(update + input_tensor)
+
+
+def test_randomness_in_eval_mode_is_blamed_on_dropout_only_when_dropout_draws_it():
+    with pytest.raises(CheckFailed) as err:
+        check("4.1", JitterInForward)
+    assert "not through dropout" in str(err.value) and err.value.mistake is None, str(err.value)
+    with pytest.raises(CheckFailed) as err:
+        check("4.1", DropoutModuleBuiltInForward)
+    assert err.value.mistake == "dropout-in-eval", str(err.value)

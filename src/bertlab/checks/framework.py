@@ -508,9 +508,15 @@ class ModuleTask(Task):
         with torch.no_grad():
             first, second = self.call(module.eval(), inputs), self.call(module, inputs)
         if any(not torch.equal(first[k], second[k]) for k in first):
+            if self.eval_dropout_is_the_cause(module, inputs):
+                self.fail(
+                    "two calls in eval mode give different outputs", mistake=diagnose.REGISTRY.get("dropout-in-eval")
+                )
             self.fail(
-                "two calls in eval mode give different outputs",
-                mistake=diagnose.REGISTRY.get("dropout-in-eval"),
+                "two calls in eval mode give different outputs, and not through dropout: forward draws random "
+                "numbers of its own",
+                "A layer built inside forward (nn.Linear, nn.LayerNorm) gets new random weights on every call: "
+                "build every layer in __init__, and draw no random numbers in forward.",
             )
         check_dropout_placement(self, cls, ctx, layer, inputs, module)
         # The pretrained model uses 0.1 for every dropout, so a probability typed in as a number,
@@ -519,6 +525,13 @@ class ModuleTask(Task):
         other = ctx.other()
         other_inputs, _ = self.random_inputs(other)
         check_dropout_placement(self, cls, other, self.layers(other)[0], other_inputs, other_config=True)
+
+    def eval_dropout_is_the_cause(self, module, inputs: dict) -> bool:
+        """Whether two eval-mode calls that differ agree once every dropout draws a fixed mask:
+        then dropout acts in eval mode; else something else draws random numbers in forward."""
+        with torch.no_grad(), located_dropout.replaying([]):  # found nowhere: a fixed mask per shape
+            first, second = self.call(module, inputs), self.call(module, inputs)
+        return all(torch.equal(first[k], second[k]) for k in first)
 
     def call_spec(self, module, inputs: dict) -> tuple[Callable, tuple, dict]:
         """(callable, args, kwargs) that ``self.call(module, inputs)`` makes, for the gradients check."""
