@@ -147,3 +147,17 @@ def test_randomness_in_eval_mode_is_blamed_on_dropout_only_when_dropout_draws_it
     with pytest.raises(CheckFailed) as err:
         check("4.1", DropoutModuleBuiltInForward)
     assert err.value.mistake == "dropout-in-eval", str(err.value)
+
+
+class LinearBuiltInForward(BertSelfOutput):
+    """Wrong: W_O built anew in every forward (new random weights), never the loaded one."""
+
+    def forward(self, hidden_states, input_tensor):
+        dense = nn.Linear(hidden_states.shape[-1], hidden_states.shape[-1])
+        return self.LayerNorm(dense(hidden_states) + input_tensor)
+
+
+def test_a_layer_built_in_forward_is_not_called_dropout():
+    with pytest.raises(CheckFailed) as err:
+        check("4.1", LinearBuiltInForward)
+    assert err.value.mistake != "dropout-in-eval" and "dropout" not in str(err.value).lower(), str(err.value)
