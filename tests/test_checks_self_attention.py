@@ -370,3 +370,16 @@ def test_a_keep_mask_multiplied_in_is_named_with_its_lesson_section(learner, mis
     err = failure("3.1", learner, upto="values")
     assert err.mistake == mistake, str(err)
     assert 'section "The additive mask"' in str(err), str(err)
+
+
+def test_a_wrong_31_that_no_known_mistake_explains_is_blamed_in_32():
+    """The learner guide promises it: 3.2 fails because the learner's 3.1 answers otherwise than HF's."""
+    ns = solution_namespace("03-self-attention")  # a namespace of its own: its function is replaced
+    right = ns["eager_attention_forward"]
+
+    def sharper(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+        return right(module, query, key, value, attention_mask, 1.25 * (scaling or query.shape[-1] ** -0.5), dropout)
+
+    ns["eager_attention_forward"] = sharper  # what BertSelfAttention.forward finds by name
+    err = failure("3.2", ns["BertSelfAttention"], upto="values")
+    assert "fix 3.1 first" in str(err), str(err)

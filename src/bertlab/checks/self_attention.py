@@ -132,8 +132,9 @@ class BertSelfAttentionTask(ModuleTask):
             # BertSelfAttention may call the learner's eager_attention_forward, a function the grader
             # cannot replace by HF's: a mistake of that function would show here too. Whether it is
             # that function's is seen by watching the call, not guessed.
+            # An unnamed difference may be 3.1's too (its mistakes are not all known): watched as well.
             mistake = diagnose.REGISTRY.get(err.mistake or "")
-            if self.id != "3.2" or mistake is None or "3.1" not in mistake.tasks or diagnose_with is None:
+            if self.id != "3.2" or diagnose_with is None or (mistake is not None and "3.1" not in mistake.tasks):
                 raise
             blame = self.whose_mistake(mistake, diagnose_with[1])
             if not blame:
@@ -152,13 +153,22 @@ class BertSelfAttentionTask(ModuleTask):
     last_module = None
 
     def whose_mistake(self, mistake, inputs: dict) -> str:
-        """Where a mistake 3.1 can make comes from in this BertSelfAttention: its call of the
-        learner's eager_attention_forward, watched while it runs on ``inputs``, says."""
+        """Where a mistake 3.1 can make (or an unnamed difference, ``mistake`` None) comes from in
+        this BertSelfAttention: its call of the learner's eager_attention_forward, watched while it
+        runs on ``inputs``, says. For an unnamed difference only a wrong 3.1 is worth saying."""
         if self.last_module is None:
             return ""
         seen = eager_call_seen(self.last_module, inputs)
         if seen is None:
             return ""
+        if mistake is None:
+            wrong_31 = seen["called"] and not answers_as_hf(seen["args"], seen["returned"])
+            return (
+                "Your BertSelfAttention calls your eager_attention_forward, which answers otherwise than HF's on "
+                "the very arguments it is given: fix 3.1 first."
+                if wrong_31
+                else ""
+            )
         lost = (
             " The grader builds your module, then loads the pretrained weights into it (again for each layer): "
             "a scaling folded into `query`'s weights, in __init__ or once on a first call, is lost. Scale "
