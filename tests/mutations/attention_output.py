@@ -16,6 +16,12 @@ MUTATIONS = [
         "nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)",
         "nn.LayerNorm(config.hidden_size)",
     ),
+    Mutation(
+        "layernorm-eps-typed",
+        NB,
+        "nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)",
+        "nn.LayerNorm(config.hidden_size, eps=1e-12)  # BERT's eps",
+    ),
     # In BertAttention: the residual is the attention's output instead of its input.
     Mutation("residual-wrong-tensor", NB, CALL_OUTPUT, "self.output(self_output, self_output)"),
     Mutation("attention-output-wrong-order", NB, CALL_OUTPUT, "self.output(hidden_states, self_output)"),

@@ -482,10 +482,32 @@ class ModuleTask(Task):
                 # std, say) shows with this config's large one.
                 self.compare(expected, got, self.outputs, f"{against} on {description}", diagnose_with=(hf, inputs))
             except CheckFailed as err:
+                # A tiny eps typed in (the pretrained 1e-12) and torch's default 1e-5 both look alike
+                # next to this config's large eps: the closer of the two is named, measured.
+                if err.mistake in (None, "layernorm-eps-default"):
+                    typed = self.eps_distance(hf, inputs, got, ctx.model.config.layer_norm_eps)
+                    default = self.eps_distance(hf, inputs, got, nn.LayerNorm(1).eps)
+                    if typed <= self.atol and typed < default:
+                        mistake = diagnose.REGISTRY["layernorm-eps-typed"]
+                        raise CheckFailed(f"{str(err).splitlines()[0]}\n  {mistake.hint()}", mistake.id) from None
                 if err.mistake is not None:
                     raise
                 hint = "Read every size from `config` (or from the inputs' shapes), never from the pretrained model."
                 raise CheckFailed(f"{err}\n  {hint}", err.mistake) from None
+
+    def eps_distance(self, hf: nn.Module, inputs: dict, got: dict, eps: float) -> float:
+        """How far ``got`` is from HF's module with ``eps`` in every LayerNorm (inf: no LayerNorm)."""
+        if not any(isinstance(m, nn.LayerNorm) for m in hf.modules()):
+            return float("inf")
+        other = copy.deepcopy(hf)
+        for m in other.modules():
+            if isinstance(m, nn.LayerNorm):
+                m.eps = eps
+        with torch.no_grad():
+            wrong = {k: v.float() for k, v in self.call(other, inputs).items()}
+        if any(not isinstance(got.get(k), torch.Tensor) or got[k].shape != v.shape for k, v in wrong.items()):
+            return float("inf")
+        return max(float((got[k].detach().float() - v).abs().max()) for k, v in wrong.items())
 
     def check_dropout(self, cls, ctx: Context) -> None:
         """Dropout is an nn.Dropout of the config's p, off in eval mode, and acts where HF's does.
@@ -871,10 +893,12 @@ def explain_sizes(task, module: nn.Module, hf: nn.Module, pretrained, config, ag
         if isinstance(sub, nn.LayerNorm):
             eps = getattr(learner, "eps", None)
             if isinstance(eps, float) and eps != sub.eps:
-                origin = " (the pretrained model's)" if eps == pretrained.layer_norm_eps else ""
+                typed = eps == pretrained.layer_norm_eps
+                origin = " (the pretrained model's)" if typed else ""
                 task.fail(
                     f"{where}: LayerNorm eps is {eps:g}{origin}, not config.layer_norm_eps = {sub.eps:g}",
                     "Pass eps=config.layer_norm_eps to nn.LayerNorm.",
+                    mistake=diagnose.REGISTRY["layernorm-eps-typed"] if typed else None,
                 )
         if isinstance(sub, nn.Dropout) and isinstance(learner, nn.Dropout) and learner.p != sub.p:
             field = (

@@ -40,6 +40,18 @@ register(
         "Dropout",
     )
 )
+# Seen by the config check (another config, whose eps is not the pretrained 1e-12): the
+# learner's outputs equal HF's with the pretrained model's eps in every LayerNorm.
+register(
+    Mistake(
+        "layernorm-eps-typed",
+        ("2.1", "4.1", "4.2", "5.2", "6.1", "6.2", "6.4"),
+        "every LayerNorm with the pretrained model's eps typed in (or read from elsewhere) instead of "
+        "config.layer_norm_eps",
+        "06-layernorm",
+        "The equation",
+    )
+)
 
 # The seed both sides start from in train mode, and the probes' own seed.
 SEED = 0
