@@ -78,8 +78,7 @@ def _apply(x: torch.Tensor, keep: torch.Tensor, p: float, in_place: bool) -> tor
 
 def _layouts(shape: torch.Size) -> Iterator[tuple[int, ...]]:
     """Orders of ``shape``'s axes, the identity first (most right code keeps HF's layout)."""
-    yield tuple(range(len(shape)))
-    yield from (order for order in itertools.permutations(range(len(shape))) if order != tuple(range(len(shape))))
+    return itertools.permutations(range(len(shape)))  # lexicographic: the identity comes first
 
 
 def locate(x: torch.Tensor, drawn: list[Drawn]) -> torch.Tensor | None:
@@ -97,10 +96,10 @@ def locate(x: torch.Tensor, drawn: list[Drawn]) -> torch.Tensor | None:
         if values.numel() > d.given.numel():
             continue
         tolerance = ATOL + RTOL * float(d.given.abs().max())
+        theirs_flat = [(theirs, d.given.permute(theirs).reshape(-1)) for theirs in _layouts(d.given.shape)]  # (N,)
         for mine in _layouts(values.shape):
             flat = values.permute(mine).reshape(-1)  # (n,)
-            for theirs in _layouts(d.given.shape):
-                hf_flat = d.given.permute(theirs).reshape(-1)  # (N,)
+            for theirs, hf_flat in theirs_flat:
                 start = _offset(flat, hf_flat, tolerance)
                 if start is not None:
                     keep = d.keep.permute(theirs).reshape(-1)[start : start + flat.numel()]
