@@ -963,6 +963,62 @@ def _crash_on_inputs_embeds_only():
 
 
 @case(
+    "padding-idx-typed-zero",
+    EMBEDDINGS,
+    scores=4,
+    status="failed",
+    message=r"\[PAD\] rows only.*HF keeps row 1",
+    must_fail=("test-2-1-gradients",),
+)
+def _padding_idx_typed_zero():
+    """Task 2.1 with ``padding_idx=0``, the pretrained model's [PAD] id typed in: under the pretrained
+    config every output and gradient is HF's; under another config ([PAD] = 1) row 0 of the word
+    table gets no gradient and row 1 does. The arguments check is in the gradients cell: 4/5."""
+    return replace(right(EMBEDDINGS), "bert-embeddings", "padding_idx=config.pad_token_id", "padding_idx=0")
+
+
+@case(
+    "scaling-argument-ignored",
+    ATTENTION,
+    scores=7,
+    status="failed",
+    message=r"called with scaling=0\.3",
+    must_fail=("test-3-1-masks",),
+)
+def _scaling_argument_ignored():
+    """Task 3.1 always scales by the head size's 1/sqrt(d), whatever ``scaling`` says. HF's
+    BertSelfAttention passes exactly that, so only a call with another scaling shows it: the cell
+    of the full Task 3.1 check (1 point) fails, Task 3.2 (which passes 1/sqrt(d)) stands: 7/8."""
+    return replace(
+        right(ATTENTION),
+        "eager-attention-forward",
+        "    if scaling is None:\n        scaling = query.shape[-1] ** -0.5\n",
+        "    scaling = query.shape[-1] ** -0.5\n",
+    )
+
+
+@case(
+    "model-default-types-from-ids",
+    MODEL,
+    scores=max_points(MODEL) - 1,
+    status="failed",
+    message=r"(?s)raised.*inputs_embeds",
+    must_fail=("test-6-4-sentences",),
+)
+def _model_default_types_from_ids():
+    """Task 6.4 builds the default token types with ``zeros_like(input_ids)``, which raises when
+    the caller gives ``inputs_embeds`` instead. Only the full Task 6.4 check calls it so: 12/13."""
+    return replace(
+        right(MODEL),
+        "bert-model",
+        "        embedding_output = self.embeddings(",
+        "        if token_type_ids is None:\n"
+        "            token_type_ids = torch.zeros_like(input_ids)\n"
+        "        embedding_output = self.embeddings(",
+    )
+
+
+@case(
     "gelu-returns-float64",
     NUMPY,
     scores=range(6, 12),

@@ -71,10 +71,14 @@ class ScoresScaledByItem(BertAttention):
     ids=["layernorm-stats-detached", "layer-hidden-detached", "rescaled-by-item", "residual-detached"],
 )
 def test_a_module_cut_from_the_graph_passes_its_values_but_fails_its_gradients(task, cls, said):
-    check(task, cls, upto="dropout")  # every stage before the gradients: the values are right
+    check(task, cls, upto="config")  # the values are right
     with pytest.raises(CheckFailed) as err:
         check(task, cls, only="gradients")
     assert said in str(err.value), str(err.value)
+    if "arguments" in TASKS[task].stages:  # it compares gradients too, under another config
+        with pytest.raises(CheckFailed) as err:
+            check(task, cls, only="arguments")
+        assert "gradient" in str(err.value).splitlines()[0], str(err.value)
 
 
 MODULE_TASKS = [task_id for task_id, task in TASKS.items() if "gradients" in task.stages]

@@ -246,10 +246,12 @@ def test_nan_says_where_it_first_appears_and_names_the_multiplied_mask(task, lea
         (
             "3.1",
             lambda: notebook(
-                MASK_OVER_QUERIES_3_1.replace(".transpose(-1, -2)  #", "  #").replace(
+                MASK_OVER_QUERIES_3_1.replace(".transpose(-1, -2)  #", "  #")
+                .replace(
                     "return torch.matmul(weights, value).transpose(1, 2), weights",
                     "return torch.matmul(weights, value).transpose(1, 2).contiguous(), None",
                 )
+                .replace("* scaling", "* (query.shape[-1] ** -0.5 if scaling is None else scaling)")
             )["eager_attention_forward"],
         ),
     ],

@@ -14,6 +14,7 @@ import copy
 import torch
 
 from bertlab import diagnose
+from bertlab.checks import call_forms
 from bertlab.checks.framework import BuiltOnParts, CheckFailed, Context, ModuleTask
 from bertlab.checks.self_attention import CONTEXT_DIMS, PROBS_DIMS, random_attention_batch
 from bertlab.diagnose import attention_output as flawed
@@ -143,7 +144,7 @@ class BertAttentionTask(BuiltOnParts, AddNormTask):
     lesson = "04-add-and-norm"
     hf_path = "encoder.layer.{layer}.attention"
     outputs = {"attention_output": CONTEXT_DIMS, "attn_weights": PROBS_DIMS}
-    stages = ("names", "shapes", "values", "masks", "calls", "config", "dropout", "gradients")
+    stages = ("names", "shapes", "values", "masks", "calls", "config", "arguments", "dropout", "gradients")
     parts = {"self": "3.2", "output": "4.1"}
     # Its dropouts belong to its parts (HF's here); the dropout check sees that it runs them in train mode.
     dropouts = {}
@@ -158,6 +159,9 @@ class BertAttentionTask(BuiltOnParts, AddNormTask):
 
     def random_inputs(self, ctx):
         return random_attention_batch(ctx)
+
+    def call_forms(self, ctx):
+        return call_forms.mask_forms(ctx)
 
 
 TASKS = [BertSelfOutputTask(), BertAttentionTask()]

@@ -21,7 +21,7 @@ import re
 import torch
 
 from bertlab import corpus, diagnose, reference
-from bertlab.checks import encoder_contract
+from bertlab.checks import call_forms, encoder_contract
 from bertlab.checks.compare import allclose
 from bertlab.checks.embeddings import NON_PERSISTENT
 from bertlab.checks.framework import BuiltOnParts, CheckFailed, ModuleTask, _describe
@@ -125,8 +125,13 @@ class BertLayerTask(BuiltOnParts, _VariantDiagnosis, ModuleTask):
         call = ctx.corpus.layer(layer)
         return {"hidden_states": call.args[0], "attention_mask": call.args[1]}, {"layer_output": call.output}
 
+    stages = ("names", "shapes", "values", "masks", "calls", "config", "arguments", "dropout", "gradients")
+
     def random_inputs(self, ctx):
         return random_attention_batch(ctx)
+
+    def call_forms(self, ctx):
+        return call_forms.mask_forms(ctx)
 
 
 class BertEncoderTask(BuiltOnParts, _HiddenStates, ModuleTask):
@@ -138,7 +143,7 @@ class BertEncoderTask(BuiltOnParts, _HiddenStates, ModuleTask):
     parts = {"layer": "6.1"}  # a ModuleList of num_hidden_layers BertLayer
     stack = "layer"
     # No dropout of its own: the dropout check sees that it runs HF's layers as they are in train mode.
-    stages = ("names", "shapes", "values", "masks", "calls", "config", "dropout", "gradients")
+    stages = ("names", "shapes", "values", "masks", "calls", "config", "arguments", "dropout", "gradients")
     random_trials = 3  # each runs every layer: fewer batches than for one layer
 
     def captured(self, ctx, layer):
@@ -148,6 +153,9 @@ class BertEncoderTask(BuiltOnParts, _HiddenStates, ModuleTask):
 
     def random_inputs(self, ctx):
         return random_attention_batch(ctx)
+
+    def call_forms(self, ctx):
+        return call_forms.mask_forms(ctx)
 
     def part_reference(self, ctx, attr):
         from bertlab.checks.harness import given
@@ -274,7 +282,7 @@ class BertModelTask(BuiltOnParts, _HiddenStates, ModuleTask):
     parts = {"embeddings": "2.1", "encoder": "6.2", "pooler": "6.3"}
     # No dropout of its own (its parts are checked in Tasks 2 to 6.1); one more check at the end:
     # the sentence embeddings of sentence-transformers.
-    stages = ("names", "shapes", "values", "masks", "calls", "arguments", "config", "dropout", "gradients", "sentences")
+    stages = ("names", "shapes", "values", "masks", "calls", "config", "arguments", "dropout", "gradients", "sentences")
 
     def check_shapes(self, cls, ctx):
         self._named_if_square(super().check_shapes, cls, ctx)
@@ -383,37 +391,8 @@ class BertModelTask(BuiltOnParts, _HiddenStates, ModuleTask):
             )
         self.load(module, ctx, None)
 
-    def check_arguments(self, cls, ctx):
-        """Each optional argument of forward is used as HF's BertModel uses it: called with
-        ``position_ids`` (random positions) and with ``inputs_embeds`` (random word vectors, no
-        ``input_ids``), the outputs equal HF's. A model that drops either would pass the rest."""
-        self._on_parts(self._check_arguments, cls, ctx)
-
-    def _check_arguments(self, cls, ctx):
-        module, hf = self.learner_for(cls, ctx, None), self.reference(ctx, None)
-        base, description = random_model_batch(ctx)
-        (B, T), g, config = base["input_ids"].shape, ctx.generator, ctx.model.config
-        forms = {
-            "position_ids": {
-                **base,
-                "position_ids": torch.randint(config.max_position_embeddings, (B, T), generator=g),
-            },
-            "inputs_embeds": {
-                **{k: v for k, v in base.items() if k != "input_ids"},
-                "inputs_embeds": torch.randn(B, T, config.hidden_size, generator=g),
-            },
-        }
-        for argument, inputs in forms.items():
-            with torch.no_grad():
-                expected, got = self.call(hf, inputs), self.call(module, inputs)
-            try:
-                self.compare(expected, got, self.outputs, f"HF's BertModel called with `{argument}` on {description}")
-            except CheckFailed as err:
-                raise CheckFailed(
-                    f"{err}\n  Pass `{argument}` on to self.embeddings, as HF's BertModel does: "
-                    f"the caller's `{argument}` must change the output.",
-                    err.mistake,
-                ) from None
+    def call_forms(self, ctx):
+        return call_forms.model_forms(ctx)
 
     def check_sentences(self, cls, ctx):
         self._on_parts(self._check_sentences, cls, ctx)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from bertlab.checks import call_forms
 from bertlab.checks.framework import CheckFailed, Context, ModuleTask
 from bertlab.checks.harness import state_shapes
 from bertlab.diagnose import embeddings as flawed  # noqa: F401  (registers the mistakes)
@@ -79,7 +80,7 @@ class BertEmbeddingsTask(ModuleTask):
     # No attention mask here: the random-batch check is named for what it varies. The default
     # token types (the `token_type_ids` buffer) come last, graded by a cell of their own: every
     # other check passes token types, so a missing buffer costs its point only.
-    stages = ("names", "shapes", "values", "batches", "calls", "config", "dropout", "gradients", "buffers")
+    stages = ("names", "shapes", "values", "batches", "calls", "config", "arguments", "dropout", "gradients", "buffers")
 
     def captured(self, ctx, layer):
         call = ctx.corpus.calls["embeddings"]
@@ -140,6 +141,34 @@ class BertEmbeddingsTask(ModuleTask):
         self.compare(
             expected, got, self.outputs, f"HF's {self.title} on {description.replace('all-zero', 'no')}", (hf, inputs)
         )
+        self.check_forms(cls, ctx, lambda where: call_forms.embeddings_forms(where, token_types=False))
+
+    def call_forms(self, ctx):
+        return call_forms.embeddings_forms(ctx, token_types=True)
+
+    def compare_gradients(self, grads: dict, expected: dict, how: str) -> None:
+        """A ``padding_idx`` on another row than HF's shows as two rows of the word table's gradient:
+        named so, where the generic message would look for a cut graph."""
+        try:
+            super().compare_gradients(grads, expected, how)
+        except CheckFailed:
+            got, want = grads["params"].get("word_embeddings.weight"), expected["params"]["word_embeddings.weight"]
+            if got is None or got.shape != want.shape:
+                raise
+            zero = lambda g: set((g.abs().sum(1) == 0).nonzero().flatten().tolist())  # noqa: E731
+            theirs, mine = zero(want) - zero(got), zero(got) - zero(want)
+            if not theirs and not mine:
+                raise
+            differ = set(((got - want).abs().amax(1) > 1e-5 * float(want.abs().max())).nonzero().flatten().tolist())
+            if not differ <= theirs | mine:
+                raise
+            rows = lambda r: ", ".join(map(str, sorted(r))) or "none"  # noqa: E731
+            self.fail(
+                f"the gradient of `word_embeddings.weight` differs from HF's in the [PAD] rows only{how}: HF keeps "
+                f"row {rows(theirs)} out of training (gradient 0), yours row {rows(mine)}",
+                "HF's row is config.pad_token_id: nn.Embedding(config.vocab_size, config.hidden_size, "
+                "padding_idx=config.pad_token_id), never a number typed in.",
+            )
 
     def check_buffer(self, module, ctx: Context, name: str, what: str, why: str = "") -> None:
         """HF's buffer ``name`` (1, P), whose entries are ``what``, is in ``module`` alike (``why``: what uses it)."""

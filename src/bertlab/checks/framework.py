@@ -30,6 +30,7 @@ from torch import nn
 from bertlab import capture as capture_mod
 from bertlab import diagnose, reference
 from bertlab.checks import heatmap, located_dropout
+from bertlab.checks.call_forms import CallForm
 from bertlab.checks.compare import Difference, allclose, diagnose_non_finite, difference, non_finite, worst_position
 from bertlab.checks.feedback_traceback import learner_traceback
 from bertlab.checks.harness import (
@@ -563,17 +564,25 @@ class ModuleTask(Task):
         """``self.call``'s named outputs in the order the learner's forward returns its tensors."""
         return list(named.values())
 
-    def reference_gradients(self, ctx: Context, layer, inputs: dict, seed: int, located: list | None = None) -> dict:
+    def reference_gradients(
+        self,
+        ctx: Context,
+        layer,
+        inputs: dict,
+        seed: int,
+        located: list | None = None,
+        grad_inputs: tuple | None = None,
+    ) -> dict:
         """HF's gradients under the learner's loss (``harness.weighted_sum`` of the same outputs).
 
         With ``located`` (HF's recorded dropout draws), in train mode, every dropout applying them.
+        ``grad_inputs``: the inputs whose gradients are asked for (default: the task's).
         """
+        grad_inputs = self.grad_inputs if grad_inputs is None else grad_inputs
         hf = self.reference(ctx, layer)  # frozen, in eval mode: its gradients are asked for, not kept
         params = dict(hf.named_parameters())
-        kwargs = {
-            k: (v.detach().clone().requires_grad_(True) if k in self.grad_inputs else v) for k, v in inputs.items()
-        }
-        given = [k for k in self.grad_inputs if k in kwargs]
+        kwargs = {k: (v.detach().clone().requires_grad_(True) if k in grad_inputs else v) for k, v in inputs.items()}
+        given = [k for k in grad_inputs if k in kwargs]
         hf.requires_grad_(True).train(located is not None)
         try:
             with located_dropout.patched(located) if located is not None else contextlib.nullcontext():
@@ -596,26 +605,68 @@ class ModuleTask(Task):
         layer = self.layers(ctx)[0]
         module = self.learner_for(cls, ctx, layer)
         inputs, _ = self.random_inputs(ctx)
+        seed = self.gradients_as_hf(module, ctx, layer, inputs, self.grad_inputs, "")
+        self.check_train_gradients(module, ctx, layer, inputs, seed)
+
+    def gradients_as_hf(self, module, ctx: Context, layer, inputs: dict, grad_inputs: tuple, how: str) -> int:
+        """Fail unless ``module``'s eval-mode gradients on ``inputs`` (its parameters' and those of
+        ``grad_inputs``) are HF's; ``how`` says which call. Returns the upstream gradient's seed."""
         fn, args, kwargs = self.call_spec(module, inputs)
         seed = int(torch.randint(2**31, (1,), generator=ctx.generator))
-        outcome = gradients_of(fn, args, kwargs, self.grad_inputs, seed, forbid_shortcuts=self.forbid_shortcuts)
+        outcome = gradients_of(fn, args, kwargs, grad_inputs, seed, forbid_shortcuts=self.forbid_shortcuts)
         grads = self.outcome_value(outcome, "forward", args, kwargs)
         if not grads["connected"]:
             self.fail("the output does not depend on any parameter: is forward under torch.no_grad() or detached?")
         params = grads["params"]
-        dead = [n for n, g in params.items() if g is None or not bool(g.abs().sum() > 0)]
-        dead += [k for k in self.grad_inputs if grads["inputs"].get(k) is None]
+        expected = self.reference_gradients(ctx, layer, inputs, seed, grad_inputs=grad_inputs)
+        # dead where HF's is not: with inputs_embeds, no gradient reaches the word table in HF's either
+        reached = lambda g: g is not None and bool(g.abs().sum() > 0)  # noqa: E731
+        dead = [n for n, g in params.items() if not reached(g) and reached(expected["params"].get(n))]
+        dead += [k for k in grad_inputs if k in inputs and grads["inputs"].get(k) is None]
         if dead:
             self.fail(
-                f"no gradient reaches {', '.join(dead)}",
+                f"no gradient reaches {', '.join(dead)}{how}",
                 "Every parameter (and the input) must be used in forward, outside torch.no_grad() and .detach().",
             )
-        bad = [n for n, g in params.items() if not bool(torch.isfinite(g).all())]
+        bad = [n for n, g in params.items() if g is not None and not bool(torch.isfinite(g).all())]
         if bad:
             self.fail(f"gradients of {', '.join(bad)} are not finite (NaN or inf)")
-        expected = self.reference_gradients(ctx, layer, inputs, seed)
-        self.compare_gradients(grads, expected, "in eval mode, same weights, inputs and upstream gradient")
-        self.check_train_gradients(module, ctx, layer, inputs, seed)
+        self.compare_gradients(grads, expected, f"in eval mode, same weights, inputs and upstream gradient{how}")
+        return seed
+
+    # -- the arguments check: its table of call forms is ``call_forms`` ---------------------
+
+    def call_forms(self, ctx: Context) -> list[CallForm]:
+        """Every way HF's callers call this module (``call_forms``); none for required inputs only."""
+        return []
+
+    def check_arguments(self, cls, ctx: Context) -> None:
+        """Each form of ``call_forms``, under the pretrained config and another: the outputs and
+        the gradients equal HF's (see ``call_forms``)."""
+        self.check_forms(cls, ctx, self.call_forms)
+
+    def check_forms(self, cls, ctx: Context, forms_of: Callable[[Context], list[CallForm]]) -> None:
+        """``forms_of(ctx)``'s forms, under the pretrained config and another, compared with HF's."""
+        for where in (ctx, ctx.other()):
+            layer = self.layers(where)[0]
+            hf, module = self.reference(where, layer), self.learner_for(cls, where, layer)
+            built = "" if where is ctx else f" built from another config ({describe_config(where.model.config)})"
+            for form in forms_of(where):
+                how = f", called with {form.name}{built}"
+                # A failure of the values says what HF does with the form (``why``); the call's
+                # own failure (it raised, or returned the wrong kind of thing) names the form first.
+                with torch.no_grad():
+                    expected = self.call(hf, form.inputs)
+                    try:
+                        got = self.call(module, form.inputs)
+                    except CheckFailed as err:
+                        raise _in_form(err, form, how[2:]) from None
+                    try:
+                        self.compare(expected, got, self.outputs, f"HF's {self.title}{how[1:]}", (hf, form.inputs))
+                    except CheckFailed as err:
+                        raise _in_form(err, form) from None
+                if where is not ctx:  # see call_forms: gradients under the small config only
+                    self.gradients_as_hf(module, where, layer, form.inputs, form.grad_inputs, how)
 
     def compare_gradients(self, grads: dict, expected: dict, how: str) -> None:
         """Fail where the learner's gradients (``harness.gradients``'s value) differ from HF's."""
@@ -667,6 +718,12 @@ class ModuleTask(Task):
         grads = self.outcome_value(outcome, "forward and backward in train mode", args, kwargs)
         expected = self.reference_gradients(ctx, layer, inputs, seed, located=drawn)
         self.compare_gradients(grads, expected, "in train mode, with HF's dropout masks")
+
+
+def _in_form(err: CheckFailed, form: CallForm, *lines: str) -> CheckFailed:
+    """``err`` with ``lines`` and, unless it names a known mistake, what HF does with ``form``."""
+    lines += (form.why,) if form.why and err.mistake is None else ()
+    return CheckFailed("\n  ".join([str(err), *filter(None, lines)]), err.mistake, err.values)
 
 
 def other_inputs_of_the_same_shape(inputs: dict, generator: torch.Generator) -> dict:
@@ -757,6 +814,7 @@ def _config_key(config) -> tuple:
         config.layer_norm_eps,
         config.hidden_dropout_prob,
         config.attention_probs_dropout_prob,
+        config.pad_token_id,
     )
 
 
@@ -766,10 +824,11 @@ def _differs(options, taken) -> Any:
 
 
 def other_config(config):
-    """A BertConfig that shares no size with ``config`` (the pretrained model's).
+    """A BertConfig that shares no size or id with ``config`` (the pretrained model's).
 
     The hidden size, the number of heads and the head size all differ; the FFN is not 4x the
-    hidden size; eps is large enough to move the outputs; the dropout probabilities differ too.
+    hidden size; eps is large enough to move the outputs; the dropout probabilities and the
+    ``pad_token_id`` differ too.
     """
     from transformers import BertConfig
 
@@ -792,7 +851,8 @@ def other_config(config):
         hidden_dropout_prob=_differs((0.2, 0.3), (config.hidden_dropout_prob,)),
         attention_probs_dropout_prob=_differs((0.3, 0.4), (config.attention_probs_dropout_prob,)),
         hidden_act=config.hidden_act,
-        pad_token_id=0,
+        # the [PAD] row too: a padding_idx wired to the pretrained 0 shows in the word table's gradient
+        pad_token_id=_differs((1, 2), (config.pad_token_id,)),
         attn_implementation="eager",
     )
 
@@ -826,7 +886,12 @@ class _PretrainedSizes:
         self.num_attention_heads, self.num_hidden_layers = sizes["num_attention_heads"], sizes["num_hidden_layers"]
         self.vocab_size, self.max_position_embeddings = sizes["vocab_size"], sizes["max_position_embeddings"]
         self.type_vocab_size = sizes["type_vocab_size"]
-        self.layer_norm_eps, self.hidden_dropout_prob, self.attention_probs_dropout_prob = key[len(SIZE_FIELDS) :]
+        (
+            self.layer_norm_eps,
+            self.hidden_dropout_prob,
+            self.attention_probs_dropout_prob,
+            self.pad_token_id,
+        ) = key[len(SIZE_FIELDS) :]
         self.hidden_act = "gelu"
 
 
@@ -1190,3 +1255,6 @@ class BuiltOnParts(ModuleTask):
 
     def check_gradients(self, cls, ctx):
         self._on_parts(super().check_gradients, cls, ctx)
+
+    def check_arguments(self, cls, ctx):
+        self._on_parts(super().check_arguments, cls, ctx)

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from bertlab import diagnose
+from bertlab.checks import call_forms
 from bertlab.checks.compare import allclose
 from bertlab.checks.eager_call_watch import Training, answers_as_hf, eager_call_seen, hf_eager_attention_forward
 from bertlab.checks.framework import CheckFailed, Context, ModuleTask, config_sizes, is_reference
@@ -43,6 +44,7 @@ class BertSelfAttentionTask(ModuleTask):
     hf_path = "encoder.layer.{layer}.attention.self"
     outputs = {"context_layer": CONTEXT_DIMS, "attention_probs": PROBS_DIMS}
     computed_in_order = ["attention_probs", "context_layer"]  # the probabilities weight the values
+    stages = ("names", "shapes", "values", "masks", "calls", "config", "arguments", "dropout", "gradients")
     dropouts = {"dropout": "attention_probs_dropout_prob"}
 
     def captured(self, ctx, layer):
@@ -52,6 +54,9 @@ class BertSelfAttentionTask(ModuleTask):
 
     def random_inputs(self, ctx):
         return random_attention_batch(ctx)
+
+    def call_forms(self, ctx):
+        return call_forms.mask_forms(ctx)
 
     # -- attention weights returned as None: what can be checked without them still is ---------
 
@@ -218,7 +223,7 @@ class EagerAttentionForwardTask(BertSelfAttentionTask):
 
     id = "3.1"
     title = "eager_attention_forward"
-    stages = ("shapes", "values", "masks", "config", "dropout", "gradients")
+    stages = ("shapes", "values", "masks", "config", "arguments", "dropout", "gradients")
     outputs = {"attn_output": ("batch", "token", "head", "dim"), "attn_weights": PROBS_DIMS}
     computed_in_order = ["attn_weights", "attn_output"]
     grad_inputs = ("query", "key", "value")
@@ -242,19 +247,18 @@ class EagerAttentionForwardTask(BertSelfAttentionTask):
             "value": split(module.value(inputs["hidden_states"])),
             "attention_mask": inputs["attention_mask"],
             "scaling": module.scaling,
+            "dropout": 0.0,  # passed as HF's BertSelfAttention does in eval mode (the arguments check leaves it out)
         }
 
     def call(self, fn, inputs, what="eager_attention_forward(...)", training=False, seed=None):
         # HF's module in train mode (the train-mode gradients check) runs HF's function in training
         module = Training().train(training or (isinstance(fn, nn.Module) and fn.training))
-        dropout = inputs.get("dropout", 0.0)
-        args = {k: v for k, v in inputs.items() if k != "dropout"}
         if isinstance(fn, nn.Module):  # HF's module, when the masks check asks for the expected output
             if seed is not None:
                 torch.manual_seed(seed)
-            out = hf_eager_attention_forward()(module, dropout=dropout, **args)
+            out = hf_eager_attention_forward()(module, **inputs)
         else:
-            out = self.call_learner(what, fn, module, dropout=dropout, seed=seed, **args)
+            out = self.call_learner(what, fn, module, seed=seed, **inputs)
         return super().call(lambda **_: out, {}, what)
 
     def check_config(self, fn, ctx):
@@ -280,9 +284,7 @@ class EagerAttentionForwardTask(BertSelfAttentionTask):
             ) from None
 
     def call_spec(self, fn, inputs):
-        args = {k: v for k, v in inputs.items() if k != "dropout"}
-        dropout = inputs.get("dropout", 0.0)
-        return fn, (Training().train(dropout > 0),), {"dropout": dropout, **args}
+        return fn, (Training().train(inputs.get("dropout", 0.0) > 0),), inputs
 
     def check_train_gradients(self, fn, ctx, layer, inputs, seed):
         """In training: ``module.training`` set and ``dropout`` the config's, on both sides."""
@@ -302,6 +304,10 @@ class EagerAttentionForwardTask(BertSelfAttentionTask):
         inputs, description = random_attention_batch(ctx)
         with torch.no_grad():
             return self.heads(ctx, 0, inputs), description
+
+    def call_forms(self, ctx):
+        with torch.no_grad():
+            return call_forms.eager_forms(ctx, lambda inputs: self.heads(ctx, 0, inputs))
 
     def check_dropout(self, fn, ctx):
         inputs, _ = self.captured(ctx, 0)

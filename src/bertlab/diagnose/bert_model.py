@@ -125,12 +125,15 @@ def model(
     attention_mask=None,
     token_type_ids=None,
     position_ids=None,
+    inputs_embeds=None,
     flaw=None,
     variant=None,
     **kwargs,
 ):
     """HF's BertModel with every hidden state, flattened by ``flatten``."""
-    embedding_output = module.embeddings(input_ids=input_ids, token_type_ids=token_type_ids, position_ids=position_ids)
+    embedding_output = module.embeddings(
+        input_ids=input_ids, token_type_ids=token_type_ids, position_ids=position_ids, inputs_embeds=inputs_embeds
+    )
     try:
         mask = extended_mask(attention_mask, flaw, variant)
     except WouldRaise:
