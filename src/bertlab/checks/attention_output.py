@@ -41,7 +41,7 @@ class AddNormTask(ModuleTask):
     """
 
     # Position-wise modules have no mask: their random-input check is called "batches".
-    stages = ("names", "shapes", "values", "batches", "calls", "config", "dropout", "gradients")
+    stages: tuple[str, ...] = ("names", "shapes", "values", "batches", "calls", "config", "dropout", "gradients")
     dropouts = {"dropout": "hidden_dropout_prob"}
     grad_inputs: tuple[str, ...] = ("hidden_states", "input_tensor")
 
@@ -144,7 +144,17 @@ class BertAttentionTask(BuiltOnParts, AddNormTask):
     lesson = "04-add-and-norm"
     hf_path = "encoder.layer.{layer}.attention"
     outputs = {"attention_output": CONTEXT_DIMS, "attn_weights": PROBS_DIMS}
-    stages = ("names", "shapes", "values", "masks", "calls", "config", "arguments", "dropout", "gradients")
+    stages: tuple[str, ...] = (
+        "names",
+        "shapes",
+        "values",
+        "masks",
+        "calls",
+        "config",
+        "arguments",
+        "dropout",
+        "gradients",
+    )
     parts = {"self": "3.2", "output": "4.1"}
     # Its dropouts belong to its parts (HF's here); the dropout check sees that it runs them in train mode.
     dropouts = {}

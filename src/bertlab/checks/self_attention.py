@@ -44,7 +44,17 @@ class BertSelfAttentionTask(ModuleTask):
     hf_path = "encoder.layer.{layer}.attention.self"
     outputs = {"context_layer": CONTEXT_DIMS, "attention_probs": PROBS_DIMS}
     computed_in_order = ["attention_probs", "context_layer"]  # the probabilities weight the values
-    stages = ("names", "shapes", "values", "masks", "calls", "config", "arguments", "dropout", "gradients")
+    stages: tuple[str, ...] = (
+        "names",
+        "shapes",
+        "values",
+        "masks",
+        "calls",
+        "config",
+        "arguments",
+        "dropout",
+        "gradients",
+    )
     dropouts = {"dropout": "attention_probs_dropout_prob"}
 
     def captured(self, ctx, layer):
