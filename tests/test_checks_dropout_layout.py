@@ -125,3 +125,5 @@ def test_a_mask_shared_over_rows_fails_the_dropout_check(task, cls):
     with pytest.raises(CheckFailed) as err:
         check(task, cls)
     assert "in train mode" in str(err.value), str(err.value)
+    assert err.value.mistake == "dropout-mask-shared", str(err.value)
+    assert "HF applies" not in str(err.value)  # its dropout is at HF's place: no placement hint

@@ -23,4 +23,11 @@ MUTATIONS = [
         "embeddings = self.LayerNorm(embeddings)\n        embeddings = self.dropout(embeddings)",
         "embeddings = self.LayerNorm(self.dropout(embeddings))",
     ),
+    # "Locked" dropout: one mask per sentence over the features, shared by every position.
+    Mutation(
+        "dropout-mask-shared",
+        NB,
+        "        embeddings = self.dropout(embeddings)\n",
+        "        embeddings = embeddings * self.dropout(torch.ones_like(embeddings[:, :1]))  # (B, 1, H)\n",
+    ),
 ]

@@ -173,13 +173,30 @@ def recording() -> Iterator[list[Drawn]]:
         yield drawn
 
 
+class SmallKept(list):
+    """HF's draws, replayed with one change: a tensor found nowhere among them and smaller than
+    each of them is kept whole instead of getting a mask of its own.
+
+    A module whose output changes under this replay drops such a tensor, and broadcasts its mask
+    over the rest: a mask shared over rows ("locked" dropout), which the dropout check names.
+    """
+
+
+def _smaller_than_hf(x: torch.Tensor, drawn: list[Drawn]) -> bool:
+    return bool(drawn) and all(x.numel() < d.given.numel() for d in drawn)
+
+
 @contextlib.contextmanager
 def patched(recorded: list[Drawn]) -> Iterator[None]:
     """Inside, every dropout applies the recorded mask of the elements it is given (learner's side)."""
 
     def replay(x: torch.Tensor, p: float, in_place: bool) -> torch.Tensor:
-        keep = locate(x, [d for d in recorded if d.p == p])
-        return _apply(x, _own_mask(x, p) if keep is None else keep, p, in_place)
+        same_p = [d for d in recorded if d.p == p]
+        keep = locate(x, same_p)
+        if keep is None:
+            whole = isinstance(recorded, SmallKept) and _smaller_than_hf(x, same_p)
+            keep = torch.ones(x.shape, dtype=torch.bool) if whole else _own_mask(x, p)
+        return _apply(x, keep, p, in_place)
 
     with _patched(replay):
         yield

@@ -40,6 +40,18 @@ register(
         "Dropout",
     )
 )
+# Seen by the dropout check's replay of HF's draws (``located_dropout.SmallKept``): the output
+# moves with the mask of a tensor smaller than any HF drops, so that mask is broadcast.
+register(
+    Mistake(
+        "dropout-mask-shared",
+        ("2.1", "3.1", "3.2", "4.1", "4.2", "5.2", "6.1", "6.2", "6.4"),
+        "one dropout mask drawn for a smaller tensor and broadcast over tokens, sentences or heads "
+        '("locked" dropout); HF keeps each element on its own',
+        "03-multi-head-attention",
+        "Dropout",
+    )
+)
 # Seen by the config check (another config, whose eps is not the pretrained 1e-12): the
 # learner's outputs equal HF's with the pretrained model's eps in every LayerNorm.
 register(
