@@ -205,3 +205,24 @@ def test_ctrl_c_cancels_the_class_on_the_cluster(cluster, tmp_path):
     assert client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)) == 0
     state = course / "instructor" / "autograded" / ".bertlab-autograde.json"
     assert not state.exists() or json.loads(state.read_text()) == {}
+
+
+def test_a_submission_that_signals_its_worker_kills_nothing(cluster, tmp_path):
+    """The hostile cell (``tests/hostile.py``) sends SIGKILL to every process above its own: the
+    learner's template, the judge factory, the Dask worker and its nanny. The kernel refuses each
+    (Landlock's signal scope): no worker dies, and both submissions earn what their code computes."""
+    from bertlab.grading.platforms.linux import landlock
+    from bertlab.instructor.autograde import autograde
+    from tests import hostile
+
+    if landlock.abi() < 6:
+        pytest.skip("this kernel cannot scope signals (Landlock ABI 6, Linux 6.12): the site says so")
+    local, client = cluster
+    before = client.run(os.getpid)
+    course = _course(
+        tmp_path / "course", {"hostile": hostile.notebook(sub.right(ASSIGNMENT)), "honest": sub.right(ASSIGNMENT)}
+    )
+    outcomes = {o.student: o for o in autograde(course, [], scheduler=local.scheduler_address, progress=False)}
+    assert client.run(os.getpid) == before, "a worker died, or was replaced, while the class was graded"
+    full = sub.max_points(ASSIGNMENT)
+    assert [(outcomes[s].status, outcomes[s].score) for s in ("hostile", "honest")] == [("passed", full)] * 2, outcomes

@@ -10,6 +10,7 @@ honest-grading page says so.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -92,3 +93,82 @@ def test_a_detached_child_is_ended_when_its_judge_is_killed(tmp_path):
         client.kill()
     left = gone_within(MARKER, marker, 10)
     assert not left, f"still running after the judge was killed: {left}"
+
+
+def test_nothing_outlives_a_killed_grade_command_and_its_folders_are_swept(tmp_path):
+    """`bertlab grade` is killed outright (SIGKILL: it cleans up nothing) while a notebook loops:
+    its judge sees the command gone and ends its tree at once, the learner's loop with it. The
+    folders it left, with the learner's notebook, go at the next start of a pool."""
+    from bertlab.grading import scratch
+
+    marker = uuid.uuid4().hex
+    folder = course(tmp_path, ESCAPES["setsid-subprocess"], then="while True:\n    pass")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    client = subprocess.Popen(
+        [sys.executable, "-m", "bertlab.cli", "grade", "--cold", "--path", str(folder), "--json", "--no-progress"],
+        cwd=ROOT,
+        env={**path_env("linux"), MARKER: marker, "TMPDIR": str(temp)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline, looping = time.monotonic() + 120, []
+        while not looping and time.monotonic() < deadline:
+            time.sleep(0.2)
+            looping = [p for p in processes_with(MARKER, marker) if p.name() == "sleep"]
+        assert looping, "the detached child never started"
+        client.kill()
+        client.wait()
+        killed = time.monotonic()
+        left = gone_within(MARKER, marker, 5)
+        assert not left, f"still running after `bertlab grade` was killed: {left}"
+        print(f"everything of the killed command ended within {time.monotonic() - killed:.2f} s")
+    finally:
+        client.kill()
+    kept = [p.name for p in temp.iterdir() if p.name.startswith(f"bertlab-grade-{client.pid}-")]
+    assert kept, "the killed command left no folder: the sweep below would test nothing"
+    swept = scratch.sweep(str(temp))
+    assert {p.name for p in swept} >= set(kept), (kept, swept)
+    assert not any(p.name.startswith("bertlab-") for p in temp.iterdir()), list(temp.iterdir())
+
+
+def test_the_sweep_keeps_the_folders_of_living_processes_and_other_names(tmp_path):
+    from bertlab.grading import scratch
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    mine = tmp_path / f"bertlab-grade-{os.getpid()}-abc"
+    gone = tmp_path / f"bertlab-submission-{dead.pid}-xyz"
+    other = tmp_path / "bertlab-notes"
+    for path in (mine, gone, other):
+        path.mkdir()
+        (path / "notebook.ipynb").write_text("{}")
+    assert scratch.sweep(str(tmp_path)) == [gone]
+    assert mine.exists() and other.exists() and not gone.exists()
+
+
+def test_a_submission_that_signals_the_graders_processes_kills_none(tmp_path):
+    """The hostile cell (``tests/hostile.py``) sends SIGKILL to every process above its own, the
+    learner's template, the judge factory and the grade command among them: the kernel refuses
+    each (Landlock's signal scope), the command ends normally and the notebook earns what its
+    code computes, in full here."""
+    from bertlab.grading.platforms.linux import landlock
+    from tests import hostile
+
+    if landlock.abi() < 6:
+        pytest.skip("this kernel cannot scope signals (Landlock ABI 6, Linux 6.12): the site says so")
+    marker = uuid.uuid4().hex
+    folder = course(tmp_path, hostile.CELL)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bertlab.cli", "grade", "--cold", "--path", str(folder), "--json", "--no-progress"],
+        cwd=ROOT,
+        env={**path_env("linux"), MARKER: marker},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    task = json.loads(proc.stdout)["tasks"][0]
+    assert task["score"] == task["max_score"] > 0, task
+    assert not gone_within(MARKER, marker, 10)

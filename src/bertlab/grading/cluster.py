@@ -13,12 +13,12 @@ written by the instructor's process alone.
 
 from __future__ import annotations
 
-import tempfile
 from importlib import metadata
 from pathlib import Path
 
 from distributed import WorkerPlugin, get_worker
 
+from bertlab.grading import scratch
 from bertlab.grading.pool import Limits, WorkerPool, worker_env
 from bertlab.grading.runner import TaskResult, failed_all, grade_task
 
@@ -63,7 +63,7 @@ def judge_submission(
     if here != version:
         raise VersionMismatch(f"this worker has bertlab {here}, the instructor's command bertlab {version}")
     pool = get_worker().plugins[PLUGIN].pool
-    with tempfile.TemporaryDirectory(prefix="bertlab-submission-") as tmp:
+    with scratch.folder("submission") as tmp:
         # The learner's files and the sources in folders of their own: a submitted file named like
         # a source must not replace it.
         paths, source_paths = (
@@ -77,7 +77,7 @@ def lost(assignment: str, sources: dict[str, bytes], reason: str) -> TaskResult:
     """The verdict of a submission no worker could judge: every grade cell of its sources at 0, with ``reason``."""
     from bertlab.grading import notebooks
 
-    with tempfile.TemporaryDirectory(prefix="bertlab-lost-") as tmp:
+    with scratch.folder("lost") as tmp:
         checks = [c for path in _write(Path(tmp), sources) for c in failed_all(notebooks.read(path), reason)]
     return TaskResult(assignment, 0.0, sum(c.max_points for c in checks), "error", checks)
 

@@ -133,6 +133,10 @@ class WorkerPool:
     """
 
     def __init__(self, env: dict):
+        from bertlab.grading import scratch
+
+        # What a grader killed here left behind (learners' notebooks, hidden tests): not kept
+        scratch.sweep()
         self.env, self.lock = env, threading.Lock()
         self.idle: list[Worker] = []
         self.busy: set[Worker] = set()

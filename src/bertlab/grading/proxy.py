@@ -14,12 +14,11 @@ import os
 import select
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 
 from bertlab.checks.harness import Outcome
-from bertlab.grading import platforms, wire
+from bertlab.grading import platforms, scratch, wire
 
 
 class LearnerGone(Exception):
@@ -42,7 +41,7 @@ class Learner:
         # The learner's process may write only in its working directory (where the platform
         # sandboxes writes: platforms/): give it
         # one of its own unless the caller chose one.
-        self.scratch = None if cwd is not None else tempfile.mkdtemp(prefix="bertlab-learner-")
+        self.scratch = None if cwd is not None else scratch.mkdtemp("learner")
         cwd = cwd if cwd is not None else self.scratch
         # A learner process started the platform's way (platforms/): its pid, liveness and kill.
         self.process, self.to_learner, self.from_learner = platforms.current().start_learner(cwd, env)

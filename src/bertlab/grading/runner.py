@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bertlab.grading import notebooks
+from bertlab.grading import notebooks, scratch
 from bertlab.grading.pool import Judges, Limits, WorkerPool, worker_env
 from bertlab.grading.results import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, CheckResult, grade_cell_meta
 
@@ -82,7 +81,7 @@ def failed_all(nb, message: str) -> list[CheckResult]:
 
 def _run_worker(nb, limits: Limits, pool: Judges) -> tuple[str, list[CheckResult]]:
     """Judge ``nb`` in a warm worker process; return (status, checks)."""
-    with tempfile.TemporaryDirectory(prefix="bertlab-grade-") as tmp:
+    with scratch.folder("grade") as tmp:
         # The learner's process may write in the notebook's folder only: the result is kept apart.
         (Path(tmp) / "work").mkdir()
         copy, result_file = Path(tmp) / "work" / "notebook.ipynb", Path(tmp) / "result.json"

@@ -21,12 +21,17 @@ release_memory = heap.release
 
 def describe() -> dict[str, str]:
     version = landlock.abi()
+    held = ["writes only in its notebook's folder", "cannot read transformers", "traces no grader process"]
+    if version >= 4:
+        held.append("opens no TCP connection")
+    if version >= 6:
+        held.append("signals no grader process")
+    missing = [] if version >= 6 else ["signals to the grader's processes are not scoped (Landlock ABI 6, Linux 6.12)"]
     return {
         "path": "linux",
         "judges": "forked from one process that has imported torch and loaded the model",
         "learners": "forked from a template that has imported torch (milliseconds per notebook)",
-        "sandbox": f"Landlock ABI {version}: the learner's code writes only in its notebook's folder "
-        "and cannot read transformers"
+        "sandbox": f"Landlock ABI {version}: the learner's code " + ", ".join(held) + "".join(f"; {m}" for m in missing)
         if version >= 1
         else "absent: this kernel has no Landlock (5.13 or newer has it)",
     }
@@ -173,6 +178,31 @@ def guard_parent() -> None:
     if os.getppid() == 1:  # the parent ended before the line above
         os._exit(0)
     become_subreaper()  # what the learner's code starts stays below it, for end_tree
+
+
+def end_with(pid: int) -> None:
+    """End this process and everything below it as soon as process ``pid`` ends.
+
+    A judge grades for a pool in another process (a grade command, a Dask worker). When that
+    process is killed outright, nobody is left to read the judge's verdict or to stop the
+    learner's code it runs, a loop say, until its time limit. A thread waits on ``pid`` (a
+    pidfd: woken the moment it ends) and ends the tree at once; the learner's template and
+    process end with it."""
+    import select
+    import threading
+
+    def watch() -> None:
+        try:
+            handle = os.pidfd_open(pid)
+        except OSError:  # gone already, or a kernel without pidfd: look, twice a second
+            while procstat.running(pid):
+                time.sleep(0.5)
+        else:
+            select.select([handle], [], [])
+        end_tree(os.getpid(), include_root=False)
+        os._exit(1)
+
+    threading.Thread(target=watch, name=f"end-with-{pid}", daemon=True).start()
 
 
 def confine(folder: str, unreadable: list[str]) -> bool:

@@ -30,6 +30,7 @@ import threading
 import time
 from typing import IO, cast
 
+from bertlab.grading.platforms import linux
 from bertlab.grading.platforms.linux import procstat
 
 
@@ -194,6 +195,7 @@ JUDGE_PROGRAM = "bertlab.grading.worker"
 
 
 def _serve(sock: socket.socket) -> None:
+    pool = os.getppid()  # the process whose pool asked for this factory: judges end with it
     worker = importlib.import_module(JUDGE_PROGRAM)
 
     from bertlab.grading.platforms.linux.template import ForkServer, TemplateMaker
@@ -220,6 +222,7 @@ def _serve(sock: socket.socket) -> None:
                 os.setsid()  # its own process group: killing it takes its learner template too
                 os.close(grouped_w)
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                linux.end_with(pool)  # a killed grade command or Dask worker leaves no judge grading
                 for fd, std in zip(fds, (0, 1, 2), strict=True):  # sys.stdin and co. now read and write the pipes
                     os.dup2(fd, std)
                     os.close(fd)

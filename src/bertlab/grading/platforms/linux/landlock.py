@@ -14,6 +14,15 @@ and every process it starts:
   an unreadable one, every entry that is not on that way. Listing folders stays allowed (imports
   list ``site-packages``), so a denied package is seen but cannot be imported.
 
+Where the kernel has them, two more rights are given up (``ruleset_attr``):
+
+- TCP (ABI 4, Linux 6.7): no port may be bound or connected to, so the learner's code cannot
+  talk to a Dask scheduler or worker, or to anything else, over TCP;
+- signals and abstract Unix sockets (ABI 6, Linux 6.12): no signal reaches a process outside the
+  sandbox (the judge, the learner's template, a Dask worker or its nanny, the instructor's
+  command). Tracing and reading another process's memory are refused by every Landlock ABI:
+  a sandboxed process may trace only processes of its own sandbox.
+
 Kernels without Landlock (before 5.13, or with it disabled) leave the process as it was;
 ``confine`` then returns False and the honest-grading page's known limits apply.
 """
@@ -37,6 +46,8 @@ WRITE_FILE, REMOVE_DIR, REMOVE_FILE = 1 << 1, 1 << 4, 1 << 5
 MAKE = sum(1 << bit for bit in range(6, 13))  # char, dir, reg, sock, fifo, block, sym
 REFER, TRUNCATE = 1 << 13, 1 << 14  # ABI 2 and 3
 _FILE_RIGHTS = READ_FILE | WRITE_FILE | TRUNCATE  # the rights a rule on a file (not a folder) may grant
+BIND_TCP, CONNECT_TCP = 1 << 0, 1 << 1  # ABI 4: handled and never granted, so no TCP at all
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1  # ABI 6
 
 
 def _libc():
@@ -58,6 +69,18 @@ def _write_rights(version: int) -> int:
     if version >= 3:
         rights |= TRUNCATE
     return rights
+
+
+def ruleset_attr(version: int, fs_rights: int) -> bytes:
+    """``struct landlock_ruleset_attr`` for ``version``: the file rights, and where the kernel has
+    them, TCP handled with no port granted (ABI 4) and signals and abstract sockets scoped to the
+    learner's own processes (ABI 6): no signal (SIGKILL to its judge, template, Dask worker),
+    no connection to the grader's TCP ports or abstract sockets leaves the sandbox."""
+    if version >= 6:
+        return struct.pack("<QQQ", fs_rights, BIND_TCP | CONNECT_TCP, SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL)
+    if version >= 4:
+        return struct.pack("<QQ", fs_rights, BIND_TCP | CONNECT_TCP)
+    return struct.pack("<Q", fs_rights)
 
 
 def readable_around(unreadable: list[str]) -> Iterator[str]:
@@ -94,8 +117,8 @@ def confine(folder: str, unreadable: list[str]) -> bool:
         return False
     libc = _libc()
     writes = _write_rights(version)
-    attr = ctypes.create_string_buffer(struct.pack("<Q", writes | READ_FILE))
-    ruleset = libc.syscall(_CREATE_RULESET, attr, ctypes.c_size_t(8), ctypes.c_uint32(0))
+    attr = ctypes.create_string_buffer(ruleset_attr(version, writes | READ_FILE))
+    ruleset = libc.syscall(_CREATE_RULESET, attr, ctypes.c_size_t(len(attr.raw)), ctypes.c_uint32(0))
     if ruleset < 0:
         return False
     rules = [(path, READ_FILE) for path in readable_around(unreadable)]
