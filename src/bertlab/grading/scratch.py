@@ -52,7 +52,7 @@ def sweep(root: str | None = None) -> list[Path]:
     Only this user's folders are touched (another user's are not ours to judge), and only those
     named by ``mkdtemp``: a folder of any other name is left as it is.
     """
-    removed = []
+    removed: list[Path] = []
     base = Path(root or tempfile.gettempdir())
     try:
         entries = list(base.iterdir())
