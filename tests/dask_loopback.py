@@ -40,7 +40,10 @@ def loopback_cluster(workers: int, folder: Path, env: dict | None = None):
             f"127.0.0.1:{_free_port()}",
         ]
     ]
-    commands += [[str(DASK), "worker", address, "--nthreads", "1", "--host", "127.0.0.1"]] * workers
+    # --host binds the worker's Dask port only: its HTTP port (dashboard, health) needs its own
+    # --dashboard-address, or it listens on every address (the guide says so).
+    worker = [str(DASK), "worker", address, "--nthreads", "1", "--host", "127.0.0.1"]
+    commands += [[*worker, "--dashboard-address", "127.0.0.1:0"]] * workers
     procs = []
     try:
         for command, log in zip(commands, logs, strict=True):
@@ -49,6 +52,8 @@ def loopback_cluster(workers: int, folder: Path, env: dict | None = None):
             )
         with Client(address, timeout=60, set_as_default=False) as client:
             client.wait_for_workers(workers, timeout=120)
+        exposed = [f"{where} (pid {pid})" for pid, where in listening(procs) if not where.startswith("127.")]
+        assert not exposed, f"the guide's cluster listens beyond loopback: {exposed}"
         yield address
     finally:
         for proc in reversed(procs):  # workers first: each closes its judges as it stops
@@ -61,6 +66,28 @@ def loopback_cluster(workers: int, folder: Path, env: dict | None = None):
                 proc.wait()
         for log in logs:
             log.close()
+
+
+def listening(procs: list[subprocess.Popen]) -> list[tuple[int, str]]:
+    """(pid, "address:port") of every TCP port the processes, or those they started, listen on."""
+    import psutil
+
+    found = []
+    for proc in procs:
+        try:
+            family = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+        except psutil.NoSuchProcess:
+            continue
+        for member in family:
+            try:
+                found += [
+                    (member.pid, f"{c.laddr.ip}:{c.laddr.port}")
+                    for c in member.net_connections(kind="inet")
+                    if c.status == psutil.CONN_LISTEN
+                ]
+            except psutil.Error:
+                continue
+    return found
 
 
 def log_tail(folder: Path, lines: int = 20) -> str:

@@ -176,7 +176,7 @@ def grading_platform() -> Iterator[tuple[bool, str, str]]:
     yield True, "grading path", f"{described['path']} ({why})"
     yield True, "judges", described["judges"]
     yield True, "learner processes", described["learners"]
-    yield True, "write sandbox", described["sandbox"]
+    yield True, "sandbox", described["sandbox"]
 
 
 def cpu_kernels() -> tuple[bool, str, str]:
