@@ -197,14 +197,18 @@ def test_ctrl_c_cancels_the_class_on_the_cluster(cluster, tmp_path):
     command.send_signal(signal.SIGINT)
     _out, err = command.communicate(timeout=60)
     assert command.returncode == 130, err
-    assert "cancelled 2 submission(s) on the cluster, 1 not sent yet" in err, err
+    assert "cancelled 2 submission(s) on the cluster" in err, err
+    assert "0 of 3 submission(s) graded and recorded; the other 3 are left for the next run" in err, err
     # The scheduler forgets them: nothing of the class is left to run.
     deadline = time.monotonic() + 10
     while client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)) == 0
-    state = course / "instructor" / "autograded" / ".bertlab-autograde.json"
-    assert not state.exists() or json.loads(state.read_text()) == {}
+    # Each is marked for the next run, which grades it whatever this one's flags were.
+    state = json.loads((course / "instructor" / "autograded" / ".bertlab-autograde.json").read_text())
+    assert {key: entry["fingerprint"] for key, entry in state.items()} == {
+        f"s{i}/{ASSIGNMENT}": "pending" for i in range(3)
+    }
 
 
 def test_a_submission_that_signals_its_worker_kills_nothing(cluster, tmp_path):
@@ -226,3 +230,46 @@ def test_a_submission_that_signals_its_worker_kills_nothing(cluster, tmp_path):
     assert client.run(os.getpid) == before, "a worker died, or was replaced, while the class was graded"
     full = sub.max_points(ASSIGNMENT)
     assert [(outcomes[s].status, outcomes[s].score) for s in ("hostile", "honest")] == [("passed", full)] * 2, outcomes
+
+
+def test_a_worker_of_another_version_joining_mid_run_is_named_and_loses_nothing(tmp_path, capfd):
+    """A stale worker joins after the version check; the first submission it is given comes back
+    refused: the worker is named, gets no more, and that submission is graded by another."""
+    from distributed import LocalCluster
+
+    from bertlab.instructor.autograde import autograde
+
+    stale = tmp_path / "stale"
+    (stale / "bertlab-0.0.1.dist-info").mkdir(parents=True)
+    (stale / "bertlab-0.0.1.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: bertlab\nVersion: 0.0.1\n"
+    )
+    students = [f"s{i}" for i in range(4)]
+    course = _course(tmp_path / "course", {s: _slow(2) for s in students})
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0") as local:
+        joined: list = []
+
+        def join_later() -> None:
+            time.sleep(4)  # after the check at the start, while the first submission is graded
+            joined.append(
+                subprocess.Popen(
+                    [str(DASK), "worker", local.scheduler_address, "--nthreads", "1", "--no-nanny"],
+                    env={**os.environ, "PYTHONPATH": str(stale)},
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+
+        late = threading.Thread(target=join_later, daemon=True)
+        late.start()
+        try:
+            outcomes = autograde(course, [], scheduler=local.scheduler_address, timeout=60, progress=False)
+        finally:
+            late.join()
+            for proc in joined:
+                proc.kill()
+                proc.wait()
+    said = capfd.readouterr().err
+    full = sub.max_points(ASSIGNMENT)
+    assert sorted((o.student, o.status, o.score) for o in outcomes) == [(s, "passed", full) for s in students]
+    assert "has bertlab 0.0.1" in said and "its submissions go to the other workers" in said, said

@@ -61,7 +61,9 @@ def judge_submission(
     """
     here = installed_version()
     if here != version:
-        raise VersionMismatch(f"this worker has bertlab {here}, the instructor's command bertlab {version}")
+        raise VersionMismatch(
+            f"the worker at {get_worker().address} has bertlab {here}, the instructor's command bertlab {version}"
+        )
     pool = get_worker().plugins[PLUGIN].pool
     with scratch.folder("submission") as tmp:
         # The learner's files and the sources in folders of their own: a submitted file named like

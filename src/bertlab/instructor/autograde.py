@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import shutil
+import sys
 import time
 import warnings
 from dataclasses import asdict, dataclass
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from bertlab.instructor.local_judges import LocalJudges
 
 STATE_FILE = ".bertlab-autograde.json"  # in autograded/: fingerprints of what was graded here
+PENDING = "pending"  # the fingerprint of a submission a run set out to grade and has not recorded
 JUDGE_STEPS = (
     "nbgrader.preprocessors.Execute",
     "nbgrader.preprocessors.execute.Execute",
@@ -134,16 +136,41 @@ def _grade_all(root, assignments, students, limits, force, progress, judges) -> 
     if bar:
         bar.say(f"grading {len(todo)} submission(s), {judges.describe()}")
 
-    for sub, result in judges.judged(todo, limits):  # record each as it comes, while the others are judged
-        outcome = _record(config, coursedir, sub, result)
-        outcomes[sub.key] = outcome
-        # A file nbgrader cannot read leaves no autograded copy: that is not a reason to regrade it.
-        state[sub.key] = {"fingerprint": prints[sub.key], "autograded": _graded(coursedir, sub)}
+    def save() -> None:
         state_path.parent.mkdir(parents=True, exist_ok=True)
         state_path.write_text(json.dumps(state, indent=1, sort_keys=True))
-        if bar:
-            bar.step(f"{sub.key}: {outcome.score:g}/{outcome.max_score:g} {outcome.status}")
+
+    # Each is marked not graded until its verdict is recorded: a run stopped half-way (Ctrl-C, a
+    # worker refused, --force or not) leaves every other to the next run, as the run says.
+    for sub in todo:
+        state[sub.key] = {**state.get(sub.key, {}), "fingerprint": PENDING}
+    save()
+    left = {sub.key for sub in todo}
+    try:
+        for sub, result in judges.judged(todo, limits):  # record each as it comes, while the others are judged
+            outcome = _record(config, coursedir, sub, result)
+            outcomes[sub.key] = outcome
+            # A file nbgrader cannot read leaves no autograded copy: that is not a reason to regrade it.
+            state[sub.key] = {"fingerprint": prints[sub.key], "autograded": _graded(coursedir, sub)}
+            save()
+            left.discard(sub.key)
+            if bar:
+                bar.step(f"{sub.key}: {outcome.score:g}/{outcome.max_score:g} {outcome.status}")
+    except BaseException:
+        if left:
+            say = bar.say if bar else lambda line: print(line, file=sys.stderr, flush=True)
+            say(stopped(len(todo), sorted(left)))
+        raise
     return [outcomes[s.key] for s in found]
+
+
+def stopped(total: int, left: list[str]) -> str:
+    """The line a run stopped half-way ends with: every submission it had to grade accounted for."""
+    shown = ", ".join(left[:8]) + (f" and {len(left) - 8} more" if len(left) > 8 else "")
+    return (
+        f"stopped: {total - len(left)} of {total} submission(s) graded and recorded; the other "
+        f"{len(left)} are left for the next run, which grades them with or without --force: {shown}"
+    )
 
 
 def _require_assignments(coursedir, names: set[str]) -> None:

@@ -36,11 +36,7 @@ def run(args) -> int:
         print(f"bertlab autograde: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(
-            "bertlab autograde: stopped (Ctrl-C); the submissions recorded so far are kept, "
-            "the others are graded next run",
-            file=sys.stderr,
-        )
+        print("bertlab autograde: stopped (Ctrl-C); what was recorded is kept", file=sys.stderr)
         return 130
     print(to_json(outcomes) if args.json else summary(outcomes))
     return 0

@@ -39,7 +39,7 @@ class ClusterJudges:
 
         self.address, self.say = address, say
         self.sent: dict = {}  # a Dask future -> the submission it judges
-        self.waiting: list = []  # the submissions not sent yet
+        self.refused: dict[str, str] = {}  # worker address -> its bertlab version, not this one's
         try:
             # Security (TLS certificates) comes from Dask's own configuration, as for `dask worker`.
             self.client = Client(address, timeout=WAIT_FOR_WORKERS, set_as_default=False)
@@ -58,8 +58,6 @@ class ClusterJudges:
 
     def _check_workers(self) -> None:
         """Refuse a cluster without workers, or with a worker whose bertlab is not this one's version."""
-        from bertlab.grading.cluster import installed_version
-
         try:
             self.client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS)
         except TimeoutError as err:
@@ -67,24 +65,49 @@ class ClusterJudges:
                 f"no Dask worker joined the scheduler at {self.address} within {WAIT_FOR_WORKERS:g} s; "
                 f"start some with `dask worker {self.address}`"
             ) from err
-        ours = installed_version()
+        wrong = self._other_versions()
+        if wrong:
+            raise ClusterError(f"{self._named(wrong)}: install bertlab {self._ours()} on every worker")
+
+    @staticmethod
+    def _ours() -> str:
+        from bertlab.grading.cluster import installed_version
+
+        return installed_version()
+
+    def _other_versions(self) -> dict[str, str]:
+        """Worker address -> its bertlab version, for every worker whose version is not this command's."""
         try:
             # The standard library's own function: it answers on a worker with any version of bertlab.
             theirs = self.client.run(metadata.version, "bertlab")
         except metadata.PackageNotFoundError as err:
             raise ClusterError(
                 f"a Dask worker of {self.address} has no bertlab installed; install the course's "
-                f"package, version {ours}, on every worker"
+                f"package, version {self._ours()}, on every worker"
             ) from err
-        wrong = {worker: version for worker, version in theirs.items() if version != ours}
-        if wrong:
-            named = "; ".join(
-                f"the worker at {worker} has bertlab {version}" for worker, version in sorted(wrong.items())
-            )
-            raise ClusterError(
-                f"{named}, this command bertlab {ours}: install bertlab {ours} on every worker "
-                f"(verdicts of another version could differ)"
-            )
+        return {worker: version for worker, version in theirs.items() if version != self._ours()}
+
+    def _named(self, wrong: dict[str, str]) -> str:
+        named = "; ".join(f"the worker at {worker} has bertlab {version}" for worker, version in sorted(wrong.items()))
+        return f"{named}, this command bertlab {self._ours()} (verdicts of another version could differ)"
+
+    def _refuse_stale(self, future) -> bool:
+        """Whether ``future`` ended on a worker of another version (one that joined after the start):
+        that worker is named and gets none of this class's submissions from now on."""
+        from bertlab.grading.cluster import VersionMismatch
+
+        if future.status != "error" or not isinstance(future.exception(), VersionMismatch):
+            return False
+        new = {w: v for w, v in self._other_versions().items() if w not in self.refused}
+        self.refused.update(new)
+        if new:
+            self.say(f"{self._named(new)}: its submissions go to the other workers")
+        if not self._allowed():
+            raise ClusterError(f"{self._named(self.refused)}, and no other worker is left to grade")
+        return True
+
+    def _allowed(self) -> list[str]:
+        return [w for w in self.client.nthreads() if w not in self.refused]
 
     def describe(self) -> str:
         info = self.client.scheduler_info()
@@ -122,27 +145,34 @@ class ClusterJudges:
                     sources[sub.assignment],
                     limits,
                     version,
-                    key=("bertlab-autograde", run, sub.key),
+                    key=("bertlab-autograde", run, sub.key, attempt),
                     pure=False,
                     retries=RETRIES,
+                    workers=self._allowed() if self.refused else None,
+                    allow_other_workers=False,
                 )
                 self.sent[future] = sub
                 finished.add(future)
 
-        self.waiting = waiting
+        attempt = 0
         send_more()
         for future in finished:
             sub = self.sent.pop(future)
+            refused = self._refuse_stale(future)
+            if refused:
+                attempt += 1  # a key of its own: the refused one may still be known to the scheduler
+                waiting.append(sub)  # sent again, first, to a worker of this version
             send_more()  # before recording this one: no worker waits for the gradebook
-            yield sub, self._verdict(future, sub, sources[sub.assignment])
+            if not refused:
+                yield sub, self._verdict(future, sub, sources[sub.assignment])
 
     def _threads(self) -> int:
-        return max(1, sum(self.client.nthreads().values()))
+        return max(1, sum(n for w, n in self.client.nthreads().items() if w not in self.refused))
 
     def _verdict(self, future, sub, sources: dict[str, bytes]):
         from distributed import KilledWorker
 
-        from bertlab.grading.cluster import VersionMismatch, lost
+        from bertlab.grading.cluster import lost
 
         try:
             return future.result()
@@ -150,11 +180,9 @@ class ClusterJudges:
             return lost(
                 sub.assignment,
                 sources,
-                f"grading this notebook ended the grading process {err.allowed_failures + 1} times "
-                f"(it was killed, or ran out of memory); it was not tried again",
+                f"the worker grading this submission died {err.allowed_failures + 1} times while it ran "
+                f"(this submission's code killed it, or it ran out of memory); it was not tried again",
             )
-        except VersionMismatch as err:
-            raise ClusterError(f"{err}: install the same version on every worker") from err
         except Exception as err:  # the task raised after its retries: nothing recorded, graded again next run
             raise ClusterError(
                 f"{sub.key} could not be judged on the cluster ({type(err).__name__}: {err}); "
@@ -166,9 +194,5 @@ class ClusterJudges:
         unfinished = [f for f in self.sent if not f.done()]
         if unfinished:
             self.client.cancel(unfinished)
-        if unfinished or self.waiting:
-            self.say(
-                f"cancelled {len(unfinished)} submission(s) on the cluster, {len(self.waiting)} not sent yet: "
-                f"they are graded next run"
-            )
+            self.say(f"cancelled {len(unfinished)} submission(s) on the cluster")
         self.client.close()
