@@ -12,6 +12,14 @@ def run(args) -> int:
     from bertlab.instructor.course import CourseError
     from bertlab.settings import SettingsError, grade_settings
 
+    if args.scheduler:  # first: a wrong address is named in a second, whatever else is wrong
+        from bertlab.instructor.cluster_judges import ClusterError, check_address
+
+        try:
+            check_address(args.scheduler)
+        except ClusterError as err:
+            print(f"bertlab autograde: {err}", file=sys.stderr)
+            return 2
     root = args.course.resolve() if args.course else course_root(Path.cwd())
     if root is None:
         print("bertlab autograde: no nbgrader_config.py here or above (use --course DIR)", file=sys.stderr)

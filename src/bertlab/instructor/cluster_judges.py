@@ -31,12 +31,52 @@ class ClusterError(CourseError):
     """The cluster cannot grade this class; the message says why and what to run."""
 
 
+ADDRESS_TIMEOUT = 2.0  # seconds for the scheduler's port to accept a connection
+
+
+def check_address(address: str) -> None:
+    """Fail at once, saying which part is wrong, unless something listens at ``address``: its
+    form (``tcp://HOST:PORT`` or ``tls://HOST:PORT``; no scheme means tcp), its host's name,
+    then its port, each in a second or two (Dask's own client would wait a minute, then blame
+    the scheduler)."""
+    import socket
+
+    from distributed.comm import parse_address, parse_host_port
+
+    scheme, location = parse_address(address)
+    if scheme not in ("tcp", "tls"):
+        raise ClusterError(f"{address}: a Dask scheduler's address starts with tcp:// or tls://, not {scheme}://")
+    try:
+        host, port = parse_host_port(location)
+    except ValueError as err:
+        raise ClusterError(f"{address} has no port: write it as tcp://HOST:PORT (8786 is Dask's usual one)") from err
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as err:
+        raise ClusterError(
+            f"the host {host!r} of {address} is not known here ({err.strerror}): check its name"
+        ) from err
+    try:
+        socket.create_connection((host, port), timeout=ADDRESS_TIMEOUT).close()
+    except ConnectionRefusedError as err:
+        raise ClusterError(
+            f"nothing listens on port {port} of {host}: check the port in {address}, or start the scheduler "
+            f"there (`dask scheduler --port {port}`)"
+        ) from err
+    except OSError as err:  # a timeout, an unreachable network
+        raise ClusterError(
+            f"{host}:{port} did not answer within {ADDRESS_TIMEOUT:g} s ({err.strerror or type(err).__name__}): "
+            "check the host in the address, and that no firewall stands between"
+        ) from err
+
+
 class ClusterJudges:
     """The judges of a Dask cluster's workers; ``judged`` yields each verdict as it finishes."""
 
     def __init__(self, address: str, say=lambda line: print(line, file=sys.stderr, flush=True)):
         from distributed import Client
 
+        check_address(address)
         self.address, self.say = address, say
         self.sent: dict = {}  # a Dask future -> the submission it judges
         self.refused: dict[str, str] = {}  # worker address -> its bertlab version, not this one's
@@ -45,7 +85,8 @@ class ClusterJudges:
             self.client = Client(address, timeout=WAIT_FOR_WORKERS, set_as_default=False)
         except OSError as err:
             raise ClusterError(
-                f"no Dask scheduler answers at {address} ({err}); start one with `dask scheduler`"
+                f"something listens at {address}, but no Dask scheduler answers there ({err}): check the "
+                "port, and tls:// with Dask's TLS settings when the scheduler uses TLS"
             ) from err
         try:
             self._check_workers()
