@@ -75,7 +75,7 @@ def judge_notebook(
     tampered = tamper.scan(nb)
     learner = Learner(timeout, memory_mb, env=env, cwd=cwd)
     first_error = None
-    gone_in = None  # the cell that was running when the learner's process was stopped
+    gone_in = None  # the cell that was running when the learner's process was stopped (as named)
     # Cells after the last grade cell cannot change a verdict: they are not run (07's closing
     # figure alone took 1.1 s of its 7).
     graded_through = max((i for i, cell in enumerate(nb.cells) if grade_cell_meta(cell)), default=-1)
@@ -86,8 +86,8 @@ def judge_notebook(
             meta = grade_cell_meta(cell)
             if meta is None:
                 if learner.gone is None:
-                    first_error = _run_learner_cell(learner, cell.source, index, first_error)
-                    gone_in = index + 1 if learner.gone is not None else None
+                    first_error = _run_learner_cell(learner, cell, first_error)
+                    gone_in = cell_named(cell) if learner.gone is not None else None
                 continue
             points = float(meta.get("points", 0))
             grade_id = meta.get("grade_id", f"cell-{index + 1}")
@@ -102,8 +102,8 @@ def judge_notebook(
                     _run_grade_cell(cell.source, learner, grade_id)
             except LearnerGone as err:
                 result.stopped = err.status
-                gone_in = gone_in or index + 1
-                result.checks.append(CheckResult(grade_id, False, 0.0, points, f"{err} (cell {gone_in} was running)"))
+                gone_in = gone_in or cell_named(cell)
+                result.checks.append(CheckResult(grade_id, False, 0.0, points, f"{err} ({gone_in} was running)"))
             except Exception as err:  # noqa: BLE001  (a failed check, or the learner's name missing)
                 result.checks.append(
                     CheckResult(
@@ -126,12 +126,20 @@ def judge_notebook(
     return result
 
 
-def _run_learner_cell(learner: Learner, source: str, index: int, first_error: str | None) -> str | None:
+def cell_named(cell) -> str:
+    """A cell as the learner finds it in their notebook: by its first line of code (a feedback
+    page numbers no cell, and a count of cells would include the text ones)."""
+    first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")
+    shown = first if len(first) <= 60 else first[:57] + "..."
+    return f"the cell that starts `{shown}`" if shown else "an empty cell"
+
+
+def _run_learner_cell(learner: Learner, cell, first_error: str | None) -> str | None:
     try:
-        ran = learner.run_cell(source)
+        ran = learner.run_cell(cell.source)
     except LearnerGone:
         return first_error
     if ran["error"] and first_error is None:
         where = f" ({ran['where']})" if ran.get("where") else ""
-        return f"cell {index + 1}, {ran['error']}{where}"
+        return f"{cell_named(cell)}: {ran['error']}{where}"
     return first_error
