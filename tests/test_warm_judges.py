@@ -246,3 +246,19 @@ def learners(marker: str) -> list[int]:
         if cwd.name == "work" and cwd.parent.name.startswith("bertlab-grade-"):
             found.append(int(proc.name))
     return found
+
+
+def test_two_clones_of_the_course_keep_their_judges_and_records_apart(tmp_path, monkeypatch):
+    """Each clone's `bertlab judges` reaches its own server (and keeps its own grading times): a
+    `stop` in one leaves the other's judges running, even with one environment between them."""
+    from bertlab.grading import durations, warm_judges
+
+    seen = {}
+    for clone in ("one", "two"):
+        (tmp_path / clone / "exercises").mkdir(parents=True)
+        (tmp_path / clone / "nbgrader_config.py").write_text("")
+        monkeypatch.chdir(tmp_path / clone / "exercises")  # anywhere inside the course
+        seen[clone] = (warm_judges.socket_path(), durations.path())
+    assert seen["one"][0] != seen["two"][0] and seen["one"][1] != seen["two"][1], seen
+    monkeypatch.chdir(tmp_path / "one")
+    assert warm_judges.socket_path() == seen["one"][0]  # the same course, from its root

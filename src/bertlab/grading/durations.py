@@ -22,10 +22,14 @@ SECONDS_PER_GRADE_CELL = 0.5
 
 
 def path() -> Path:
+    """The record of this course (``notebooks.course_key``): another clone's times are its own."""
+    from bertlab.grading.notebooks import course_key
+
+    name = f"{course_key()}-{FILE_NAME}"
     if os.environ.get("BERTLAB_CACHE_DIR"):
-        return Path(os.environ["BERTLAB_CACHE_DIR"]) / FILE_NAME
+        return Path(os.environ["BERTLAB_CACHE_DIR"]) / name
     cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(cache) / "bertlab" / FILE_NAME
+    return Path(cache) / "bertlab" / name
 
 
 def load() -> dict[str, float]:

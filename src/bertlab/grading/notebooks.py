@@ -21,6 +21,17 @@ def course_root(start: Path) -> Path | None:
     return None
 
 
+def course_key(start: Path | None = None) -> str:
+    """A short name for this Python environment and the course at or above ``start`` (default:
+    the working directory): two clones of the course never share warm judges or records, even
+    with one environment between them."""
+    import hashlib
+    import sys
+
+    root = course_root(start or Path.cwd())
+    return hashlib.sha256(f"{sys.prefix}\0{root or ''}".encode()).hexdigest()[:12]
+
+
 def discover(path: Path) -> dict[str, list[Path]]:
     """Task name -> its notebooks: one sub-directory per task (``03-self-attention/``)."""
     if not path.is_dir():

@@ -57,9 +57,11 @@ def folder() -> Path:
 
 
 def socket_path() -> Path:
-    """One socket per virtual environment: two course copies never share judges."""
-    venv = hashlib.sha256(sys.prefix.encode()).hexdigest()[:12]
-    return folder() / f"judges-{venv}.sock"
+    """One socket per environment and course (``notebooks.course_key``): `bertlab judges stop` in
+    one clone of the course leaves another's judges running."""
+    from bertlab.grading.notebooks import course_key
+
+    return folder() / f"judges-{course_key()}.sock"
 
 
 def fingerprint(model: str | None) -> str:
@@ -194,6 +196,8 @@ def start(jobs: int, model: str | None, idle_minutes: float, say=print) -> dict:
         sys.executable,
         "-m",
         "bertlab.grading.warm_judges",
+        "--socket",
+        str(socket_path()),  # the server runs in /: the course it serves is named here
         "--jobs",
         str(jobs),
         "--idle",
@@ -365,11 +369,12 @@ def _still_ours(path: Path, inode: int) -> bool:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="The warm judges' server; start it with `bertlab judges start`.")
+    parser.add_argument("--socket", type=Path, required=True, help="where to answer (socket_path() of the course)")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--model")
     parser.add_argument("--idle", type=float, default=DEFAULT_IDLE_MINUTES * 60, help="seconds")
     args = parser.parse_args(argv)
-    Server(args.jobs, args.model, args.idle).serve(socket_path())
+    Server(args.jobs, args.model, args.idle).serve(args.socket)
 
 
 if __name__ == "__main__":
