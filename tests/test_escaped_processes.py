@@ -172,3 +172,35 @@ def test_a_submission_that_signals_the_graders_processes_kills_none(tmp_path):
     task = json.loads(proc.stdout)["tasks"][0]
     assert task["score"] == task["max_score"] > 0, task
     assert not gone_within(MARKER, marker, 10)
+
+
+def test_ctrl_c_on_a_grade_says_interrupted_not_a_verdict(tmp_path):
+    """Ctrl-C while a notebook is graded: its line says "interrupted", not the "error, 0/9" that
+    stopping its judge would otherwise produce, and nothing runs on."""
+    import signal
+
+    marker = uuid.uuid4().hex
+    folder = course(tmp_path, ESCAPES["setsid-subprocess"], then="while True:\n    pass")
+    client = subprocess.Popen(
+        [sys.executable, "-m", "bertlab.cli", "grade", "--cold", "--path", str(folder)],
+        cwd=ROOT,
+        env={**path_env("linux"), MARKER: marker},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
+    )
+    try:
+        deadline, looping = time.monotonic() + 120, []
+        while not looping and time.monotonic() < deadline:
+            time.sleep(0.2)
+            looping = [p for p in processes_with(MARKER, marker) if p.name() == "sleep"]
+        assert looping, "the notebook never started"
+        client.send_signal(signal.SIGINT)
+        out, err = client.communicate(timeout=60)
+    finally:
+        client.kill()
+    assert client.returncode == 130, err
+    assert f"{TASK}: interrupted" in err and "0/9" not in err + out, err
+    assert "stopped (Ctrl-C); nothing was written" in err
+    assert not gone_within(MARKER, marker, 10)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -215,10 +216,16 @@ def grade(
         f"{', by the warm judges' if judges else ''})"
     )
     pool: Judges = judges or local
+    stopping = threading.Event()  # Ctrl-C: the judges are being stopped, so no ending is a verdict
 
     def one(item):
         result = grade_task(*item, limits, pool)
-        progress(f"  {result.task}: {result.status}, {result.score:g}/{result.max_score:g} ({result.seconds:.0f} s)")
+        if stopping.is_set():
+            progress(f"  {result.task}: interrupted")
+        else:
+            progress(
+                f"  {result.task}: {result.status}, {result.score:g}/{result.max_score:g} ({result.seconds:.0f} s)"
+            )
         return result
 
     last = durations.load()
@@ -230,6 +237,9 @@ def grade(
         done = {result.task: result for result in threads.map(one, costliest_first)}
         durations.save({name: result.seconds for name, result in done.items()})
         return Report([done[name] for name in tasks])  # in the course's order, as selected
+    except BaseException:
+        stopping.set()
+        raise
     finally:
         # Before waiting for the threads: on Ctrl-C they wait for judges that must be stopped first.
         pool.close()

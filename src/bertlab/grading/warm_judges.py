@@ -216,7 +216,8 @@ def start(jobs: int, model: str | None, idle_minutes: float, say=print) -> dict:
         if running:
             say(
                 f"warm judges started ({jobs}, pid {running['pid']}): `bertlab grade` uses them; they stop "
-                f"after {idle_minutes:g} idle minutes or with `bertlab judges stop`"
+                f"after {idle_minutes:g} idle minutes or with `bertlab judges stop`. They are still loading "
+                "torch and the model: a grade in the next few seconds waits for them, later ones do not"
             )
             return running
         time.sleep(0.1)
