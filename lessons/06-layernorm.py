@@ -405,7 +405,7 @@ fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
 for name in ("intact", "all attention", "all output", "all", "all, without gamma and beta"):
     ax1.plot(range(L + 1), runs[name].norms, marker="o", label=name)
 ax1.set_yscale("log")
-ax1.set_xlabel("hidden state (0 = embeddings)")
+ax1.set_xlabel("hidden state i (0 = embeddings, i = after layer i - 1)")
 ax1.set_ylabel("mean token norm")
 ax1.legend(frameon=False, fontsize=8)
 single = {kind: torch.tensor([runs[f"layer {i} {kind}"].mean_cosine for i in range(L)]) for kind in layernorm_skip.KINDS}

@@ -112,7 +112,7 @@ for ax, (weights, table) in zip(axes, curves.items(), strict=True):
         ax.plot(range(L + 1), curve.clamp(min=FLOOR), marker="o", label=rank_collapse.LABELS[name])
     ax.set_yscale("log")
     ax.set_title(f"{weights} weights")
-    ax.set_xlabel("hidden state (0 = embeddings, i = after layer i)")
+    ax.set_xlabel("hidden state i (0 = embeddings, i = after layer i - 1)")
 axes[0].set_ylabel(r"$\|X - \mathbf{1}\bar{x}^\top\|_F \;/\; \|X\|_F$")
 axes[1].legend(frameon=False)
 fig.tight_layout()
