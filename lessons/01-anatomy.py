@@ -221,13 +221,14 @@ base = BertModel(BertConfig())  # randomly initialised BERT-base; only the shape
 base_groups = show_census(base, "BertModel(BertConfig()), BERT-base")
 
 # %% [markdown]
-# ## The FFN is two thirds of every layer
+# ## The FFN is about two thirds of every layer
 #
 # Count one layer by hand. The attention sub-layer has four $H \times H$ matrices with biases
 # (query, key, value, $W_O$) and one LayerNorm (gain and shift): $4H^2 + 6H$. The FFN has
 # $W_1$ ($H \times 4H$, bias $4H$), $W_2$ ($4H \times H$, bias $H$) and one LayerNorm:
-# $8H^2 + 7H$. The FFN's share of a layer, $(8H^2 + 7H) / (12H^2 + 13H)$, tends to $2/3$ as
-# $H$ grows. The code checks the formula against the counted parameters of both models:
+# $8H^2 + 7H$. The FFN's share of a layer, $(8H^2 + 7H) / (12H^2 + 13H)$, is just below $2/3$
+# for every $H$ and tends to $2/3$ as $H$ grows. The code checks the formula against the counted
+# parameters of both models:
 
 # %%
 for label, m in [("all-MiniLM-L6-v2", model), ("BERT-base", base)]:
@@ -258,8 +259,8 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# Inside the layers the FFN always holds two thirds. Across the whole model the picture
-# depends on width: the word-embedding table has $V \times H$ entries and grows linearly in $H$
+# Inside the layers the FFN always holds just under two thirds. Across the whole model the
+# picture depends on width: the word-embedding table has $V \times H$ entries and grows linearly in $H$
 # while the layers grow quadratically, so in the narrow all-MiniLM-L6-v2 the embeddings take a
 # much larger share than in BERT-base (compare the two bars).
 #
@@ -272,8 +273,8 @@ plt.show()
 # - `intermediate.dense` is the first matrix of the feed-forward network, $H \to 4H$; GELU
 #   follows it without a parameter of its own, and `output.dense` brings the $4H$ features back
 #   to $H$. Recomputing it by hand reproduced the pretrained module.
-# - The FFN is two thirds of every layer's parameters; the count of `BertModel(BertConfig())`
-#   reproduces Devlin et al.'s 110 M (printed above).
+# - The FFN is just under two thirds of every layer's parameters; the count of
+#   `BertModel(BertConfig())` reproduces Devlin et al.'s 110 M (printed above).
 #
 # Lesson 2 starts at the bottom of the stack, with the embeddings.
 #

@@ -130,11 +130,17 @@ print(f"per layer: FFN {layer_counts['feed-forward']:,} of {layer_counts['attent
       f"parameters = {ffn_share(model):.1%}")
 print(f"whole model: FFN {all_counts['feed-forward']:,} of {sum(all_counts.values()):,} = "
       f"{all_counts['feed-forward'] / sum(all_counts.values()):.1%} (the embedding table takes much of the rest)")
+claims.value("ffn_layer_share", 100 * ffn_share(model), "{:.1f} %")
+claims.claim("ffn_layer_share_below_two_thirds", ffn_share(model), "<", 2 / 3,
+             "inside a layer the FFN's share is just below two thirds")
 
 # %% [markdown]
 # Geva et al. (2021) note that feed-forward layers make up about two thirds of a transformer's
-# parameters. That is exact for the layers; the share of the whole model also depends on the size
-# of the embedding table, which is large next to a model as narrow as this one.
+# parameters. Inside a layer the share is {{ ffn_layer_share }}, just below two thirds
+# {{ claim: ffn_layer_share_below_two_thirds }} (the biases and LayerNorms weigh a little more on
+# attention's side; lesson 1 shows the share tends to $2/3$ as $H$ grows). The share of the whole
+# model also depends on the size of the embedding table, which is large next to a model as narrow
+# as this one.
 #
 # ## Keys and values
 #
@@ -184,7 +190,8 @@ plt.show()
 # in upper layers. Our corpus is tiny (the cell prints how many word tokens it has), so this is a
 # glimpse, not a study: for the first and the last layer, take the unit with the single largest activation on a
 # word token (special tokens `[CLS]`/`[SEP]` left out, since some units fire on them in every
-# sentence) and list the corpus tokens that excite it most, each shown in its sentence.
+# sentence) and list the corpus tokens that excite it most, each shown in its sentence. Only
+# tokens on which the unit fires (activation above 0) are listed, so a list can be shorter than six.
 
 # %%
 ids = cap.batch["input_ids"]  # (B, T)
@@ -198,6 +205,8 @@ def show_unit(layer_index, top=6):
     m_all = cap.layer(layer_index, "intermediate").output[words]  # (N, 4H)
     unit = int(m_all.max(0).values.argmax())
     values, rows = m_all[:, unit].topk(top)
+    fires = values > 0  # (top,): a token on which the unit does not fire does not excite it
+    values, rows = values[fires], rows[fires]
     print(f"layer {layer_index}, unit {unit}: fires on {(m_all[:, unit] > 0).float().mean():.0%} of word tokens")
     for value, row in zip(values, rows, strict=True):
         s, t = where[row].tolist()
