@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
+import re
 from pathlib import Path
 
 # The goals each key is held to: ("max", x) the figure must stay at or under x, ("min", x) reach x.
@@ -42,10 +44,40 @@ def machine() -> dict:
     }
 
 
+def parts(key: str) -> tuple[str, str] | None:
+    """The two figures a ratio key is the quotient of, by its name; None for other keys.
+
+    ``X_vs_floor`` is ``X_s / floor_s``; ``PATH_X_vs_linux`` is ``PATH_X_s / X_s``. The pages show
+    a ratio beside its two figures, so the three must come from one run (``merge`` sees to it).
+    """
+    if key.endswith("_vs_floor"):
+        return key.removesuffix("_vs_floor") + "_s", "floor_s"
+    match = re.fullmatch(r"(portable|forkserver)_(.+)_vs_linux", key)
+    if match:
+        return f"{match[1]}_{match[2]}_s", f"{match[2]}_s"
+    return None
+
+
+def stale_ratios(results: dict) -> list[str]:
+    """Ratios that are not the quotient of their two stored figures (measured in different runs)."""
+    stale = []
+    for key, value in results.items():
+        named = parts(key)
+        if named and all(isinstance(results.get(p), (int, float)) for p in named):
+            if not math.isclose(value, results[named[0]] / results[named[1]], rel_tol=1e-9):
+                stale.append(key)
+    return stale
+
+
 def merge(out: Path, report: dict) -> None:
-    """Write ``report``'s keys into ``out``, keeping the other benchmarks' keys."""
+    """Write ``report``'s keys into ``out``, keeping the other benchmarks' keys.
+
+    A ratio left from an earlier run whose figure this run replaced is dropped, not shown beside
+    figures it was not computed from (the page then says it was not measured)."""
     merged = json.loads(out.read_text()) if out.is_file() else {}
     merged.update(report)
+    for key in stale_ratios(merged):
+        del merged[key]
     merged["goals"] = {key: {"kind": kind, "bound": bound} for key, (kind, bound) in GOALS.items()}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(merged, indent=2) + "\n")

@@ -12,6 +12,7 @@ import torch
 from bench import attention_projections
 
 from bertlab import reference
+from tests.conftest import ROOT
 
 
 def test_attention_projection_benchmark_writes_ratios(tmp_path, monkeypatch):
@@ -133,3 +134,17 @@ def test_feedback_benchmark_measures_each_grading_path_in_the_same_run(tmp_path,
         for key in feedback.GRADINGS:
             assert report[f"{prefix}_{key}_vs_linux"] == report[f"{prefix}_{key}_s"] / report[f"{key}_s"]
     assert "BERTLAB_PORTABLE" not in feedback.ENV and "BERTLAB_START_METHOD" not in feedback.ENV
+
+
+def test_every_ratio_shown_is_the_quotient_of_the_figures_beside_it(tmp_path):
+    """A ratio of the results file equals its two figures' quotient; a run that replaces one of
+    them drops the ratio it can no longer stand beside (the page then says it is not measured)."""
+    from bench import results
+
+    stored = json.loads((ROOT / "bench" / "results.json").read_text())
+    assert not results.stale_ratios(stored), results.stale_ratios(stored)
+    assert any(results.parts(key) for key in stored), "no ratio in the results: this test checks nothing"
+    out = tmp_path / "results.json"
+    out.write_text(json.dumps({"floor_s": 2.0, "reference_import_s": 4.0, "reference_import_vs_floor": 2.0}))
+    results.merge(out, {"floor_s": 2.5})  # a later run measured the floor alone
+    assert "reference_import_vs_floor" not in json.loads(out.read_text())

@@ -96,6 +96,18 @@ def test_the_built_page_shows_every_task(site):  # noqa: F811  (test_site's fixt
     assert shown == [t["id"] for t in task_map.in_order(tasks())]
 
 
+def test_the_learner_guide_shows_the_passing_line_the_code_prints(site):  # noqa: F811
+    """Example output is made by the code: the guide's passing line is `Task.passed`'s, so it
+    counts the checks the task has today; no page types one in by hand."""
+    from bertlab.checks import TASKS
+
+    page = (site / "learner-guide" / "index.html").read_text(encoding="utf-8")
+    task = TASKS["3.2"]
+    assert task.passed(task.stages) in page and "<!-- passed" not in page
+    typed = [p.name for p in (ROOT / "docs").glob("*.md") if re.search(r"passed \(\d+/\d+ checks\)", p.read_text())]
+    assert not typed, f"a passing line typed by hand: {typed}"
+
+
 # -- the layers ----------------------------------------------------------------------------------
 
 

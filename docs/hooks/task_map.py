@@ -12,7 +12,9 @@ The hook does not import the course (torch and all): a child process lists the t
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,16 +25,20 @@ PAGE = "how-it-is-built.md"
 MARKER = "<!-- task map -->"
 LIST_TASKS = (
     "import json; from bertlab.checks import TASKS; "
-    "print(json.dumps([{'id': t.id, 'title': t.title, 'lesson': t.lesson, 'module': type(t).__module__} "
-    "for t in TASKS.values()]))"
+    "print(json.dumps([{'id': t.id, 'title': t.title, 'lesson': t.lesson, 'module': type(t).__module__, "
+    "'passed': t.passed(t.stages)} for t in TASKS.values()]))"
 )
+# The learner guide shows what a task that passes prints: `<!-- passed 3.2 -->`, filled from the code.
+GUIDE, PASSED = "learner-guide.md", re.compile(r"<!-- passed (\d+\.\d+) -->")
 # Files of the keyed folders that belong to no one exercise.
 SHARED = {"src/bertlab/diagnose": {"__init__", "common"}, "tests/mutations": {"__init__"}}
 COLUMNS = ("Task", "Lesson", "Notebook", "Checks", "Known mistakes", "Mutation tests", "Check tests")
 
 
+@functools.lru_cache(maxsize=2)
 def list_tasks(root: Path) -> list[dict]:
-    """Every task's id, title, lesson and checks module, from a child process that imports the checks."""
+    """Every task's id, title, lesson, checks module and the line it prints when it passes, from a
+    child process that imports the checks (once per build)."""
     found = subprocess.run([sys.executable, "-c", LIST_TASKS], check=False, cwd=root, capture_output=True, text=True)
     if found.returncode:
         raise PluginError(f"listing bertlab.checks.TASKS failed:\n{found.stderr[-3000:]}")
@@ -109,7 +115,21 @@ def table(root: Path, tasks: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def passed_lines(markdown: str, tasks: list[dict]) -> str:
+    """Each `<!-- passed ID -->` replaced by the line task ID prints when every check passes."""
+    lines = {task["id"]: task["passed"] for task in tasks}
+
+    def line(match: re.Match) -> str:
+        if match[1] not in lines:
+            raise PluginError(f"{GUIDE}: no task {match[1]} to show the passing line of")
+        return lines[match[1]]
+
+    return PASSED.sub(line, markdown)
+
+
 def on_page_markdown(markdown, page, config, files):
+    if page.file.src_uri == GUIDE:
+        return passed_lines(markdown, list_tasks(Path(config.config_file_path).parent))
     if page.file.src_uri != PAGE:
         return markdown
     root = Path(config.config_file_path).parent
