@@ -63,6 +63,7 @@ import torch
 from bertlab import corpus
 from bertlab.experiments import claims, lesions, rank_collapse
 from bertlab.experiments.lesions import LESIONS
+from bertlab.experiments.prose import counted
 from bertlab.reference import load_model, load_tokenizer
 
 model, tokenizer = load_model(), load_tokenizer()
@@ -197,7 +198,7 @@ for s in ("attention_skip", "ffn_skip"):
     claims.value(f"{s}_worse_layers", worse_in.sum(), "{:.0f}")
     claims.claim(f"{s}_worse_on_average", by_kind[s].mean(), "<", by_kind["layer"].mean(),
                  f"removing {s}'s skip hurts more than removing the layer, averaged over the layers")
-    print(f"{s}: hurts more than removing the whole layer in layers {torch.nonzero(worse_in).flatten().tolist()}")
+    print(f"{s}: hurts more than removing the whole layer in {counted(torch.nonzero(worse_in).flatten().tolist(), 'layer')}")
 claims.value("layers", L, "{:.0f}")
 damage = {k: 1 - v for k, v in by_kind.items()}  # (L,) each: 1 - mean cosine, how far a lesion moves the outputs
 claims.claim("skip_not_worse_everywhere", (damage["layer"] / damage["attention_skip"]).max(), ">", 1,
@@ -272,11 +273,12 @@ ax.legend(frameon=False)
 fig.tight_layout()
 plt.show()
 print(f"attention updates smaller than the stream in every layer: {bool((ratios['attention'] < 1).all())}; "
-      f"FFN updates larger than the stream in layers {torch.nonzero(ratios['ffn'] > 1).flatten().tolist()}")
+      f"FFN updates larger than the stream in {counted(torch.nonzero(ratios['ffn'] > 1).flatten().tolist(), 'layer')}")
 
 # %% [markdown]
-# Attention's updates are smaller than the stream in every layer; the FFN writes more, in some
-# layers (printed above) more than the stream itself, before the LayerNorm scales the sum back.
+# Attention's updates are smaller than the stream in every layer; the FFN writes more, and where
+# the line above names a layer, more than the stream itself, before the LayerNorm scales the sum
+# back.
 # With the skip, a token's vector after a block is its old vector plus a change; without it, the
 # block has to rebuild the whole vector from its update, and for attention that update is a
 # weighted average over the sentence, which is exactly what drove the collapse above.
