@@ -252,3 +252,22 @@ def test_first_lesson_and_faq_link_the_notation_page():
 def test_measured_model_is_stated(page: str):
     text = " ".join((ROOT / page).read_text().split())
     assert re.search(r"[Ee]very number on this site is measured on \**all-MiniLM-L6-v2", text)
+
+
+def test_the_layer_diagram_labels_each_add_and_norm_with_the_notation_pages_equation():
+    """The home page's diagram writes the two Add & Norms as the notation page defines h and y
+    (the second residual is h, the first Add & Norm's output, never the layer's input x)."""
+    import re
+
+    from tests.conftest import ROOT
+
+    notation = (ROOT / "docs" / "notation.md").read_text()
+    svg = (ROOT / "docs" / "assets" / "bertlayer.svg").read_text()
+    subscript = {"1": "₁", "2": "₂"}
+    defined = {
+        f"{name} = LN{subscript[n]}({left} + {right})"
+        for name, n, left, right in re.findall(r"\$(\w) = \\mathrm\{LN\}_(\d)\((\w) \+ (\w)\)\$", notation)
+    }
+    assert defined == {"h = LN₁(x + a)", "y = LN₂(h + f)"}, defined
+    labels = set(re.findall(r'<text class="note"[^>]*>([^<]*LN[^<]*)</text>', svg))
+    assert labels == defined, labels
