@@ -227,8 +227,9 @@ base_groups = show_census(base, "BertModel(BertConfig()), BERT-base")
 # (query, key, value, $W_O$) and one LayerNorm (gain and shift): $4H^2 + 6H$. The FFN has
 # $W_1$ ($H \times 4H$, bias $4H$), $W_2$ ($4H \times H$, bias $H$) and one LayerNorm:
 # $8H^2 + 7H$. The FFN's share of a layer, $(8H^2 + 7H) / (12H^2 + 13H)$, is just below $2/3$
-# for every $H$ and tends to $2/3$ as $H$ grows. The code checks the formula against the counted
-# parameters of both models:
+# for every $H$ {{ claim: ffn_share_below_two_thirds }} and tends to $2/3$ as $H$ grows
+# {{ claim: ffn_share_nearer_two_thirds_when_wider }}. The code checks the formula against the
+# counted parameters of both models:
 
 # %%
 for label, m in [("all-MiniLM-L6-v2", model), ("BERT-base", base)]:
@@ -239,6 +240,10 @@ for label, m in [("all-MiniLM-L6-v2", model), ("BERT-base", base)]:
     print(f"{label:<17} H={h:<4} attention {layer['attention']:>9,}  FFN {layer['feed-forward']:>9,}  "
           f"FFN share of a layer {ffn_share(m):.4f}")
 print(f"limit 2/3 = {2 / 3:.4f}")
+claims.claim("ffn_share_below_two_thirds", max(ffn_share(model), ffn_share(base)), "<", 2 / 3,
+             "in both models the FFN's share of a layer is below 2/3")
+claims.claim("ffn_share_nearer_two_thirds_when_wider", ffn_share(base), ">", ffn_share(model),
+             "the wider BERT-base's share is nearer 2/3 than all-MiniLM-L6-v2's")
 
 # %% alt="Two horizontal stacked bars, all-MiniLM-L6-v2 and BERT-base, each splitting all the model's parameters into the shares of the embeddings, attention, feed-forward and pooler, labelled in percent."
 fig, ax = plt.subplots(figsize=(8, 2.4))

@@ -190,8 +190,8 @@ plt.show()
 # in upper layers. Our corpus is tiny (the cell prints how many word tokens it has), so this is a
 # glimpse, not a study: for the first and the last layer, take the unit with the single largest activation on a
 # word token (special tokens `[CLS]`/`[SEP]` left out, since some units fire on them in every
-# sentence) and list the corpus tokens that excite it most, each shown in its sentence. Only
-# tokens on which the unit fires (activation above 0) are listed, so a list can be shorter than six.
+# sentence) and list the corpus tokens that excite it most, each shown in its sentence. A token on
+# which the unit does not fire (activation at or below 0) is left out of the list.
 
 # %%
 ids = cap.batch["input_ids"]  # (B, T)
