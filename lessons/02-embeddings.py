@@ -139,9 +139,29 @@ for label, part in [("word", word), ("position", pos_bt), ("token type", typ), (
     print(f"{label:<16} L2 norm: mean {norms.mean():6.3f}, min {norms.min():6.3f}, max {norms.max():6.3f}, "
           f"std/mean {norms.std() / norms.mean():.3f}")
 
+parts = {"word": word, "position": pos_bt, "token type": typ}
+part_norms = {label: part[real].norm(dim=-1) for label, part in parts.items()}  # (N,) each
+word_first = part_norms["word"] > torch.maximum(part_norms["position"], part_norms["token type"])  # (N,)
+at = torch.arange(T).expand(B, T)[real]  # (N,): each real token's position
+print(f"the word vector is the longest of the three for {word_first.float().mean():.0%} of the real tokens; "
+      f"where it is not, the token stands at position {sorted(set(at[~word_first].tolist()))}")
+claims.value("word_norm", part_norms["word"].mean(), "{:.2f}")
+claims.value("position_norm", part_norms["position"].mean(), "{:.2f}")
+claims.value("type_norm", part_norms["token type"].mean(), "{:.2f}")
+claims.value("word_first_share", 100 * word_first.float().mean(), "{:.0f}%")
+claims.value("word_not_first_positions", ", ".join(map(str, sorted(set(at[~word_first].tolist())))))
+claims.claim("word_table_dominates", part_norms["word"].mean(), ">",
+             max(part_norms["position"].mean(), part_norms["token type"].mean()),
+             "on average the word vector is the largest of the three terms")
+
 # %% [markdown]
 # Compare the rows: which table dominates the sum, and how much the norms vary from token to token.
-# The token-type term is one and the same vector for every token here (all are segment A). LayerNorm gives every token the same statistics (zero mean, unit
+# The word table dominates: its vectors' mean norm is {{ word_norm }}, against {{ position_norm }}
+# for the position vectors and {{ type_norm }} for the token-type vector
+# {{ claim: word_table_dominates }}. The word vector is the longest of the three for
+# {{ word_first_share }} of the real tokens; the exceptions are the tokens at position
+# {{ word_not_first_positions }}, where every sentence has its `[CLS]`. The token-type term is
+# one and the same vector for every token here (all are segment A). LayerNorm gives every token the same statistics (zero mean, unit
 # variance, then the learned $\gamma$ and $\beta$), so the *relative* spread of the norms
 # (std/mean) shrinks, while the scale is now set by $\gamma$.
 #
