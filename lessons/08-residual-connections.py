@@ -137,12 +137,30 @@ for i in range(1, L + 1):
 collapsed = next((i for i in range(L + 1) if pure[i] < 1e-3), None)
 print(f"attention only: r < 1e-3 from hidden state {collapsed} on; "
       f"full model at the last layer: r = {curves['pretrained']['full'][-1].item():.3f}")
+pure_init = curves["random init"]["attention_only"]  # (L + 1,)
+collapsed_init = next((i for i in range(L + 1) if pure_init[i] < 1e-3), None)
+print(f"attention only at initialisation: r = {pure_init[0].item():.2e} for the embeddings, "
+      f"{pure_init[1].item():.2e} after layer 0; r < 1e-3 from hidden state {collapsed_init} on")
+# float32 keeps about 7 digits: below ten times its precision, r is at float32's floor
+above_floor = [i for i in range(1, L + 1) if pure[i - 1] > 10 * torch.finfo(torch.float32).eps]
+claims.value("collapse_hidden_state", collapsed, "{:.0f}")
+claims.value("collapse_hidden_state_init", collapsed_init, "{:.0f}")
+claims.value("init_r_embeddings", pure_init[0], "{:.2f}")
+claims.value("init_r_after_one", pure_init[1], "{:.2f}")
+claims.claim("digits_grow_each_layer", min(digits[i] / digits[i - 1] for i in above_floor), ">", 1,
+             "until r reaches float32's floor, the digits grow by a factor above one each layer")
+claims.claim("collapse_faster_at_init", collapsed_init, "<", collapsed,
+             "at initialisation attention alone reaches r < 1e-3 in fewer layers than pretrained")
 
 # %% [markdown]
-# The number of digits grows by a factor larger than one each layer, until float32 runs out of
-# digits: a doubly exponential collapse, as Dong et al. predict. At initialisation it is even
-# faster: the random query and key weights are tiny, so every attention row is close to uniform
-# and a single layer already averages the sentence into nearly one vector. The skip connection keeps
+# The number of digits grows by a factor larger than one each layer
+# {{ claim: digits_grow_each_layer }} until $r$ reaches float32's floor (about $10^{-7}$, where
+# float32 runs out of digits and the factor drops to about 1): a doubly exponential collapse, as
+# Dong et al. predict. Pretrained, $r$ is below $10^{-3}$ from hidden state
+# {{ collapse_hidden_state }} on. At initialisation it is faster, below $10^{-3}$ from hidden
+# state {{ collapse_hidden_state_init }} on {{ claim: collapse_faster_at_init }}: the random query
+# and key weights are tiny, so every attention row is close to uniform, and a single layer
+# already takes $r$ from {{ init_r_embeddings }} to {{ init_r_after_one }}. The skip connection keeps
 # each token's own vector in the sum, and the FFN alone (attention + FFN) does not rescue it here:
 # it acts on each token separately, so once the tokens are alike it keeps them alike.
 #
@@ -383,8 +401,11 @@ print(f"no normalisation: block 0's gradient with default projections is "
 # ## What we found
 #
 # - Without a skip connection around attention, the pretrained model's token vectors become
-#   identical within a few layers, and faster than exponentially; at initialisation within one
-#   layer. With the skip they stay distinct (curves above). The FFN alone does not prevent it.
+#   identical within a few layers, and faster than exponentially
+#   {{ claim: digits_grow_each_layer }} ($r < 10^{-3}$ from hidden state
+#   {{ collapse_hidden_state }} on; at initialisation from hidden state
+#   {{ collapse_hidden_state_init }} on {{ claim: collapse_faster_at_init }}). With the skip they stay distinct (curves above). The FFN
+#   alone does not prevent it.
 # - Removing a whole layer or one block at test time changes the sentence embeddings but mostly
 #   not the search results; removing a skip connection is worse than removing the layer on
 #   average over the layers {{ claim: attention_skip_worse_on_average }}, though not in every
