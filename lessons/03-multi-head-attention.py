@@ -119,17 +119,18 @@ print(f"mean attention entropy with scaling {mean_entropy(scores):.3f} nats, wit
 # %% [markdown]
 # ## The additive mask
 #
-# Padding tokens must receive zero attention. Transformers 5 builds, from the (B, T) 0/1
-# `attention_mask`, an **additive float** mask: 0 where a key is a real token, the most negative
-# float32 where it is padding,
+# Padding tokens must receive zero attention. From the (B, T) 0/1 `attention_mask`, the model
+# makes an **additive float** mask: 0 where a key is a real token, the most negative float32
+# where it is padding. For one sentence that is one row over the keys,
 #
 # ```python
 # (1 - m[:, None, None, :].float()) * torch.finfo(torch.float32).min   # (B, 1, 1, T)
 # ```
 #
-# and the eager attention path receives it expanded over the queries, (B, 1, T, T). It is added
-# to the scores before the softmax, so $e^{\text{score} + \text{min}}$ underflows to exactly 0.
-# `bertlab.masks.additive_mask` builds the same tensor:
+# and in transformers 5 the eager attention path receives that row repeated for every query,
+# (B, 1, T, T) (the next section shows which function builds it). It is added to the scores
+# before the softmax, so $e^{\text{score} + \text{min}}$ underflows to exactly 0.
+# `bertlab.masks.additive_mask` builds the same (B, 1, T, T) tensor:
 
 # %%
 ours = additive_mask(pad)  # (B, 1, T, T)
@@ -173,9 +174,9 @@ print(f"entries where a query row differs from the first: {rows_differ}; "
 # In transformers {{ transformers_version }} the layers receive a mask of shape
 # {{ mask_shape }}, whose query rows differ in {{ mask_rows_differ }} entries
 # {{ claim: mask_rows_alike }}, and the two shapes give the same sums
-# {{ claim: mask_shapes_add_alike }}. The (B, 1, 1, T) form is what transformers' older
-# `get_extended_attention_mask` returned; it holds $T$ times fewer numbers and says the same,
-# which is why the exercises build it.
+# {{ claim: mask_shapes_add_alike }}. The (B, 1, 1, T) form is what
+# `get_extended_attention_mask` returned in transformers 4 (transformers 5 no longer has that
+# method); it holds $T$ times fewer numbers and says the same, which is why the exercises build it.
 
 # %% [markdown]
 # Why *add* the mask to the scores, rather than *multiply* by the 0/1 mask? Two multiplicative
