@@ -120,7 +120,7 @@ print(f"mean attention entropy with scaling {mean_entropy(scores):.3f} nats, wit
 # ## The additive mask
 #
 # Padding tokens must receive zero attention. From the (B, T) 0/1 `attention_mask`, the model
-# makes an **additive float** mask: 0 where a key is a real token, the most negative float32
+# makes an **additive float** mask: 0 where a key is a real token, `torch.finfo(torch.float32).min`
 # where it is padding. For one sentence that is one row over the keys,
 #
 # ```python
@@ -176,7 +176,8 @@ print(f"entries where a query row differs from the first: {rows_differ}; "
 # {{ claim: mask_rows_alike }}, and the two shapes give the same sums
 # {{ claim: mask_shapes_add_alike }}. The (B, 1, 1, T) form is what
 # `get_extended_attention_mask` returned in transformers 4 (transformers 5 no longer has that
-# method); it holds $T$ times fewer numbers and says the same, which is why the exercises build it.
+# method); it holds one row of $T$ numbers per sentence instead of $T$ rows and says the same,
+# which is why the exercises build it.
 
 # %% [markdown]
 # Why *add* the mask to the scores, rather than *multiply* by the 0/1 mask? Two multiplicative
