@@ -187,8 +187,10 @@ for label, (ours, theirs) in comparisons.items():
 # values compared (the code prints which, and how many steps; a product computed by hand may sum
 # in another order than the library's): `intermediate.dense`
 # followed by GELU is the first half of the FFN, `output.dense` is the second half, and
-# `output.LayerNorm` closes the layer's second Add & Norm. The names say "intermediate" because
-# the $4H$-wide vector between the two matrices is the FFN's intermediate (hidden) layer.
+# `output.LayerNorm` closes the layer's second Add & Norm. The two modules are named after what
+# they return, not after what they compute: `intermediate` returns the FFN's intermediate
+# (hidden) layer, the $4H$-wide $m$ between the two matrices, and `output` returns the layer's
+# output $y$.
 #
 # ## Parameter census
 #
@@ -224,7 +226,7 @@ base_groups = show_census(base, "BertModel(BertConfig()), BERT-base")
 # ## The FFN is about two thirds of every layer
 #
 # Count one layer by hand. The attention sub-layer has four $H \times H$ matrices with biases
-# (query, key, value, $W_O$) and one LayerNorm (gain and shift): $4H^2 + 6H$. The FFN has
+# (query, key, value, $W^O$) and one LayerNorm (gain and shift): $4H^2 + 6H$. The FFN has
 # $W_1$ ($H \times 4H$, bias $4H$), $W_2$ ($4H \times H$, bias $H$) and one LayerNorm:
 # $8H^2 + 7H$. The FFN's share of a layer, $(8H^2 + 7H) / (12H^2 + 13H)$, is just below $2/3$
 # for every $H$ {{ claim: ffn_share_below_two_thirds }} and tends to $2/3$ as $H$ grows
@@ -272,7 +274,7 @@ plt.show()
 # ## What we found
 #
 # - Every named tensor belongs to one of six parts: the embeddings, then per layer
-#   `attention.self` (query, key, value of all heads), `attention.output` ($W_O$ and the first
+#   `attention.self` (query, key, value of all heads), `attention.output` ($W^O$ and the first
 #   Add & Norm's LayerNorm), `intermediate` ($W_1$), `output` ($W_2$ and the second Add & Norm's
 #   LayerNorm), and the pooler.
 # - `intermediate.dense` is the first matrix of the feed-forward network, $H \to 4H$; GELU
