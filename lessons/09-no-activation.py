@@ -105,8 +105,10 @@ print(f"mean attention entropy over real query tokens: X {ent(probs)[keys].mean(
 #    added (lesson 3), so no head's term depends on what another head computed (Elhage et al.
 #    2021). A ReLU after $W^O$ would couple them: whether head 3's contribution to a feature
 #    survives would depend on what the other heads wrote there.
-# 3. **A nonlinearity follows anyway.** The update is added to the stream and normalised, and the
-#    next thing to read it is the FFN, with its GELU (lesson 5). A per-token nonlinearity right
+# 3. **A nonlinearity follows anyway.** The update is added to the stream and normalised (the
+#    LayerNorm is itself nonlinear: it divides each token by its own standard deviation, lesson 4),
+#    and the next thing to read it is the FFN, with its GELU, the next activation function
+#    (lesson 5). A per-token nonlinearity right
 #    after $W^O$ would be a second one, on $H$ features where the FFN's GELU acts on $4H$; what it
 #    could add in training is not measured here (the experiment below measures what it costs the
 #    pretrained model).
