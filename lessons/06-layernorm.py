@@ -340,8 +340,10 @@ assert pre_x[-1] / pre_x[0] < post_x[-1] / post_x[0]
 #
 # Why Pre-LN's gradients shrink with depth: its stream is a growing sum, and each LayerNorm
 # divides what it reads by the stream's current size, so a later layer's parameters affect the
-# output less. In Post-LN every layer's output is renormalised to the same size. The token norms
-# of the stream through the layers, at initialisation:
+# output less. In Post-LN every layer's output leaves a LayerNorm, so the stream is not a running
+# sum. At initialisation ($\gamma = 1$, $\beta = 0$) that puts every token at norm $\sqrt H$
+# after every layer; in the trained model each LayerNorm's $\gamma$ and $\beta$ set a size of its
+# own (the table above). The token norms of the stream through the layers, at initialisation:
 
 # %%
 with torch.no_grad():
