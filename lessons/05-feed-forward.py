@@ -131,7 +131,7 @@ print(f"per layer: FFN {layer_counts['feed-forward']:,} of {layer_counts['attent
 print(f"whole model: FFN {all_counts['feed-forward']:,} of {sum(all_counts.values()):,} = "
       f"{all_counts['feed-forward'] / sum(all_counts.values()):.1%} (the embedding table takes much of the rest)")
 claims.value("ffn_layer_share", 100 * ffn_share(model), "{:.1f} %")
-claims.claim("ffn_layer_share_below_two_thirds", ffn_share(model), "<", 2 / 3,
+claims.claim("ffn_layer_share_below_two_thirds", ffn_share(model) - 2 / 3, "<", 0,
              "inside a layer the FFN's share is just below two thirds")
 
 # %% [markdown]
