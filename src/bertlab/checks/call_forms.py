@@ -3,12 +3,12 @@
 A random draw of inputs calls whole forms never (``inputs_embeds`` without token types, a
 ``scaling`` other than the head size's), so each task lists its forms here, as a table: every
 optional argument left out, given as None where HF accepts None, and given a value that changes
-HF's answer. Each form runs under the pretrained config and under ``other_config`` (every size and
-id differs, ``pad_token_id`` too), and its outputs are compared with HF's. Under the other config
-the gradients are compared too, of every parameter and every floating-point input (an
-``inputs_embeds`` detached on the way in fails). Not under the pretrained one: its word table's
-gradient alone is 47 MB a call, a quarter of a second per form, and a form's gradient is wrong
-under both configs or neither (the ``gradients`` check compares the pretrained model's).
+HF's answer. Each form runs under ``other_config``, whose every size and id differs from the
+pretrained model's (``pad_token_id`` too), with random weights: its outputs are compared with
+HF's, then the gradients of every parameter and every floating-point input (an
+``inputs_embeds`` detached on the way in fails). The pretrained model is what the other checks
+call: a form handled right under one config and wrong under the other would have to read a size
+or an id from somewhere other than ``config``, which the config check looks for.
 """
 
 from __future__ import annotations

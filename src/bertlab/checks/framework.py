@@ -652,36 +652,37 @@ class ModuleTask(Task):
         return []
 
     def check_arguments(self, cls, ctx: Context) -> None:
-        """Each form of ``call_forms``, under the pretrained config and another: the outputs and
-        the gradients equal HF's (see ``call_forms``)."""
+        """Each form of ``call_forms``, under the other config: the outputs and the gradients
+        equal HF's (see ``call_forms``)."""
         self.check_forms(cls, ctx, self.call_forms)
 
     def check_forms(
         self, cls, ctx: Context, forms_of: Callable[[Context], list[CallForm]], gradients: bool = True
     ) -> None:
-        """``forms_of(ctx)``'s forms, under the pretrained config and another, compared with HF's
-        (with ``gradients``, under the other config, their gradients too)."""
-        for where in (ctx, ctx.other()):
-            layer = self.layers(where)[0]
-            hf, module = self.reference(where, layer), self.learner_for(cls, where, layer)
-            built = "" if where is ctx else f" built from another config ({describe_config(where.model.config)})"
-            for form in forms_of(where):
-                how = f", called with {form.name}{built}"
-                # A failure of the values says what HF does with the form (``why``); the call's
-                # own failure (it raised, or returned the wrong kind of thing) names the form first.
-                with torch.no_grad():
-                    expected = self.call(hf, form.inputs)
-                    try:
-                        got = self.call(module, form.inputs)
-                    except CheckFailed as err:
-                        raise _in_form(err, form, how[2:]) from None
-                    try:
-                        if where is ctx or not self.close_with_random_weights(expected, got):
-                            self.compare(expected, got, self.outputs, f"HF's {self.title}{how[1:]}", (hf, form.inputs))
-                    except CheckFailed as err:
-                        raise _in_form(err, form) from None
-                if gradients and where is not ctx:  # see call_forms: gradients under the small config only
-                    self.gradients_as_hf(module, where, layer, form.inputs, form.grad_inputs, how)
+        """``forms_of``'s forms, under the other config (``other_config``: every size and id differs
+        from the pretrained model's, which the other checks call), compared with HF's; with
+        ``gradients``, their gradients too."""
+        where = ctx.other()
+        layer = self.layers(where)[0]
+        hf, module = self.reference(where, layer), self.learner_for(cls, where, layer)
+        built = f" built from another config ({describe_config(where.model.config)})"
+        for form in forms_of(where):
+            how = f", called with {form.name}{built}"
+            # A failure of the values says what HF does with the form (``why``); the call's own
+            # failure (it raised, or returned the wrong kind of thing) names the form first.
+            with torch.no_grad():
+                expected = self.call(hf, form.inputs)
+                try:
+                    got = self.call(module, form.inputs)
+                except CheckFailed as err:
+                    raise _in_form(err, form, how[2:]) from None
+                try:
+                    if not self.close_with_random_weights(expected, got):
+                        self.compare(expected, got, self.outputs, f"HF's {self.title}{how[1:]}", (hf, form.inputs))
+                except CheckFailed as err:
+                    raise _in_form(err, form) from None
+            if gradients:
+                self.gradients_as_hf(module, where, layer, form.inputs, form.grad_inputs, how)
 
     def compare_gradients(self, grads: dict, expected: dict, how: str) -> None:
         """Fail where the learner's gradients (``harness.gradients``'s value) differ from HF's."""
