@@ -290,13 +290,18 @@ ax.set_ylabel("mean norm ratio")
 ax.legend(frameon=False)
 fig.tight_layout()
 plt.show()
+claims.claim("attention_update_below_stream", ratios["attention"].max(), "<", 1,
+             "attention's update is smaller than the stream in every layer")
+claims.claim("ffn_writes_more_than_attention", ratios["ffn"].mean(), ">", ratios["attention"].mean(),
+             "the FFN's update is larger than attention's, on average over the layers")
 print(f"attention updates smaller than the stream in every layer: {bool((ratios['attention'] < 1).all())}; "
       f"FFN updates larger than the stream in {counted(torch.nonzero(ratios['ffn'] > 1).flatten().tolist(), 'layer')}")
 
 # %% [markdown]
-# Attention's updates are smaller than the stream in every layer; the FFN writes more, and where
-# the line above names a layer, more than the stream itself, before the LayerNorm scales the sum
-# back.
+# Attention's updates are smaller than the stream in every layer
+# {{ claim: attention_update_below_stream }}; the FFN writes more
+# {{ claim: ffn_writes_more_than_attention }}, and where the line above names a layer, more than
+# the stream itself, before the LayerNorm scales the sum back.
 # With the skip, a token's vector after a block is its old vector plus a change; without it, the
 # block has to rebuild the whole vector from its update, and for attention that update is a
 # weighted average over the sentence, which is exactly what drove the collapse above.
