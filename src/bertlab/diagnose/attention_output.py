@@ -6,10 +6,11 @@ so their mistakes share ids. Each is simulated by a flawed copy of that computat
 pretrained weights. BertAttention is checked with HF's own parts in place of the learner's, so its
 mistakes are those of the composition (arguments swapped, mask not passed, wrong residual).
 
-Two kinds of mistakes escape ``bertlab.diagnose.diagnose``: torch's default LayerNorm eps moves the
-outputs by less than its match tolerance (``diagnose_near_miss`` compares at the check's own
-tolerance), and dropout in the wrong place is invisible in eval mode (``PLACEMENT_FLAWS``, named
-by the dropout check in train mode through ``bertlab.diagnose.common``).
+Two kinds of mistakes escape ``bertlab.diagnose.diagnose``: torch's default LayerNorm eps moves
+some LayerNorms' outputs by less than the diagnosis's match tolerance (``MATCH_ATOL``), though by
+more than the check's atol (lesson 6 measures it per LayerNorm), so ``diagnose_near_miss``
+compares at the check's own tolerance; and dropout in the wrong place is invisible in eval mode
+(``PLACEMENT_FLAWS``, named by the dropout check in train mode through ``bertlab.diagnose.common``).
 """
 
 from __future__ import annotations
