@@ -164,6 +164,26 @@ def test_a_killed_worker_loses_nothing_and_a_killing_submission_ends_at_zero(clu
         assert gb.find_submission(ASSIGNMENT, "always").score == 0
     graded = course / "instructor" / "autograded" / "always" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
     assert "was not tried again" in graded.read_text()
+    # Nothing of a killed worker runs on: its judges, their templates and learners end with it.
+    assert not _orphans_within(10), "a killed worker's grading processes outlived it"
+
+
+def _orphans_within(seconds: float) -> list[str]:
+    """Grading processes adopted by init (their worker was killed) still running after ``seconds``."""
+    import psutil
+
+    deadline = time.monotonic() + seconds
+    while True:
+        found = []
+        for proc in psutil.process_iter(["ppid", "cmdline", "status"]):
+            command = " ".join(proc.info["cmdline"] or [])
+            # (a warm judges' server is started to outlive its command: it is not grading's orphan)
+            orphan = proc.info["ppid"] == 1 and proc.info["status"] != psutil.STATUS_ZOMBIE
+            if orphan and "bertlab.grading" in command and "warm_judges" not in command:
+                found.append(f"{proc.pid}: {command}")
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
 
 
 def test_ctrl_c_cancels_the_class_on_the_cluster(cluster, tmp_path):
