@@ -32,7 +32,8 @@ class StandInJudges:
     """Judges that give each submission 0 at once, and raise ``stop`` before the ``at``-th verdict."""
 
     def __init__(self, at: int | None = None, stop: BaseException | None = None):
-        self.at, self.stop, self.seen = at, stop, []
+        self.at, self.stop = at, stop
+        self.seen: list[str] = []
 
     def describe(self) -> str:
         return "stand-in judges"
