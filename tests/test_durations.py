@@ -24,7 +24,7 @@ def test_a_task_never_graded_is_estimated_from_its_grade_cells(tmp_path, monkeyp
 def test_an_unusable_record_only_means_no_record(tmp_path, monkeypatch):
     monkeypatch.setenv("BERTLAB_CACHE_DIR", str(tmp_path))
     for text in ("not json", "[1, 2]", json.dumps({"05": "fast", "06": -1, "07": 2.5})):
-        (tmp_path / durations.FILE_NAME).write_text(text)
+        durations.path().write_text(text)
         assert durations.load() == ({"07": 2.5} if "07" in text else {})
     blocked = tmp_path / "file"
     blocked.write_text("")
