@@ -15,7 +15,7 @@ import torch
 
 from bertlab import diagnose
 from bertlab.checks import call_forms
-from bertlab.checks.framework import BuiltOnParts, CheckFailed, Context, ModuleTask
+from bertlab.checks.framework import MASKED_STAGES, BuiltOnParts, CheckFailed, Context, ModuleTask
 from bertlab.checks.self_attention import CONTEXT_DIMS, PROBS_DIMS, random_attention_batch
 from bertlab.diagnose import attention_output as flawed
 
@@ -144,17 +144,7 @@ class BertAttentionTask(BuiltOnParts, AddNormTask):
     lesson = "04-add-and-norm"
     hf_path = "encoder.layer.{layer}.attention"
     outputs = {"attention_output": CONTEXT_DIMS, "attn_weights": PROBS_DIMS}
-    stages: tuple[str, ...] = (
-        "names",
-        "shapes",
-        "values",
-        "masks",
-        "calls",
-        "config",
-        "arguments",
-        "dropout",
-        "gradients",
-    )
+    stages = MASKED_STAGES
     parts = {"self": "3.2", "output": "4.1"}
     # Its dropouts belong to its parts (HF's here); the dropout check sees that it runs them in train mode.
     dropouts = {}

@@ -24,7 +24,7 @@ from bertlab import corpus, diagnose, reference
 from bertlab.checks import call_forms, encoder_contract
 from bertlab.checks.compare import allclose
 from bertlab.checks.embeddings import NON_PERSISTENT
-from bertlab.checks.framework import BuiltOnParts, CheckFailed, ModuleTask, _describe
+from bertlab.checks.framework import MASKED_STAGES, BuiltOnParts, CheckFailed, ModuleTask, _describe
 from bertlab.checks.harness import state_shapes
 from bertlab.checks.self_attention import random_attention_batch
 from bertlab.diagnose import bert_model as flawed
@@ -125,7 +125,7 @@ class BertLayerTask(BuiltOnParts, _VariantDiagnosis, ModuleTask):
         call = ctx.corpus.layer(layer)
         return {"hidden_states": call.args[0], "attention_mask": call.args[1]}, {"layer_output": call.output}
 
-    stages = ("names", "shapes", "values", "masks", "calls", "config", "arguments", "dropout", "gradients")
+    stages = MASKED_STAGES
 
     def random_inputs(self, ctx):
         return random_attention_batch(ctx)
@@ -143,7 +143,7 @@ class BertEncoderTask(BuiltOnParts, _HiddenStates, ModuleTask):
     parts = {"layer": "6.1"}  # a ModuleList of num_hidden_layers BertLayer
     stack = "layer"
     # No dropout of its own: the dropout check sees that it runs HF's layers as they are in train mode.
-    stages = ("names", "shapes", "values", "masks", "calls", "config", "arguments", "dropout", "gradients")
+    stages = MASKED_STAGES
     random_trials = 3  # each runs every layer: fewer batches than for one layer
 
     def captured(self, ctx, layer):

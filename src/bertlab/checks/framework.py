@@ -107,6 +107,13 @@ class Context:
         )
 
 
+# The checks of a module whose forward takes an optional attention mask (BertSelfAttention,
+# BertAttention, BertLayer, BertEncoder): the default ones, with its call forms before dropout.
+MASKED_STAGES: tuple[str, ...] = (
+    "names", "shapes", "values", "masks", "calls", "config", "arguments", "dropout", "gradients"
+)  # fmt: skip
+
+
 class Task:
     """One numbered task (``Task 3.2``): a sequence of named checks on one learner object."""
 

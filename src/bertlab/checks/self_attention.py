@@ -13,7 +13,7 @@ from bertlab import diagnose
 from bertlab.checks import call_forms
 from bertlab.checks.compare import allclose
 from bertlab.checks.eager_call_watch import Training, answers_as_hf, eager_call_seen, hf_eager_attention_forward
-from bertlab.checks.framework import CheckFailed, Context, ModuleTask, config_sizes, is_reference
+from bertlab.checks.framework import MASKED_STAGES, CheckFailed, Context, ModuleTask, config_sizes, is_reference
 from bertlab.diagnose import common as placement
 from bertlab.diagnose import self_attention as flawed  # importing it registers the mistakes
 from bertlab.masks import additive_mask, random_padding
@@ -44,17 +44,7 @@ class BertSelfAttentionTask(ModuleTask):
     hf_path = "encoder.layer.{layer}.attention.self"
     outputs = {"context_layer": CONTEXT_DIMS, "attention_probs": PROBS_DIMS}
     computed_in_order = ["attention_probs", "context_layer"]  # the probabilities weight the values
-    stages: tuple[str, ...] = (
-        "names",
-        "shapes",
-        "values",
-        "masks",
-        "calls",
-        "config",
-        "arguments",
-        "dropout",
-        "gradients",
-    )
+    stages = MASKED_STAGES
     dropouts = {"dropout": "attention_probs_dropout_prob"}
 
     def captured(self, ctx, layer):
