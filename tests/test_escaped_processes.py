@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 
 import nbformat
+import psutil
 import pytest
 
 from tests.conftest import ROOT
@@ -47,6 +48,17 @@ def course(folder: Path, escape: str, then: str = "") -> Path:
     nb.cells[:0] = [nbformat.v4.new_code_cell(escape)] + ([nbformat.v4.new_code_cell(then)] if then else [])
     nbformat.write(nb, folder / TASK / f"{TASK}.ipynb")
     return folder
+
+
+def detached_sleep(marker: str, seconds: float = 120) -> psutil.Process:
+    """The `sleep` a notebook's first cell detached, once it runs: the notebook is being graded."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = [p for p in processes_with(MARKER, marker) if p.name() == "sleep"]
+        if found:
+            return found[0]
+        time.sleep(0.2)
+    raise AssertionError("the detached child never started: the notebook was never run")
 
 
 @pytest.mark.parametrize("form", ESCAPES)
@@ -81,12 +93,8 @@ def test_a_detached_child_is_ended_when_its_judge_is_killed(tmp_path):
         text=True,
     )
     try:
-        deadline, looping = time.monotonic() + 120, []
-        while not looping and time.monotonic() < deadline:
-            time.sleep(0.2)
-            looping = [p for p in processes_with(MARKER, marker) if p.name() == "sleep"]
-        assert looping, "the detached child never started"
-        learner = looping[0].parent()  # `sleep` left the learner's session, not its parent, which loops
+        sleeping = detached_sleep(marker)
+        learner = sleeping.parent()  # `sleep` left the learner's session, not its parent, which loops
         judge_of(learner, client.pid, "linux").kill()  # the judge, forked by the factory (a child of the command)
         client.communicate(timeout=120)
     finally:
@@ -113,11 +121,7 @@ def test_nothing_outlives_a_killed_grade_command_and_its_folders_are_swept(tmp_p
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline, looping = time.monotonic() + 120, []
-        while not looping and time.monotonic() < deadline:
-            time.sleep(0.2)
-            looping = [p for p in processes_with(MARKER, marker) if p.name() == "sleep"]
-        assert looping, "the detached child never started"
+        detached_sleep(marker)
         client.kill()
         client.wait()
         killed = time.monotonic()
@@ -191,11 +195,7 @@ def test_ctrl_c_on_a_grade_says_interrupted_not_a_verdict(tmp_path):
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
     )
     try:
-        deadline, looping = time.monotonic() + 120, []
-        while not looping and time.monotonic() < deadline:
-            time.sleep(0.2)
-            looping = [p for p in processes_with(MARKER, marker) if p.name() == "sleep"]
-        assert looping, "the notebook never started"
+        detached_sleep(marker)
         client.send_signal(signal.SIGINT)
         out, err = client.communicate(timeout=60)
     finally:
