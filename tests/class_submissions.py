@@ -157,6 +157,28 @@ def write_course(root: Path, assignments: set[str]) -> Path:
     return root
 
 
+def graded_course(root: Path, assignment: str, notebooks: dict[str, nbformat.NotebookNode]) -> Path:
+    """A course with ``assignment`` in its gradebook (``nbgrader generate_assignment``) and one
+    collected submission per student: student -> notebook."""
+    import os
+    import subprocess
+    import sys
+
+    course = write_course(root, {assignment})
+    subprocess.run(
+        [sys.executable, "-m", "nbgrader", "generate_assignment", assignment, "--force"],
+        cwd=course,
+        check=True,
+        capture_output=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    for student, nb in notebooks.items():
+        folder = course / SUBMITTED / student / assignment
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / f"{assignment}.ipynb")
+    return course
+
+
 def write_class(root: Path, students: list[Student]) -> None:
     """Each student's notebook in ``root/instructor/submitted/<student>/<assignment>/``, as collected."""
     for student in students:

@@ -10,10 +10,6 @@ accounting, not the judging.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
 from bertlab.grading import notebooks
@@ -22,7 +18,7 @@ from bertlab.grading.runner import TaskResult, failed_all
 from bertlab.instructor import autograde as autograde_mod
 from bertlab.instructor.cluster_judges import ClusterError
 from tests import submissions as sub
-from tests.class_submissions import SUBMITTED, write_course
+from tests.class_submissions import graded_course
 
 ASSIGNMENT = sub.NUMPY
 STUDENTS = [f"s{i}" for i in range(5)]
@@ -55,21 +51,8 @@ class StandInJudges:
 
 @pytest.fixture(scope="module")
 def course_template(tmp_path_factory):
-    root = write_course(tmp_path_factory.mktemp("course"), {ASSIGNMENT})
-    subprocess.run(
-        [sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"],
-        cwd=root,
-        check=True,
-        capture_output=True,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
-    import nbformat
-
-    for student in STUDENTS:
-        folder = root / SUBMITTED / student / ASSIGNMENT
-        folder.mkdir(parents=True)
-        nbformat.write(sub.exercise(ASSIGNMENT), folder / f"{ASSIGNMENT}.ipynb")
-    return root
+    students = {student: sub.exercise(ASSIGNMENT) for student in STUDENTS}
+    return graded_course(tmp_path_factory.mktemp("course"), ASSIGNMENT, students)
 
 
 @pytest.fixture

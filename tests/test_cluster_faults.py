@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests import submissions as sub
-from tests.class_submissions import SUBMITTED, write_course
+from tests.class_submissions import graded_course
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cluster-faults"), pytest.mark.timeout(600)]
@@ -37,23 +37,9 @@ ASSIGNMENT = sub.NUMPY
 SLOW = "import time\ntime.sleep({})  # long enough to be killed in the middle of it"
 
 
-def _course(root: Path, notebooks: dict[str, object]) -> Path:
+def _course(root: Path, notebooks: dict) -> Path:
     """A course with ``ASSIGNMENT`` in its gradebook and one submission per student."""
-    import nbformat
-
-    course = write_course(root, {ASSIGNMENT})
-    subprocess.run(
-        [sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"],
-        cwd=course,
-        check=True,
-        capture_output=True,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
-    for student, nb in notebooks.items():
-        folder = course / SUBMITTED / student / ASSIGNMENT
-        folder.mkdir(parents=True)
-        nbformat.write(nb, folder / f"{ASSIGNMENT}.ipynb")
-    return course
+    return graded_course(root, ASSIGNMENT, notebooks)
 
 
 def _slow(seconds: float):
