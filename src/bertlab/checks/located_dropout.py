@@ -81,31 +81,68 @@ def _layouts(shape: torch.Size) -> Iterator[tuple[int, ...]]:
     return itertools.permutations(range(len(shape)))  # lexicographic: the identity comes first
 
 
-def locate(x: torch.Tensor, drawn: list[Drawn]) -> torch.Tensor | None:
+def locate(x: torch.Tensor, drawn: list[Drawn], index: ValueIndex | None = None) -> torch.Tensor | None:
     """The keep-mask of ``x``'s elements (x's shape) where ``x`` is a piece of one recorded input.
 
     A piece: some order of the recorded tensor's axes, flattened, holds ``x``'s values, in some
     order of ``x``'s own axes, as one contiguous run. That covers a permuted layout, merged or
     split axes (``(B * heads, T, T)``), one head of many, a chunk of tokens. None where no
-    recorded input holds ``x``.
+    recorded input holds ``x``. ``index`` (one per replay) skips, before any layout is tried, the
+    recorded inputs that lack some of ``x``'s values, and tries first the one after the last found.
     """
     values = x.detach().float()
     if values.numel() == 0:
         return None
-    for d in drawn:
+    index = index or ValueIndex(drawn)
+    for d in index.likely_first():
         if values.numel() > d.given.numel():
             continue
         tolerance = ATOL + RTOL * float(d.given.abs().max())
+        if not index.may_hold(d, values, tolerance):
+            continue
         theirs_flat = [(theirs, d.given.permute(theirs).reshape(-1)) for theirs in _layouts(d.given.shape)]  # (N,)
         for mine in _layouts(values.shape):
             flat = values.permute(mine).reshape(-1)  # (n,)
             for theirs, hf_flat in theirs_flat:
                 start = _offset(flat, hf_flat, tolerance)
                 if start is not None:
+                    index.found(d)
                     keep = d.keep.permute(theirs).reshape(-1)[start : start + flat.numel()]
                     inverse = [mine.index(i) for i in range(len(mine))]
                     return keep.reshape([values.shape[i] for i in mine]).permute(inverse)
     return None
+
+
+class ValueIndex:
+    """The recorded inputs' values, sorted once, so that a tensor none of them holds costs a few
+    lookups instead of a search through every order of their axes (the search is what costs:
+    a layer's attention weights have 576 pairs of axis orders with the learner's)."""
+
+    def __init__(self, drawn: list[Drawn]):
+        self.drawn = drawn
+        self.sorted: dict[int, torch.Tensor] = {}
+        self.after = 0  # right code drops in HF's order: the next call is most likely the next draw
+
+    def likely_first(self) -> list[Drawn]:
+        return self.drawn[self.after :] + self.drawn[: self.after]
+
+    def found(self, d: Drawn) -> None:
+        self.after = next(i for i, one in enumerate(self.drawn) if one is d) + 1
+
+    def may_hold(self, d: Drawn, values: torch.Tensor, tolerance: float) -> bool:
+        """Whether each of a few of ``values`` (the largest among them) is one of ``d``'s, to
+        ``tolerance``: false means no layout of ``d`` holds ``values``."""
+        if id(d) not in self.sorted:
+            self.sorted[id(d)] = d.given.reshape(-1).sort().values  # (N,)
+        ordered = self.sorted[id(d)]
+        flat = values.reshape(-1)  # (n,)
+        picks = torch.linspace(0, flat.numel() - 1, min(flat.numel(), ANCHORS)).long()
+        wanted = torch.cat([flat[picks], flat[flat.abs().argmax()].reshape(1)])  # (k,)
+        at = torch.searchsorted(ordered, wanted).clamp(1, ordered.numel() - 1) if ordered.numel() > 1 else None
+        if at is None:
+            return bool(((ordered - wanted).abs() <= tolerance).all())
+        nearest = torch.minimum((ordered[at] - wanted).abs(), (ordered[at - 1] - wanted).abs())
+        return bool((nearest <= tolerance).all())
 
 
 def _offset(flat: torch.Tensor, hf_flat: torch.Tensor, tolerance: float) -> int | None:
@@ -190,9 +227,13 @@ def _smaller_than_hf(x: torch.Tensor, drawn: list[Drawn]) -> bool:
 def patched(recorded: list[Drawn]) -> Iterator[None]:
     """Inside, every dropout applies the recorded mask of the elements it is given (learner's side)."""
 
+    indexes: dict[float, ValueIndex] = {}
+
     def replay(x: torch.Tensor, p: float, in_place: bool) -> torch.Tensor:
         same_p = [d for d in recorded if d.p == p]
-        keep = locate(x, same_p)
+        if p not in indexes:
+            indexes[p] = ValueIndex(same_p)
+        keep = locate(x, same_p, indexes[p])
         if keep is None:
             whole = isinstance(recorded, SmallKept) and _smaller_than_hf(x, same_p)
             keep = torch.ones(x.shape, dtype=torch.bool) if whole else _own_mask(x, p)
