@@ -160,9 +160,12 @@ class WorkerPool:
     def worker(self):
         with self.lock:
             # One that ended while idle (killed from outside, out of memory) must not cost a notebook.
-            while self.idle and not self.idle[-1].alive:
-                self.idle.pop().close()
-            worker = self.idle.pop() if self.idle else self._new_worker()
+            for dead in [w for w in self.idle if not w.alive]:
+                self.idle.remove(dead)
+                dead.close()
+            # The one idle longest: on the portable path a judge that just graded is still starting
+            # its next spare learner process (seconds of imports), which the next notebook would wait for.
+            worker = self.idle.pop(0) if self.idle else self._new_worker()
             self.busy.add(worker)
         try:
             yield worker

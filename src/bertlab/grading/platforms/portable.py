@@ -7,9 +7,9 @@
   ``spawn`` (a new interpreter) by default, as Python itself does on macOS, where a fork without
   exec after Apple's frameworks have started is unsafe. ``BERTLAB_START_METHOD=forkserver``
   chooses a fork server that has imported torch instead (measured against spawn on the
-  Performance page). A spawned process pays the imports (seconds), so each judge keeps one spare
-  learner process that has imported and loaded everything and waits for its notebook; a notebook
-  takes it and the next spare starts at once, while the notebook is graded.
+  Performance page). A spawned process pays the imports (seconds), so each judge keeps two spare
+  learner processes that have imported and loaded everything and wait for their notebooks; a
+  notebook takes the older and a new spare starts at once, at low priority, while it is graded.
 - The parent-death guard is a watchdog thread in the learner's process: it reads a pipe whose
   only writer is the judge, and ends the process and its own children when that pipe closes,
   which happens when the judge is gone, however it ended.
@@ -66,7 +66,7 @@ def describe() -> dict[str, str]:
     return {
         "path": "portable",
         "judges": "each started as a new Python process",
-        "learners": f"started by multiprocessing ({start_method()}); each judge keeps a spare one warm",
+        "learners": f"started by multiprocessing ({start_method()}); each judge keeps two spares warm",
         "sandbox": "absent: the learner's code may write wherever you may and read transformers "
         "(see How grading is kept honest)",
     }
@@ -135,38 +135,51 @@ class LearnerProcess:
         return "" if code is None else f" ({f'signal {-code}' if code < 0 else f'exit code {code}'})"
 
 
-_spare: LearnerProcess | None = None
-_spare_owner = 0
+# Learner processes started ahead, each waiting for a notebook: two per judge, so that a grade
+# right after another finds one ready while the spare that replaces the first still imports.
+SPARES = 2
+_spares: list[LearnerProcess] = []
+_spares_owner = 0
+
+
+def _own_spares() -> list[LearnerProcess]:
+    """This judge's spares (a process forked from a judge inherits the list, not the spares)."""
+    global _spares, _spares_owner
+    if _spares_owner != os.getpid():
+        _spares, _spares_owner = [], os.getpid()
+    return _spares
 
 
 def prepare_learners() -> None:
-    """Start this judge's first spare learner process: it imports while the judge loads."""
-    global _spare, _spare_owner
-    _spare, _spare_owner = LearnerProcess(None), os.getpid()
+    """Start this judge's spare learner processes: they import while the judge loads."""
+    spares = _own_spares()
+    while len(spares) < SPARES:
+        spares.append(LearnerProcess(None))
 
 
 def start_learner(cwd: str, env: dict | None):
-    """The spare learner process (and a new spare in its place), or a new one: (process,
+    """The oldest spare learner process (and a new spare in its place), or a new one: (process,
     request fd, answer fd). A process with an environment of its own is never a spare."""
-    global _spare, _spare_owner
-    spare = _spare if _spare is not None and _spare_owner == os.getpid() else None
-    if env is None and spare is not None and spare.alive():
-        process = spare
+    spares = _own_spares()
+    for dead in [spare for spare in spares if not spare.alive()]:
+        spares.remove(dead)
+        dead.kill()
+    if env is None and spares:
+        process = spares.pop(0)
     else:
-        if spare is not None:
-            spare.kill()
         process = LearnerProcess(env)
     if env is None:
-        _spare, _spare_owner = LearnerProcess(None), os.getpid()
+        spares.append(LearnerProcess(None))
     process.go(cwd)
     return process, process.request_w, process.answer_r
 
 
 @atexit.register  # after multiprocessing's own handler was registered: so it runs before it
-def _stop_spare() -> None:
+def _stop_spares() -> None:
     """A spare waits for a notebook forever: stop it, or the interpreter's exit would wait for it."""
-    if _spare is not None and _spare_owner == os.getpid():
-        _spare.kill()
+    if _spares_owner == os.getpid():
+        for spare in _spares:
+            spare.kill()
 
 
 # --- in the learner's process ----------------------------------------------------------------
@@ -220,6 +233,12 @@ def _learner_main(request: Connection, answer: Connection, lifeline: Connection,
         os.environ.clear()
         os.environ.update(env)
     _watch(lifeline.fileno())
+    if env is None and hasattr(os, "nice"):
+        # A spare imports while its judge grades, or while the learner's next `bertlab grade`
+        # starts: at low priority it takes only the time they leave (a learner's second grade in
+        # a row took 3.1 s instead of 1.9 s). It cannot be raised back: the learner's code runs
+        # at this priority too, which changes its speed only where something else wants the core.
+        os.nice(10)
     from bertlab.grading import learner, wire
 
     learner.preload()

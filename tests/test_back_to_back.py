@@ -1,0 +1,76 @@
+"""A grade right after another waits for no learner process still importing (portable path),
+and for no judge still getting ready: the pool hands out the judge idle longest."""
+
+from __future__ import annotations
+
+from bertlab.grading import pool
+from bertlab.grading.platforms import portable
+
+
+class _Started:
+    """Stands in for a spawned learner process: records its order, answers at once."""
+
+    count = 0
+
+    def __init__(self, env):
+        _Started.count += 1
+        self.order, self.env, self.killed, self.cwd = _Started.count, env, False, None
+        self.request_w = self.answer_r = -1
+
+    def alive(self) -> bool:
+        return not self.killed
+
+    def kill(self) -> None:
+        self.killed = True
+
+    def go(self, cwd: str) -> None:
+        self.cwd = cwd
+
+
+def test_a_notebook_takes_the_oldest_spare_and_two_stay_ready(monkeypatch):
+    monkeypatch.setattr(portable, "LearnerProcess", _Started)
+    monkeypatch.setattr(portable, "_spares", [])
+    monkeypatch.setattr(portable, "_spares_owner", 0)
+    portable.prepare_learners()
+    first, second = portable._own_spares()
+    taken, *_ = portable.start_learner("/a", None)
+    assert taken is first and taken.cwd == "/a"
+    # the next notebook's learner is one that has imported already, not the one starting now
+    again, *_ = portable.start_learner("/b", None)
+    assert again is second
+    assert len(portable._own_spares()) == portable.SPARES == 2
+    # a learner with an environment of its own is never a spare, and leaves the spares alone
+    own, *_ = portable.start_learner("/c", {"X": "1"})
+    assert own.env == {"X": "1"} and own not in portable._own_spares()
+    assert len(portable._own_spares()) == 2
+    # a spare that died while waiting is replaced, never handed a notebook
+    portable._own_spares()[0].kill()
+    alive = portable._own_spares()[1]
+    taken, *_ = portable.start_learner("/d", None)
+    assert taken is alive
+
+
+class _Judge:
+    def __init__(self, name: str):
+        self.name, self.alive = name, True
+
+    def close(self) -> None:
+        self.alive = False
+
+
+def test_the_pool_hands_out_the_judge_idle_longest(monkeypatch):
+    judges = iter([_Judge("a"), _Judge("b"), _Judge("c")])
+    workers = pool.WorkerPool({})
+    monkeypatch.setattr(workers, "_new_worker", lambda: next(judges))
+    workers.warm_up()
+    workers.warm_up()
+    with workers.worker() as first:
+        pass
+    with workers.worker() as second:
+        pass
+    with workers.worker() as third:
+        pass
+    assert [first.name, second.name, third.name] == ["a", "b", "a"]
+    third.alive = False  # it ended while idle: never handed out
+    with workers.worker() as fourth:
+        assert fourth.name == "b"
