@@ -8,6 +8,10 @@ import os
 import sys
 from pathlib import Path
 
+from bertlab.settings import DEFAULT_JOBS, DEFAULTS
+
+_JOBS_DEFAULT = f"bertlab.toml's grade.jobs, else {DEFAULT_JOBS}"
+
 EPILOG = "Documentation: the course site's Commands page (`make start`, then open it)."
 
 
@@ -40,9 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     grade.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
     _limit_options(grade, "the process running a notebook's cells")
-    grade.add_argument(
-        "--jobs", type=_positive(int), help="notebooks graded at once (default: bertlab.toml's grade.jobs, else 2)"
-    )
+    grade.add_argument("--jobs", type=_positive(int), help=f"notebooks graded at once (default: {_JOBS_DEFAULT})")
     grade.add_argument(
         "--verbose", action="store_true", help="print every failure message, not just the first per task"
     )
@@ -106,7 +108,7 @@ def _judges_parser(sub) -> None:
     judges.add_argument(
         "--jobs",
         type=_positive(int),
-        help="judges kept warm, notebooks graded at once (default: bertlab.toml's grade.jobs, else 2)",
+        help=f"judges kept warm, notebooks graded at once (default: {_JOBS_DEFAULT})",
     )
     judges.add_argument(
         "--idle-minutes",
@@ -124,13 +126,13 @@ def _limit_options(parser, whose: str) -> None:
         "--timeout",
         type=_positive(float),
         metavar="SECONDS",
-        help="time limit per notebook (default: bertlab.toml's grade.timeout, else 300)",
+        help=f"time limit per notebook (default: bertlab.toml's grade.timeout, else {DEFAULTS['timeout']:g})",
     )
     parser.add_argument(
         "--memory-limit",
         type=_positive(float),
         metavar="MB",
-        help=f"memory {whose} may use (default: bertlab.toml's grade.memory_limit, else 4096)",
+        help=f"memory {whose} may use (default: bertlab.toml's grade.memory_limit, else {DEFAULTS['memory_limit']:g})",
     )
 
 
@@ -160,9 +162,7 @@ def _autograde_parser(sub) -> None:
         metavar="ASSIGNMENT",
         help="assignment names, e.g. 05-feed-forward (default: every collected one)",
     )
-    autograde.add_argument(
-        "--jobs", type=_positive(int), help="submissions graded at once (default: bertlab.toml's grade.jobs, else 2)"
-    )
+    autograde.add_argument("--jobs", type=_positive(int), help=f"submissions graded at once (default: {_JOBS_DEFAULT})")
     autograde.add_argument(
         "--course",
         type=Path,
@@ -224,7 +224,7 @@ def _grade(args) -> int:
         settings = grade_settings(course_root(args.path.resolve()) or course_root(Path.cwd()))
         options = {
             key: getattr(args, key) if getattr(args, key) is not None else settings.get(key, default)
-            for key, default in (("timeout", 300.0), ("memory_limit", 4096.0), ("jobs", 2))
+            for key, default in DEFAULTS.items()
         }
         if args.watch:
             return _watch(args, options, progress)
@@ -247,7 +247,7 @@ def _judges(args) -> int:
 
     try:
         if args.action == "start":
-            jobs = args.jobs or grade_settings(course_root(Path.cwd())).get("jobs", 2)
+            jobs = args.jobs or grade_settings(course_root(Path.cwd())).get("jobs", DEFAULT_JOBS)
             warm_judges.start(jobs, args.model, args.idle_minutes)
         elif args.action == "stop":
             print("warm judges stopped" if warm_judges.stop() else "no warm judges were running")

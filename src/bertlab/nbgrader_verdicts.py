@@ -17,14 +17,18 @@ from nbformat.v4 import new_output
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Float
 
+from bertlab.settings import DEFAULTS
+
 
 class JudgeVerdicts(NbGraderPreprocessor):
     """Replace every grade cell's output with the judge's verdict on it."""
 
-    timeout = Float(0, help="seconds per notebook (0: the course's bertlab.toml, else 300)").tag(config=True)
-    memory_limit = Float(0, help="MB for the learner's process (0: the course's bertlab.toml, else 4096)").tag(
+    timeout = Float(0, help=f"seconds per notebook (0: the course's bertlab.toml, else {DEFAULTS['timeout']:g})").tag(
         config=True
     )
+    memory_limit = Float(
+        0, help=f"MB for the learner's process (0: the course's bertlab.toml, else {DEFAULTS['memory_limit']:g})"
+    ).tag(config=True)
 
     def preprocess(self, nb, resources):
         from bertlab.grading.execute import run_notebook

@@ -16,6 +16,11 @@ from pathlib import Path
 
 FILE = "bertlab.toml"
 GRADE_KEYS = {"timeout": float, "memory_limit": float, "jobs": int, "scheduler": str}
+# What grading uses where neither the command line nor bertlab.toml says: the one place they are typed.
+DEFAULT_TIMEOUT = 300.0  # seconds per notebook
+DEFAULT_MEMORY_MB = 4096.0  # for the learner's process
+DEFAULT_JOBS = 2  # notebooks graded at once
+DEFAULTS: dict[str, float | int] = {"timeout": DEFAULT_TIMEOUT, "memory_limit": DEFAULT_MEMORY_MB, "jobs": DEFAULT_JOBS}
 
 
 class SettingsError(Exception):

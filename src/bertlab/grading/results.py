@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-DEFAULT_TIMEOUT = 300.0  # seconds per notebook
-DEFAULT_MEMORY_MB = 4096.0  # for the learner's process
+from bertlab.settings import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT
+
+__all__ = ["DEFAULT_MEMORY_MB", "DEFAULT_TIMEOUT", "CheckResult", "NotebookResult", "grade_cell_meta"]
 
 
 @dataclass

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from bertlab.grading import platforms
 from bertlab.grading.pool import Limits, WorkerPool, worker_env
+from bertlab.settings import DEFAULT_JOBS
 
 DIR_ENV = "BERTLAB_JUDGES_DIR"  # where the socket lives (tests point it at a folder of their own)
 DEFAULT_IDLE_MINUTES = 60.0
@@ -371,7 +372,7 @@ def _still_ours(path: Path, inode: int) -> bool:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="The warm judges' server; start it with `bertlab judges start`.")
     parser.add_argument("--socket", type=Path, required=True, help="where to answer (socket_path() of the course)")
-    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--jobs", type=int, default=DEFAULT_JOBS)
     parser.add_argument("--model")
     parser.add_argument("--idle", type=float, default=DEFAULT_IDLE_MINUTES * 60, help="seconds")
     args = parser.parse_args(argv)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from bertlab.instructor import course
 from bertlab.instructor.progress import Progress
+from bertlab.settings import DEFAULT_JOBS, DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT
 
 if TYPE_CHECKING:
     from bertlab.instructor.cluster_judges import ClusterJudges
@@ -71,9 +72,9 @@ def autograde(
     root: Path,
     assignments: list[str],
     students: list[str] | None = None,
-    jobs: int = 2,
-    timeout: float = 300.0,
-    memory_limit: float = 4096.0,
+    jobs: int = DEFAULT_JOBS,
+    timeout: float = DEFAULT_TIMEOUT,
+    memory_limit: float = DEFAULT_MEMORY_MB,
     force: bool = False,
     progress: bool = True,
     scheduler: str | None = None,

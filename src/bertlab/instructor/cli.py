@@ -10,7 +10,7 @@ def run(args) -> int:
     from bertlab.grading.notebooks import course_root
     from bertlab.instructor.autograde import autograde, summary, to_json
     from bertlab.instructor.course import CourseError
-    from bertlab.settings import SettingsError, grade_settings
+    from bertlab.settings import DEFAULT_JOBS, DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, SettingsError, grade_settings
 
     if args.scheduler:  # first: a wrong address is named in a second, whatever else is wrong
         from bertlab.instructor.cluster_judges import ClusterError, check_address
@@ -35,9 +35,9 @@ def run(args) -> int:
             args.assignments,
             students=args.student,
             force=args.force,
-            timeout=option("timeout", 300.0),
-            memory_limit=option("memory_limit", 4096.0),
-            jobs=option("jobs", 2),
+            timeout=option("timeout", DEFAULT_TIMEOUT),
+            memory_limit=option("memory_limit", DEFAULT_MEMORY_MB),
+            jobs=option("jobs", DEFAULT_JOBS),
             scheduler=option("scheduler", None),
         )
     except (CourseError, SettingsError) as err:
