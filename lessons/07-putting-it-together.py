@@ -232,6 +232,124 @@ for i, j in enumerate(best.tolist()):
     print(f"{i}: nearest other sentence {j} (cosine {sim[i, j].item():.3f})")
 
 # %% [markdown]
+# ## What [CLS] attends to, and why this model averages instead
+#
+# BERT puts `[CLS]` first in every input. Devlin et al. (2019, Section 3) use its last vector,
+# $C = x_{L,0}$, as "the aggregate sequence representation for classification tasks": in
+# pretraining, $C$ is the input of next sentence prediction (NSP), a classifier that tells
+# whether segment B followed segment A in the text, and in fine-tuning the input of the task's
+# classifier. They add (Section 3.1) that without fine-tuning $C$ is not a meaningful sentence
+# representation, since it was trained with NSP. What lets `[CLS]` summarise at all is
+# attention: it reads every token in every layer, and it brings nothing of the sentence itself,
+# its input vector being the same in every sentence (the same word, the first position,
+# segment A), so whatever $x_{L,0}$ says about the sentence came in through attention.
+#
+# Where does this model's `[CLS]` look? Its attention as a query, split by the kind of key
+# token (`[CLS]` itself, `[SEP]`, punctuation, the content tokens), averaged over the heads and
+# over the corpus sentences, layer by layer (`bertlab.experiments.cls_attention`); the last line
+# is the share a uniform attention row would give each kind:
+
+# %%
+from bertlab.experiments import cls_attention
+
+with torch.no_grad():
+    attentions = model(**batch, output_attentions=True).attentions  # L tensors (B, A, T, T)
+by_layer = [cls_attention.cls_attention_shares(p, batch["input_ids"], m01, tokenizer) for p in attentions]
+print(f"{'layer':<8}" + "".join(f"{kind:>13}" for kind in cls_attention.KINDS))
+for index, shares in enumerate(by_layer):
+    print(f"{index:<8}" + "".join(f"{shares.mean(kind):13.1%}" for kind in cls_attention.KINDS))
+print(f"{'uniform':<8}" + "".join(f"{by_layer[-1].uniform_mean(kind):13.1%}" for kind in cls_attention.KINDS))
+
+last = by_layer[-1]
+others_last = max(last.mean(kind) for kind in cls_attention.KINDS if kind != "content")
+sep_punct, sep_punct_uniform = (sum(f(kind) for kind in ("[SEP]", "punctuation"))
+                                for f in (last.mean, last.uniform_mean))
+self_over_content = min(s.mean("[CLS]") / s.mean("content") for s in by_layer[:-1])
+claims.value("cls_last_layer", len(by_layer) - 1, "{:.0f}")
+claims.value("cls_content_last", 100 * last.mean("content"), "{:.0f}%")
+claims.value("cls_self_last", 100 * last.mean("[CLS]"), "{:.0f}%")
+claims.value("cls_self_uniform", 100 * last.uniform_mean("[CLS]"), "{:.0f}%")
+claims.value("cls_sep_punct_last", 100 * sep_punct, "{:.1f}%")
+claims.value("cls_sep_punct_uniform", 100 * sep_punct_uniform, "{:.0f}%")
+claims.value("cls_self_earlier_min", 100 * min(s.mean("[CLS]") for s in by_layer[:-1]), "{:.0f}%")
+claims.claim("cls_last_layer_reads_content", last.mean("content"), ">", others_last,
+             "in the last layer the content tokens get the largest share of [CLS]'s attention")
+claims.claim("cls_last_layer_self_above_uniform", last.mean("[CLS]"), ">", 2 * last.uniform_mean("[CLS]"),
+             "in the last layer [CLS] gives itself more than twice a uniform row's share")
+claims.claim("cls_last_layer_sep_punct_below_uniform", sep_punct, "<", sep_punct_uniform,
+             "in the last layer [SEP] and punctuation get less than a uniform row's share")
+claims.claim("cls_earlier_layers_attend_to_itself", self_over_content, ">", 1,
+             "in every earlier layer [CLS] attends more to itself than to all content tokens together")
+
+# %% [markdown]
+# In the last layer (layer {{ cls_last_layer }}), the content tokens get {{ cls_content_last }}
+# of `[CLS]`'s attention, the largest share {{ claim: cls_last_layer_reads_content }}.
+# `[CLS]` gives {{ cls_self_last }} to itself, more than twice the {{ cls_self_uniform }} of a
+# uniform row {{ claim: cls_last_layer_self_above_uniform }}, and `[SEP]` and punctuation
+# together get {{ cls_sep_punct_last }}, less than a uniform row's {{ cls_sep_punct_uniform }}
+# {{ claim: cls_last_layer_sep_punct_below_uniform }}. In every earlier layer `[CLS]` attends more
+# to itself than to all the content tokens together {{ claim: cls_earlier_layers_attend_to_itself }},
+# at least {{ cls_self_earlier_min }} of its attention. Clark et al. (2019, "What Does BERT
+# Look At?", BlackboxNLP) found BERT-base's heads putting much of their attention on `[SEP]` in
+# the middle layers and argued that such attention works as a no-op, a place for a head to look
+# when its pattern does not apply; `[CLS]` attending to itself may play that part here, which
+# this measurement does not test.
+# So the last layer is where `[CLS]` reads the sentence, and its vector $x_{L,0}$ is one of the
+# $T$ vectors the model's pooling averages.
+#
+# Why average, then? Reimers & Gurevych (2019, "Sentence-BERT", EMNLP) found that the two
+# sentence vectors commonly taken from BERT, the mean of the last layer's vectors and the `[CLS]`
+# vector, gave poor sentence embeddings for semantic similarity without training for it, often
+# worse than averaged GloVe word vectors. Sentence-BERT fine-tunes the encoder through a
+# pooling layer, and of the poolings they compared (mean, max, `[CLS]`; their Section 6) they made
+# the mean the default. all-MiniLM-L6-v2 was fine-tuned that way with mean pooling (its
+# `1_Pooling/config.json`, printed at the top): its contrastive training shaped the average of
+# the token vectors, of which $x_{L,0}$ is one term. A cheap check on the corpus's topic
+# pairs (the cat and the kitten, the markets and the investors, the bread and the recipe): for
+# each of their sentences, is its partner its nearest other sentence, and how far does the
+# partner's cosine stand above the mean cosine with the other sentences, with each kind of vector
+# from the same forward pass?
+
+# %%
+cls_vectors = cls_attention.cls_vectors(library.last_hidden_state)  # (B, H): x_{L,0}, unit length
+pooling = {"mean pooling": ours, "[CLS] vector": cls_vectors}
+topical = 2 * len(cls_attention.TOPIC_PAIRS)
+contrast, found, alike = {}, {}, {}
+for label, vectors in pooling.items():
+    contrast[label] = cls_attention.partner_contrast(vectors)  # (topical,)
+    found[label] = cls_attention.partners_found(vectors)
+    unit = F.normalize(vectors.double(), dim=-1)
+    alike[label] = (unit @ unit.T)[~torch.eye(len(unit), dtype=torch.bool)].mean().item()
+    print(f"{label:<13} partner nearest for {found[label]} of {topical} sentences; partner's cosine minus the "
+          f"others' mean: mean {contrast[label].mean():.3f}, min {contrast[label].min():.3f}; "
+          f"mean cosine of two different sentences {alike[label]:.3f}")
+claims.value("topical", topical, "{:.0f}")
+claims.value("found_mean", found["mean pooling"], "{:.0f}")
+claims.value("found_cls", found["[CLS] vector"], "{:.0f}")
+claims.value("contrast_mean", contrast["mean pooling"].mean(), "{:.2f}")
+claims.value("contrast_cls", contrast["[CLS] vector"].mean(), "{:.2f}")
+claims.value("alike_mean", alike["mean pooling"], "{:.2f}")
+claims.value("alike_cls", alike["[CLS] vector"], "{:.2f}")
+claims.claim("mean_pooling_finds_every_partner", found["mean pooling"], "==", topical,
+             "with mean pooling every topical sentence has its partner nearest")
+claims.claim("mean_pooling_separates_partners", contrast["mean pooling"].mean(), ">", contrast["[CLS] vector"].mean(),
+             "mean pooling sets partners further apart from the other sentences than [CLS] vectors do")
+claims.claim("cls_vectors_alike", alike["[CLS] vector"], ">", alike["mean pooling"],
+             "[CLS] vectors of different sentences are more alike than mean-pooled ones")
+
+# %% [markdown]
+# With mean pooling, each of the {{ topical }} topical sentences has its partner nearest
+# {{ claim: mean_pooling_finds_every_partner }}; with the `[CLS]` vectors, {{ found_cls }} of them
+# do. The `[CLS]` vectors of any two sentences are more alike (mean cosine {{ alike_cls }},
+# against {{ alike_mean }} for mean pooling) {{ claim: cls_vectors_alike }}, and with them a
+# partner's cosine exceeds the others' mean by {{ contrast_cls }} on average, where mean pooling
+# sets it apart by more, {{ contrast_mean }} {{ claim: mean_pooling_separates_partners }}. This
+# does not say that a `[CLS]` vector cannot be a good sentence vector: a model fine-tuned with
+# `[CLS]` pooling trains that vector for the job. It says that this model was fine-tuned through
+# the mean, which trains $x_{L,0}$ as one term of the average and not as a sentence vector of its
+# own, and that the pooling a model was trained with is the one to use with it.
+
+# %% [markdown]
 # ## What one layer costs, and which part dominates
 #
 # How does a layer's work grow with the sentence length $T$ and the width $H$? Count the
@@ -340,6 +458,11 @@ claims.claim("quadratic_small_here", quadratic_share, "<", 0.02,
 #   sentence's vector depends on the padding of its batch.
 # - Cosine similarity of these vectors ranks the corpus sentences by topic for queries that
 #   share few words with them.
+# - `[CLS]` attends more to itself than to the content tokens until the last layer
+#   {{ claim: cls_earlier_layers_attend_to_itself }}, where the content tokens get the largest
+#   share of its attention {{ claim: cls_last_layer_reads_content }}; this model averages
+#   all tokens because it was fine-tuned that way (Reimers & Gurevych 2019), and its `[CLS]`
+#   vectors alone set topical partners apart less well {{ claim: mean_pooling_separates_partners }}.
 # - One layer does $12TH^2 + 2T^2H$ multiply-adds (checked with PyTorch's FLOP counter
 #   {{ claim: cost_formula_counts }}); for the course's sentences the FFN does most of it
 #   {{ claim: ffn_dominates_here }}, and the $T^2$ terms would overtake only at $T = 6H$,
