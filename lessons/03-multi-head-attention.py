@@ -388,6 +388,101 @@ print(f"head size d = {d}; all {A} heads summed: rank {full.item()} of {H}")
 # dimensions), so no single head can move more than a $d$-dimensional slice of information;
 # summed, the heads of a layer reach the rank printed on the second line.
 #
+# ## What $W^O$ adds over concatenating the heads
+#
+# Without $W^O$, the concatenated heads would enter the stream as they are: head $i$ would write
+# its $d$ numbers into features $i\,d \dots (i+1)\,d-1$, its *slot*, and nowhere else. With
+# $W^O$, head $i$ writes $\mathrm{head}_i W^O_i$, which can point anywhere among the $H$
+# features: training chooses each head's $d$-dimensional subspace. How far is the pretrained
+# layer from keeping its heads in their slots? Two measurements
+# (`bertlab.experiments.head_mixing`): the share of each head's block $W^O_i$ that lands in the
+# head's own slot of output features, and, on the corpus's real tokens, the share of each output
+# feature's variance supplied by its leading head (with heads in their slots, each share would be
+# the whole):
+
+# %%
+from bertlab.experiments import head_mixing
+from bertlab.pooling import sentence_embeddings
+
+real_context = call.output[0][pad.bool()]  # (N, H): the concatenated heads of the real tokens
+slot_share = head_mixing.own_slot_shares(w_o, A)  # (A,): W_O_i's share in head i's own slot
+feature_shares = head_mixing.coordinate_shares(real_context, w_o, A)  # (A, H): heads' shares per feature
+largest_head = feature_shares.max(0).values  # (H,): the largest head's share of each output feature
+print(f"share of W_O_i in head i's own slot: mean {slot_share.mean():.3f}, max {slot_share.max():.3f} "
+      f"(in its slot only: 1; a random direction: d/H = {d / H:.3f})")
+print(f"largest head's share of an output feature's variance, over {real_context.shape[0]} real tokens: "
+      f"mean {largest_head.mean():.3f}, max {largest_head.max():.3f}")
+claims.value("wo_layer", LAYER, "{:.0f}")
+claims.value("wo_slot_share_mean", slot_share.mean(), "{:.3f}")
+claims.value("wo_slot_share_max", slot_share.max(), "{:.3f}")
+claims.value("wo_random_share", d / H, "{:.3f}")
+claims.value("wo_largest_head_share", 100 * largest_head.mean(), "{:.0f}%")
+claims.claim("wo_blocks_leave_their_slots", slot_share.max(), "<", 2 * d / H,
+             "no head keeps even twice a random direction's share of its W_O block in its own slot")
+claims.claim("wo_features_draw_on_many_heads", largest_head.mean(), "<", 0.5,
+             "on average the largest head supplies less than half of an output feature's variance")
+
+# %% [markdown]
+# Each head's block keeps {{ wo_slot_share_mean }} of its weight in its own slot on average and
+# {{ wo_slot_share_max }} at most, where a block pointing in a random direction would keep
+# $d/H$ = {{ wo_random_share }}: no head keeps even twice that {{ claim: wo_blocks_leave_their_slots }}.
+# The slot numbering has left no trace in where the heads write. And each output feature is a
+# mixture of heads: the largest head supplies {{ wo_largest_head_share }} of a feature's variance
+# on average {{ claim: wo_features_draw_on_many_heads }}.
+#
+# Then an ablation: layer {{ wo_layer }}'s $W^O$ replaced, everything else as trained. Two things
+# are measured: how far the next layer's input (this layer's output $y$) moves, as the mean over
+# real tokens of $\lVert y' - y\rVert / \lVert y \rVert$, and the cosine of each sentence vector
+# (the model's mean pooling) with the intact model's. The replacements: the identity (plain
+# concatenation), $W^O$'s own diagonal blocks (each head into its own slot, through the weights
+# it has there), the best maps that keep each head in its slot, fitted by linear regression
+# to $W^O$'s output on these very tokens (in-sample, a test that flatters them), and zero (the
+# heads' output removed, $W^O$'s bias kept):
+
+# %%
+fit_weight, fit_bias = head_mixing.own_slot_fit(real_context, w_o, A)  # (H, H) block-diagonal, (H,)
+replacements = {
+    "W_O as trained": (w_o, b_o),
+    "plain concatenation (identity)": (torch.eye(H), b_o),
+    "own slots: W_O's diagonal blocks": (head_mixing.diagonal_blocks(w_o, A), b_o),
+    "own slots: best fit on these tokens": (fit_weight, b_o + fit_bias),
+    "heads removed (W_O = 0, bias kept)": (torch.zeros_like(w_o), b_o),
+}
+intact = sentence_embeddings(cap.last_hidden_state, pad)  # (B, H)
+wo_moves = {}
+for label, (weight_new, bias_new) in replacements.items():
+    ablated = head_mixing.run_with_output_projection(model, cap.batch, LAYER, weight_new, bias_new)
+    wo_moves[label] = head_mixing.relative_change(ablated.hidden_states[LAYER + 1], cap.hidden_states[LAYER + 1], pad)
+    kept = (sentence_embeddings(ablated.last_hidden_state, pad) * intact).sum(-1)  # (B,): cosine with intact
+    print(f"{label:<37} next layer's input moves {wo_moves[label]:6.1%}; "
+          f"sentence vectors' cosine with the intact model: mean {kept.mean():.3f}, min {kept.min():.3f}")
+moved_fit, moved_removed = wo_moves["own slots: best fit on these tokens"], wo_moves["heads removed (W_O = 0, bias kept)"]
+claims.value("moved_identity", 100 * wo_moves["plain concatenation (identity)"], "{:.0f}%")
+claims.value("moved_diagonal", 100 * wo_moves["own slots: W_O's diagonal blocks"], "{:.0f}%")
+claims.value("moved_fit", 100 * moved_fit, "{:.0f}%")
+claims.value("moved_removed", 100 * moved_removed, "{:.0f}%")
+claims.claim("own_slot_fit_recovers_part", moved_fit, "<", moved_removed,
+             "the fitted own-slot maps move the next layer's input less than removing the heads' output")
+claims.claim("own_slot_fit_falls_short", moved_fit, ">", moved_removed / 3,
+             "the fitted own-slot maps still move it by more than a third of what removing the heads does")
+
+# %% [markdown]
+# Put back into their slots, the heads' outputs miss the directions the later layers read: plain
+# concatenation moves the next layer's input by {{ moved_identity }} and $W^O$'s own diagonal
+# blocks by {{ moved_diagonal }}, where removing the heads' output altogether moves it by
+# {{ moved_removed }}. The maps fitted to keep each head in its slot recover part of that
+# {{ claim: own_slot_fit_recovers_part }}, yet still move it by {{ moved_fit }}, more than a
+# third of the removal's, on the tokens they were fitted to {{ claim: own_slot_fit_falls_short }}.
+#
+# What this shows: the trained layer uses $W^O$ to send each head's output into directions of
+# its own, spread over all $H$ features, and the layers after it read those directions; the sum
+# of the heads (two sections up) is taken there, not slot by slot. What it does not show is how
+# a model *trained* without $W^O$ would do. It would have to live with fixed slots: head $i$ of
+# every layer writing into the same $d$ features, its value matrix $W_i^V$ still choosing what
+# to write but no longer where. Whether that costs anything, an ablation of a model trained with
+# $W^O$ cannot say; it measures what this model relies on, not what the architecture needs.
+# $W^O$ costs $H^2$ weights per layer, as many as each of $W^Q$, $W^K$ and $W^V$.
+#
 # ## What the heads look at
 #
 # The attention patterns of the twelve heads of this layer, for one sentence (real tokens only):
@@ -458,6 +553,11 @@ claims.claim("per_head_most_kernels", work["per head"].kernels, "==", 3 * A * wo
 #   block of $W^O$ is the matching columns of `attention.output.dense.weight`.
 # - Running the heads separately on their own slices and summing reproduced the pretrained
 #   layer (differences printed above), and each head's $W_i^V W^O_i$ has rank at most $d$.
+# - $W^O$ is more than a way to add the heads up: it sends each head's output into directions
+#   spread over all $H$ features, far from the head's own slot {{ claim: wo_blocks_leave_their_slots }},
+#   and this model's later layers rely on it: maps that keep each head in its slot, even fitted
+#   to the tokens measured, move the next layer's input by {{ moved_fit }}
+#   {{ claim: own_slot_fit_falls_short }}.
 # - One large product does the same multiply-adds as $3A$ small ones, in one kernel call instead
 #   of {{ heads_kernels }} {{ claim: per_head_most_kernels }}; the timings above are this
 #   machine's, this build's.
