@@ -165,6 +165,129 @@ claims.claim("word_table_dominates", part_norms["word"].mean(), ">",
 # variance, then the learned $\gamma$ and $\beta$), so the *relative* spread of the norms
 # (std/mean) shrinks, while the scale is now set by $\gamma$.
 #
+# ## Token types in use: a sentence pair
+#
+# Given two texts, the tokenizer builds one input, `[CLS] A [SEP] B [SEP]`, and marks the
+# tokens of segment B with type 1. That is the input of BERT's pretraining, whose next-sentence
+# task asks whether B followed A in the text (Devlin et al. 2019, Section 3.1), and of tasks
+# that judge two texts in one pass. Two sentences of the corpus about the same thing:
+
+# %%
+from bertlab.experiments import token_types
+from bertlab.experiments.cls_attention import TOPIC_PAIRS
+
+text_a, text_b = (corpus.SENTENCES[i] for i in TOPIC_PAIRS[0])
+pair = tokenizer(text_a, text_b, return_tensors="pt")
+pair_tokens = tokenizer.convert_ids_to_tokens(pair["input_ids"][0])
+pair_types = pair["token_type_ids"][0].tolist()
+b_start = token_types.segment_b_start(pair)
+first_sep = pair_tokens.index(tokenizer.sep_token)
+print(f"{'tokens':<15}", pair_tokens)
+print(f"{'token_type_ids':<15}", pair_types)
+print(f"segment B starts at position {b_start}; the first [SEP] is at position {first_sep}, "
+      f"type {pair_types[first_sep]}; the last [SEP] is type {pair_types[-1]}")
+claims.value("b_start", b_start, "{:.0f}")
+claims.claim("b_starts_after_first_sep", b_start, "==", first_sep + 1, "segment B starts right after the first [SEP]")
+claims.claim("first_sep_in_a", pair_types[first_sep], "==", 0, "the [SEP] that closes A is of type 0")
+claims.claim("last_sep_in_b", pair_types[-1], "==", 1, "the last [SEP] is of type 1")
+
+# %% [markdown]
+# Segment B starts at position {{ b_start }}, right after the first `[SEP]`
+# {{ claim: b_starts_after_first_sep }}; that `[SEP]` closes A and is of type 0
+# {{ claim: first_sep_in_a }}, the last one is of type 1 {{ claim: last_sep_in_b }}.
+#
+# The table has {{ type_rows }} rows, one per type. Are they far apart, and did this model learn
+# anything for row 1? The norms of the rows, their difference, their cosine, and two yardsticks:
+# the mean length of a row of the word table, and the cosine two directions drawn at random in
+# $H$ dimensions typically have, about $\pm 1/\sqrt{H}$:
+
+# %%
+type_table = emb.token_type_embeddings.weight.double()  # (2, H)
+type_gap = (type_table[1] - type_table[0]).norm().item()
+type_cos = F.cosine_similarity(type_table[0], type_table[1], dim=0).item()
+word_length = emb.word_embeddings.weight.norm(dim=-1).double().mean().item()  # mean row length of the word table
+width = type_table.shape[1]
+print(f"token_type_embeddings {tuple(type_table.shape)}: row norms "
+      + ", ".join(f"{norm:.3f}" for norm in type_table.norm(dim=-1).tolist()))
+print(f"|row 1 - row 0| = {type_gap:.3f}; cosine of the rows {type_cos:.3f}")
+print(f"mean length of a row of the word table {word_length:.3f}; random directions in H = {width}: "
+      f"cosine about +-1/sqrt(H) = {width ** -0.5:.3f}")
+claims.value("type_rows", type_table.shape[0], "{:.0f}")
+claims.value("type_gap", type_gap, "{:.3f}")
+claims.value("type_cos", type_cos, "{:.2f}")
+claims.value("word_length", word_length, "{:.2f}")
+claims.value("random_cos", width**-0.5, "{:.2f}")
+claims.claim("type_rows_differ_little", type_gap, "<", word_length / 4,
+             "the two token-type rows differ by less than a quarter of the mean length of a word-table row")
+claims.claim("type_row_one_learned", type_cos, ">", 10 * width**-0.5,
+             "the rows' cosine is more than ten times what two random directions typically have")
+
+# %% [markdown]
+# The rows differ by a vector of length {{ type_gap }}, less than a quarter of the mean length
+# of a word-table row, {{ word_length }} {{ claim: type_rows_differ_little }}. Nor is row 1 a
+# random row that training never touched: its cosine with row 0 is {{ type_cos }}, more than ten
+# times the {{ random_cos }} two random directions typically have
+# {{ claim: type_row_one_learned }}. It was shaped before the fine-tuning that made
+# all-MiniLM-L6-v2, which did not use it: the model card describes a contrastive training on pairs of texts, each text encoded on its own
+# and the two vectors compared by cosine, the arrangement of Sentence-BERT (Reimers & Gurevych
+# 2019). So that training saw pairs, never one pair in one input; every token it saw was of type 0,
+# and `SentenceTransformer.encode` passes type 0 too.
+#
+# What does the model make of the types it was not fine-tuned with? Each topic pair of the corpus
+# is run with the tokenizer's types, with every token of type 0 (the default when no
+# `token_type_ids` are passed), and with A's and B's types swapped. Measured: how far the
+# token vectors of the last layer move, relative to their length (all tokens, and A's tokens
+# alone), and $1 - \cos$ of the pair's sentence vector (the model's mean pooling) with the
+# one from the tokenizer's types. Beside them, a change of another kind: the same two texts in
+# the other order, B first, with the tokenizer's types:
+
+# %%
+given, all_zero, swapped = token_types.VARIANTS
+token_moves, a_moves, vector_moves, order_moves = [], [], [], []
+for first, second in TOPIC_PAIRS:
+    enc_ab = tokenizer(corpus.SENTENCES[first], corpus.SENTENCES[second], return_tensors="pt")
+    enc_ba = tokenizer(corpus.SENTENCES[second], corpus.SENTENCES[first], return_tensors="pt")
+    runs = token_types.pair_outputs(model, enc_ab)  # variant -> (1, T, H)
+    with torch.no_grad():
+        reordered = model(**enc_ba).last_hidden_state  # (1, T, H): B first
+    vectors = {name: token_types.pooled(h, enc_ab["attention_mask"]) for name, h in runs.items()}  # (1, H) each
+    a_end = token_types.segment_b_start(enc_ab)  # A's tokens are positions 0 .. a_end - 1
+    order_moves.append(token_types.embedding_change(token_types.pooled(reordered, enc_ba["attention_mask"]),
+                                                    vectors[given]))
+    line = f"pair {first}, {second}:"
+    for name in (all_zero, swapped):
+        moved = token_types.token_change(runs[name], runs[given])  # (T,)
+        token_moves.append(moved.mean().item())
+        vector_moves.append(token_types.embedding_change(vectors[name], vectors[given]))
+        line += (f"  {name}: tokens move {moved.mean():.1%} (A's {moved[:a_end].mean():.1%}), "
+                 f"1 - cos {vector_moves[-1]:.1e};")
+        if name == all_zero:
+            a_moves.append(moved[:a_end].mean().item())  # A's types did not change
+    print(line + f"  B first: 1 - cos {order_moves[-1]:.1e}")
+claims.value("pairs", len(TOPIC_PAIRS), "{:.0f}")
+claims.value("type_token_move", 100 * sum(token_moves) / len(token_moves), "{:.0f}%")
+claims.value("type_a_move_min", 100 * min(a_moves), "{:.0f}%")
+claims.value("type_vector_move_max", max(vector_moves), "{:.1e}")
+claims.value("order_vector_move_min", min(order_moves), "{:.1e}")
+claims.claim("a_tokens_move_with_b_types", min(a_moves), ">", 1000 * torch.finfo(torch.float32).eps,
+             "with all types 0, A's tokens move by far more than float32 rounding, in every pair")
+claims.claim("order_moves_pair_vector_more_than_types", min(order_moves), ">", max(vector_moves),
+             "putting B first moves the pair's vector more than any change of the types, in every pair")
+
+# %% [markdown]
+# Changing the types moves the last layer's token vectors by {{ type_token_move }} of their
+# length on average. With every token of type 0, A's tokens move too, by {{ type_a_move_min }}
+# at least, although their own types did not change: attention carries B's change to them
+# {{ claim: a_tokens_move_with_b_types }}. The pair's sentence vector, the mean of those token
+# vectors, moves by $1 - \cos$ = {{ type_vector_move_max }} at most over the {{ pairs }} pairs,
+# and putting B first moves it by {{ order_vector_move_min }} at least, more than any change of the
+# types does {{ claim: order_moves_pair_vector_more_than_types }}: for this model's sentence
+# vector, which text comes first matters more than the segment each token is marked with. What
+# this does not show is what a model trained on pairs in one input does with its types: BERT's
+# pretraining gave them a use (the next-sentence task reads B against A), and a model fine-tuned
+# on pairs would be trained to use them again; this one was not.
+
+# %% [markdown]
 # ## Positions are the only source of word order
 #
 # Nothing else in BERT knows where a token stands: attention compares every token with every
@@ -336,6 +459,11 @@ print(f"p = {p}: fraction zeroed {1 - kept.float().mean().item():.4f}; "
 #   then dropout; rebuilding it from the three tables matched `model.embeddings` to rounding.
 # - Left out, the positions default to $0, \dots, T-1$ in every sentence and the token types
 #   to 0 (segment A).
+# - In a pair `[CLS] A [SEP] B [SEP]`, type 1 starts right after the first `[SEP]`
+#   {{ claim: b_starts_after_first_sep }}. This model's two type rows are close
+#   {{ claim: type_rows_differ_little }}, its fine-tuning never used type 1, and its sentence
+#   vector moves more when B comes first than under any change of the types
+#   {{ claim: order_moves_pair_vector_more_than_types }}.
 # - The position embeddings are the model's only knowledge of word order: with every token at
 #   the same position, a sentence and its reordering get the same sentence embedding.
 # - Positions are added, not concatenated, so the stream keeps one width; in the trained tables
