@@ -60,17 +60,17 @@ class _Judge:
 
 def test_the_pool_hands_out_the_judge_idle_longest(monkeypatch):
     judges = iter([_Judge("a"), _Judge("b"), _Judge("c")])
-    workers = pool.WorkerPool({})
-    monkeypatch.setattr(workers, "_new_worker", lambda: next(judges))
+    workers = pool.JudgePool({})
+    monkeypatch.setattr(workers, "_new_judge", lambda: next(judges))
     workers.warm_up()
     workers.warm_up()
-    with workers.worker() as first:
+    with workers.take() as first:
         pass
-    with workers.worker() as second:
+    with workers.take() as second:
         pass
-    with workers.worker() as third:
+    with workers.take() as third:
         pass
     assert [first.name, second.name, third.name] == ["a", "b", "a"]
     third.alive = False  # it ended while idle: never handed out
-    with workers.worker() as fourth:
+    with workers.take() as fourth:
         assert fourth.name == "b"

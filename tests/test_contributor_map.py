@@ -185,3 +185,27 @@ def test_every_command_the_page_names_runs(page, capsys):
         with pytest.raises(SystemExit) as ended:
             cli._parser().parse_args([words[1], "--help"])
         assert ended.value.code == 0, words
+
+
+def test_every_name_of_the_glossary_is_in_the_code():
+    """The glossary of grading's processes (``how-it-is-built.md``) names modules and classes that exist."""
+    import importlib
+
+    page = (ROOT / "docs" / "how-it-is-built.md").read_text()
+    section = page.split("## Who grades: the processes and their names", 1)[1].split("\n## ", 1)[0]
+    names = set(re.findall(r"`(bertlab(?:\.\w+)+)`", section))
+    assert len(names) >= 12, sorted(names)
+    for name in sorted(names):
+        parts = name.split(".")
+        for cut in range(len(parts), 0, -1):  # the longest importable module, then attributes
+            try:
+                found = importlib.import_module(".".join(parts[:cut]))
+                break
+            except ImportError:
+                continue
+        for attribute in parts[cut:]:
+            assert hasattr(found, attribute), f"{name}: no {attribute}"
+            found = getattr(found, attribute)
+    bare = set(re.findall(r"`([A-Z]\w+)`", section))  # classes named without their module
+    for cls in bare:
+        assert any(name.endswith(f".{cls}") for name in names), cls

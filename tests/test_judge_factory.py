@@ -6,7 +6,7 @@ import os
 import signal
 
 from bertlab.grading.platforms.linux.procstat import parent
-from bertlab.grading.pool import Limits, WorkerPool, worker_env
+from bertlab.grading.pool import JudgePool, Limits, judge_env
 from bertlab.grading.runner import grade_task
 from tests.conftest import ROOT
 
@@ -14,12 +14,12 @@ TASK = "02-embeddings"  # the quickest notebook to grade
 LIMITS = Limits(timeout=120, memory_mb=4096)
 
 
-def _grade(pool: WorkerPool):
+def _grade(pool: JudgePool):
     return grade_task(TASK, [ROOT / "solutions" / TASK / f"{TASK}.ipynb"], LIMITS, pool)
 
 
 def test_judges_side_by_side_are_forks_of_one_factory_and_grade_alike():
-    pool = WorkerPool(worker_env(2))
+    pool = JudgePool(judge_env(2))
     try:
         pool.warm_up()
         pool.warm_up()
@@ -36,7 +36,7 @@ def test_judges_side_by_side_are_forks_of_one_factory_and_grade_alike():
 
 
 def test_a_judge_that_dies_while_idle_is_replaced_by_a_new_fork_and_costs_no_notebook():
-    pool = WorkerPool(worker_env(1))
+    pool = JudgePool(judge_env(1))
     try:
         pool.warm_up()
         first = pool.idle[0]
@@ -52,9 +52,9 @@ def test_a_judge_that_dies_while_idle_is_replaced_by_a_new_fork_and_costs_no_not
 
 def test_a_factory_that_cannot_load_says_why(tmp_path):
     (tmp_path / "torch.py").write_text("raise ImportError('planted: this torch cannot be imported')\n")
-    env = worker_env(1)
+    env = judge_env(1)
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(ROOT / "src")])
-    pool = WorkerPool(env)
+    pool = JudgePool(env)
     try:
         result = _grade(pool)
     finally:
@@ -80,7 +80,7 @@ def test_a_defect_in_the_factory_reader_ends_nothing_in_waiting_and_leaves_no_ju
 
     monkeypatch.setattr(judge_factory.ForkedJudge, "forked", planted)
     marker = uuid.uuid4().hex
-    pool = WorkerPool({**worker_env(1), "BERTLAB_TEST_RUN": marker})
+    pool = JudgePool({**judge_env(1), "BERTLAB_TEST_RUN": marker})
     results = []
     try:
         grading = threading.Thread(target=lambda: results.append(_grade(pool)), daemon=True)

@@ -232,7 +232,7 @@ def test_the_judge_factorys_learners_hold_no_transformers(tmp_path):
     """The judge factory loads transformers for its judges; the learner template each judge uses is
     forked from a process that never did (``template.TemplateMaker``)."""
     from bertlab.grading import runner
-    from bertlab.grading.pool import Limits, WorkerPool, worker_env
+    from bertlab.grading.pool import JudgePool, Limits, judge_env
 
     nb = nbformat.read(solution_notebook("05-feed-forward"), as_version=4)
     index = next(
@@ -241,7 +241,7 @@ def test_the_judge_factorys_learners_hold_no_transformers(tmp_path):
     nb.cells.insert(index + 1, nbformat.v4.new_code_cell(FORGET_CLASS_IF_HELD))
     path = tmp_path / "05-feed-forward.ipynb"
     nbformat.write(nb, path)
-    pool = WorkerPool(worker_env(1))
+    pool = JudgePool(judge_env(1))
     try:
         result = runner.grade_task("05-feed-forward", [path], Limits(timeout=300), pool)
         assert pool.factory is not None and pool.factory.alive, "graded without the judge factory"

@@ -1,6 +1,6 @@
 """The worker's side of grading on a Dask cluster: warm judges per Dask worker, one task per submission.
 
-``bertlab autograde --scheduler`` (``bertlab.instructor.cluster_judges``) registers ``WarmJudges``
+``bertlab autograde --scheduler`` (``bertlab.instructor.cluster_judges``) registers ``JudgesOnDaskWorker``
 with the cluster: Dask runs its ``setup`` once in every worker process, present and future, and
 its ``teardown`` when the worker closes, so each worker keeps judges of its own warm for as long
 as it lives, one per thread it runs tasks on. Each submission is then one call of
@@ -19,7 +19,7 @@ from pathlib import Path
 from distributed import WorkerPlugin, get_worker
 
 from bertlab.grading import scratch
-from bertlab.grading.pool import Limits, WorkerPool, worker_env
+from bertlab.grading.pool import JudgePool, Limits, judge_env
 from bertlab.grading.runner import TaskResult, failed_all, grade_task
 
 PLUGIN = "bertlab-warm-judges"
@@ -34,7 +34,7 @@ def installed_version() -> str:
     return metadata.version("bertlab")
 
 
-class WarmJudges(WorkerPlugin):
+class JudgesOnDaskWorker(WorkerPlugin):
     """Judges kept warm in a Dask worker process, one per thread the worker runs tasks on."""
 
     name = PLUGIN
@@ -43,7 +43,7 @@ class WarmJudges(WorkerPlugin):
 
     def setup(self, worker) -> None:
         jobs = max(1, worker.state.nthreads)
-        self.pool = WorkerPool(worker_env(jobs))
+        self.pool = JudgePool(judge_env(jobs))
         for _ in range(jobs):
             self.pool.warm_up()  # returns at once: the judges load in the background
 

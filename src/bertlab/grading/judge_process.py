@@ -1,6 +1,6 @@
-"""Worker process: judge notebook copies, one after another, and write each result as JSON.
+"""A judge's process: judge notebook copies, one after another, and write each result as JSON.
 
-Usage: ``python -m bertlab.grading.worker`` reads one request per line on stdin,
+Usage: ``python -m bertlab.grading.judge_process`` reads one request per line on stdin,
 ``{"notebook": ..., "result": ..., "timeout": ..., "memory_mb": ...}``, and answers each with a
 line ``done`` on stdout once the result file is written. The learner's code runs in processes
 this worker forks per notebook (``learner.py``), never here and never in the process that

@@ -1,4 +1,4 @@
-"""Warm judge processes (``worker.py``) and the pool that keeps them: what every way of grading
+"""Warm judge processes (``judge_process.py``) and the pool that keeps them: what every way of grading
 (``bertlab grade``, warm judges, ``--watch``, ``bertlab autograde``, a Dask worker) runs notebooks on,
 with the limits each notebook gets and the environment judges start in."""
 
@@ -29,8 +29,8 @@ class Limits:
     memory_mb: float = DEFAULT_MEMORY_MB
 
 
-class Worker:
-    """A warm judge process (``worker.py``) that grades notebooks one after another: a fork of the
+class JudgeProcess:
+    """A warm judge process (``judge_process.py``) that grades notebooks one after another: a fork of the
     pool's ``JudgeFactory`` when it has one, else a process of its own."""
 
     def __init__(self, env: dict, factory=None):
@@ -39,7 +39,7 @@ class Worker:
             self.proc = factory.spawn()
         else:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "bertlab.grading.worker"],
+                [sys.executable, "-m", "bertlab.grading.judge_process"],
                 env=env,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -100,15 +100,15 @@ class Worker:
 
 
 class Judge(Protocol):
-    """One judge, for one notebook: a ``Worker``, or a warm judge reached through its socket."""
+    """One judge, for one notebook: a ``JudgeProcess``, or a warm judge reached through its socket."""
 
     def judge(self, notebook: Path, result: Path, limits: Limits) -> str: ...
 
 
 class Judges(Protocol):
-    """What notebooks are graded on: a ``WorkerPool``, or the warm judges in front of one."""
+    """What notebooks are graded on: a ``JudgePool``, or the warm judges in front of one."""
 
-    def worker(self) -> contextlib.AbstractContextManager[Judge]: ...
+    def take(self) -> contextlib.AbstractContextManager[Judge]: ...
 
     def close(self) -> None: ...
 
@@ -125,7 +125,7 @@ class _NoFactory:
 _NO_FACTORY = _NoFactory()
 
 
-class WorkerPool:
+class JudgePool:
     """Warm workers handed out to one grading thread at a time; a dead one is replaced.
 
     Its workers are forks of one ``JudgeFactory``, started with the first of them: the imports
@@ -138,26 +138,26 @@ class WorkerPool:
         # What a grader killed here left behind (learners' notebooks, hidden tests): not kept
         scratch.sweep()
         self.env, self.lock = env, threading.Lock()
-        self.idle: list[Worker] = []
-        self.busy: set[Worker] = set()
+        self.idle: list[JudgeProcess] = []
+        self.busy: set[JudgeProcess] = set()
         self.factory: JudgeFactory | _NoFactory | None = None  # set when the first worker starts
 
-    def _new_worker(self) -> Worker:
+    def _new_judge(self) -> JudgeProcess:
         """A fork of the factory where the platform has one; a process of its own otherwise, or
         when the factory has stopped (it reports its own failure to start, if that is why)."""
         from bertlab.grading import platforms
 
         if self.factory is None:
             self.factory = platforms.current().start_judge_factory(self.env) or _NO_FACTORY
-        return Worker(self.env, self.factory if self.factory.alive else None)
+        return JudgeProcess(self.env, self.factory if self.factory.alive else None)
 
     def warm_up(self) -> None:
         """Start a worker now, so the first notebook does not wait for its imports."""
         with self.lock:
-            self.idle.append(self._new_worker())
+            self.idle.append(self._new_judge())
 
     @contextlib.contextmanager
-    def worker(self):
+    def take(self):
         with self.lock:
             # One that ended while idle (killed from outside, out of memory) must not cost a notebook.
             for dead in [w for w in self.idle if not w.alive]:
@@ -165,7 +165,7 @@ class WorkerPool:
                 dead.close()
             # The one idle longest: on the portable path a judge that just graded is still starting
             # its next spare learner process (seconds of imports), which the next notebook would wait for.
-            worker = self.idle.pop(0) if self.idle else self._new_worker()
+            worker = self.idle.pop(0) if self.idle else self._new_judge()
             self.busy.add(worker)
         try:
             yield worker
@@ -212,8 +212,8 @@ def share_cores(env, jobs: int) -> None:
         env.setdefault(name, threads)
 
 
-def worker_env(jobs: int, model: str | None = None) -> dict:
-    """The environment of judge workers of which ``jobs`` run side by side."""
+def judge_env(jobs: int, model: str | None = None) -> dict:
+    """The environment of judges of which ``jobs`` run side by side."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "MPLBACKEND": "Agg"}
     share_cores(env, jobs)
     spin_briefly(env)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -12,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bertlab.grading import notebooks, scratch
-from bertlab.grading.pool import Judges, Limits, WorkerPool, worker_env
+from bertlab.grading.pool import JudgePool, Judges, Limits, judge_env
 from bertlab.grading.results import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, CheckResult, grade_cell_meta
 
 
@@ -33,7 +32,7 @@ class TaskResult:
         if not self.checks:
             return ""
         # A grade cell's own line may name only the stages it ran: say the task passed whole.
-        tasks = dict.fromkeys(re.findall(r"\[Task (\d+\.\d+)\]", " ".join(c.message for c in self.checks)))
+        tasks = dict.fromkeys(task for c in self.checks for task in c.tasks)
         named = f" (Task {', '.join(tasks)})" if tasks else ""
         return f"all {len(self.checks)} grade cells passed{named}"
 
@@ -71,10 +70,10 @@ class Report:
         }
 
 
-def failed_all(nb, message: str) -> list[CheckResult]:
+def failed_all(nb, message: str, cause: str | None = None) -> list[CheckResult]:
     """Every grade cell of ``nb`` at 0 points with the same message (timeouts, crashes)."""
     return [
-        CheckResult(meta["grade_id"], False, 0.0, float(meta.get("points", 0)), message)
+        CheckResult(meta["grade_id"], False, 0.0, float(meta.get("points", 0)), message, cause=cause)
         for cell in nb.cells
         if (meta := grade_cell_meta(cell))
     ]
@@ -87,10 +86,10 @@ def _run_worker(nb, limits: Limits, pool: Judges) -> tuple[str, list[CheckResult
         (Path(tmp) / "work").mkdir()
         copy, result_file = Path(tmp) / "work" / "notebook.ipynb", Path(tmp) / "result.json"
         notebooks.write(nb, copy)
-        with pool.worker() as worker:
+        with pool.take() as worker:
             outcome = worker.judge(copy, result_file, limits)
         if outcome == "timeout":
-            return "timeout", failed_all(nb, f"timed out after {limits.timeout:g} s")
+            return "timeout", failed_all(nb, f"timed out after {limits.timeout:g} s", "timeout")
         if outcome != "done" or not result_file.exists():
             return "error", failed_all(nb, f"the grading process {outcome}")
         result = json.loads(result_file.read_text())
@@ -208,7 +207,7 @@ def grade(
     limits = Limits(timeout, memory_limit)
     tasks = notebooks.select(notebooks.discover(path), wanted)
     # Fewer tasks than jobs leave cores free: the workers that do run may use them.
-    local = WorkerPool(worker_env(min(jobs, max(1, len(tasks))), model))
+    local = JudgePool(judge_env(min(jobs, max(1, len(tasks))), model))
     judges = warm_judges.connect(model, local) if warm else None
     progress(
         f"grading {len(tasks)} task(s) under {path}/ ({jobs} at a time, "

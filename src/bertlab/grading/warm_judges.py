@@ -2,10 +2,10 @@
 
 A cold ``bertlab grade 05`` spends most of its time before the first check: its judge imports
 torch and transformers' BERT modules and loads the model. ``bertlab judges start`` starts
-``jobs`` judge workers once, in a background process that hands them out over a Unix socket only
+``jobs`` judges once, in a background process that hands them out over a Unix socket only
 this user can open; ``bertlab grade`` sends its notebooks there when judges started from the same
 code, libraries and model are running, and starts its own otherwise. The verdicts are the same:
-the judges are the same worker processes (``worker.py``), and each notebook still runs in a newly
+the judges are the same worker processes (``judge_process.py``), and each notebook still runs in a newly
 forked learner process with a new namespace, as a warm worker of ``bertlab grade`` always did.
 
 ``make start`` starts them while the site is served and stops them with it; they also stop after
@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from bertlab.grading import platforms
-from bertlab.grading.pool import Limits, WorkerPool, worker_env
+from bertlab.grading.pool import JudgePool, Limits, judge_env
 from bertlab.settings import DEFAULT_JOBS
 
 DIR_ENV = "BERTLAB_JUDGES_DIR"  # where the socket lives (tests point it at a folder of their own)
@@ -108,11 +108,11 @@ def status() -> dict | None:
     return _ask({"op": "status"})
 
 
-# --- the client side: what ``bertlab grade`` uses in place of its own WorkerPool ----------------
+# --- the client side: what ``bertlab grade`` uses in place of its own JudgePool ----------------
 
 
-class RemoteWorker:
-    """One notebook judged by a warm judge; the same answers as ``runner.Worker.judge``."""
+class WarmJudge:
+    """One notebook judged by a warm judge; the same answers as ``pool.JudgeProcess.judge``."""
 
     def __init__(self, conn: socket.socket):
         self.conn = conn
@@ -138,25 +138,25 @@ class RemoteWorker:
 class WarmJudges:
     """Hands out warm judges, or judges of its own while none answer (they may have stopped)."""
 
-    def __init__(self, local: WorkerPool):
+    def __init__(self, local: JudgePool):
         self.local, self.lock = local, threading.Lock()
         self.open: set[socket.socket] = set()
 
     @contextlib.contextmanager
-    def worker(self):
+    def take(self):
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             conn.connect(str(socket_path()))
         except (OSError, JudgesError):
             conn.close()
-            with self.local.worker() as worker:
+            with self.local.take() as worker:
                 yield worker
             return
         with self.lock:
             self.open.add(conn)
         try:
             with conn:
-                yield RemoteWorker(conn)
+                yield WarmJudge(conn)
         finally:
             with self.lock:
                 self.open.discard(conn)
@@ -171,7 +171,7 @@ class WarmJudges:
         self.local.close()
 
 
-def connect(model: str | None, local: WorkerPool) -> WarmJudges | None:
+def connect(model: str | None, local: JudgePool) -> WarmJudges | None:
     """The running warm judges when they grade as this process would, else None."""
     running = status()
     if not running or running.get("fingerprint") != fingerprint(model):
@@ -246,7 +246,7 @@ class Server:
     def __init__(self, jobs: int, model: str | None, idle_seconds: float):
         self.jobs, self.idle_seconds = jobs, idle_seconds
         self.fingerprint = fingerprint(model)
-        self.pool = WorkerPool(worker_env(jobs, model))
+        self.pool = JudgePool(judge_env(jobs, model))
         self.slots = threading.BoundedSemaphore(jobs)
         self.lock = threading.Lock()
         self.busy = self.graded = 0
@@ -286,7 +286,7 @@ class Server:
         raise KeyError(request["op"])
 
     def grade(self, request: dict, conn: socket.socket) -> str:
-        """``runner.Worker.judge``'s answer for the notebook; a client that goes away (Ctrl-C)
+        """``pool.JudgeProcess.judge``'s answer for the notebook; a client that goes away (Ctrl-C)
         stops its notebook's grading, so a hanging notebook does not hold a judge to its limit."""
         notebook, result = Path(request["notebook"]), Path(request["result"])
         limits = Limits(float(request["timeout"]), float(request["memory_mb"]))
@@ -294,7 +294,7 @@ class Server:
             with self.lock:
                 self.busy += 1
             try:
-                with self.pool.worker() as worker:
+                with self.pool.take() as worker:
                     judging = _Judging(worker)
                     threading.Thread(target=judging.stop_when_gone, args=(conn,), daemon=True).start()
                     try:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bertlab.grading import notebooks
-from bertlab.grading.pool import Limits, WorkerPool, worker_env
+from bertlab.grading.pool import JudgePool, Limits, judge_env
 from bertlab.grading.runner import Report, grade_task
 
 POLL_SECONDS = 0.05
@@ -48,7 +48,7 @@ def watch(
         stop: polled between checks for changes; True ends the watch (Ctrl-C does too).
     """
     tasks = notebooks.select(notebooks.discover(path), wanted)
-    pool = WorkerPool(worker_env(1, model))
+    pool = JudgePool(judge_env(1, model))
     pool.warm_up()
     try:
         stamps = {}

@@ -90,9 +90,9 @@ class ClusterJudges:
             ) from err
         try:
             self._check_workers()
-            from bertlab.grading.cluster import WarmJudges
+            from bertlab.grading.cluster import JudgesOnDaskWorker
 
-            self.client.register_plugin(WarmJudges())  # every worker starts its judges now, and each new one
+            self.client.register_plugin(JudgesOnDaskWorker())  # every worker starts its judges now, and each new one
         except BaseException:
             self.client.close()
             raise

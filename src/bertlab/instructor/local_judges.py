@@ -1,4 +1,4 @@
-"""Submissions judged on this machine: ``jobs`` at once, by warm judge workers of this command's own."""
+"""Submissions judged on this machine: ``jobs`` at once, by warm judges of this command's own."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ class LocalJudges:
     """Judges started here; ``judged`` yields each submission's verdict as it finishes."""
 
     def __init__(self, jobs: int):
-        from bertlab.grading.pool import WorkerPool, worker_env
+        from bertlab.grading.pool import JudgePool, judge_env
 
         self.jobs = max(1, jobs)
-        # The judge workers start first: their imports and model load (seconds each) then overlap
+        # The judges start first: their imports and model load (seconds each) then overlap
         # nbgrader's import and the reading of the gradebook and the submissions.
-        self.pool = WorkerPool(worker_env(self.jobs))
+        self.pool = JudgePool(judge_env(self.jobs))
         for _ in range(self.jobs):
             self.pool.warm_up()
         self.threads = ThreadPoolExecutor(max_workers=self.jobs)

@@ -44,10 +44,10 @@ def start_judge_factory(env: dict):
 
 
 def prepare_learners() -> None:
-    from bertlab.grading.platforms.linux.template import ForkServer
+    from bertlab.grading.platforms.linux.template import LearnerTemplate
 
-    if not ForkServer.here():  # a judge forked by the factory was handed one (``TemplateMaker``)
-        ForkServer.fork_here()
+    if not LearnerTemplate.here():  # a judge forked by the factory was handed one (``TemplateMaker``)
+        LearnerTemplate.fork_here()
 
 
 _SUBREAPER = 36  # PR_SET_CHILD_SUBREAPER: orphans below this process are reparented to it, not to init
@@ -135,9 +135,9 @@ def start_learner(cwd: str, env: dict | None):
     try:
         if env is not None:
             raise OSError("an environment of its own needs a process of its own")
-        from bertlab.grading.platforms.linux.template import ForkServer
+        from bertlab.grading.platforms.linux.template import LearnerTemplate
 
-        template = ForkServer.shared()
+        template = LearnerTemplate.shared()
         process = TemplateChild(template.spawn(to_learner_r, from_learner_w, cwd), template.proc.pid)
     except OSError:
         process = Child(

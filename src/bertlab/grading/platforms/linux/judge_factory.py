@@ -6,13 +6,13 @@ that and each kept its own copy. The factory pays it once; a judge is a fork of 
 milliseconds, that shares its memory until it writes (two warm judges with their templates:
 0.63 GB instead of 1.17 GB). Each judge gets its own learner template, forked by a process the factory
 forked before loading transformers (``template.TemplateMaker``: learners hold none of its code),
-and records its own activations (``worker.serve``).
+and records its own activations (``judge_process.serve``).
 
 The factory runs no judge code and no learner code, and starts no threads, so forking it is safe
 and a judge gets nothing from another. A judge whose process ends (a timeout, a crash) is
 replaced by another fork, not by another start.
 
-Usage (by ``pool.WorkerPool`` only):
+Usage (by ``pool.JudgePool`` only):
 ``python -m bertlab.grading.platforms.linux.judge_factory SOCKET_FD``.
 """
 
@@ -35,7 +35,7 @@ from bertlab.grading.platforms.linux import procstat
 
 
 class ForkedJudge:
-    """A judge forked by the factory, seen as ``runner.Worker`` sees a ``subprocess.Popen``:
+    """A judge forked by the factory, seen as ``pool.JudgeProcess`` sees a ``subprocess.Popen``:
     ``stdin``, ``stdout``, ``stderr``, ``pid``, ``poll()`` and ``wait()``.
 
     It is handed out at once; its pid arrives when the factory has finished loading and forked
@@ -191,18 +191,18 @@ class JudgeFactory:
 
 # The program each forked judge runs, by name, as `python -m` names it: it sits above the platform
 # (it starts learners through it), so the platform does not import it.
-JUDGE_PROGRAM = "bertlab.grading.worker"
+JUDGE_PROGRAM = "bertlab.grading.judge_process"
 
 
 def _serve(sock: socket.socket) -> None:
     pool = os.getppid()  # the process whose pool asked for this factory: judges end with it
-    worker = importlib.import_module(JUDGE_PROGRAM)
+    judge = importlib.import_module(JUDGE_PROGRAM)
 
-    from bertlab.grading.platforms.linux.template import ForkServer, TemplateMaker
+    from bertlab.grading.platforms.linux.template import LearnerTemplate, TemplateMaker
 
-    worker.load()
+    judge.load()
     templates = TemplateMaker()  # before transformers is loaded here: learners must not hold it
-    worker.load_judge_side()
+    judge.load_judge_side()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # judges are reaped by the system
     while True:
         message, fds, _, _ = socket.recv_fds(sock, 64, 3)
@@ -217,7 +217,7 @@ def _serve(sock: socket.socket) -> None:
             try:
                 sock.close()
                 templates.close()  # the maker's channel is the factory's: its end must follow the factory's
-                ForkServer.adopt(template, template_pid)
+                LearnerTemplate.adopt(template, template_pid)
                 os.close(grouped_r)
                 os.setsid()  # its own process group: killing it takes its learner template too
                 os.close(grouped_w)
@@ -226,7 +226,7 @@ def _serve(sock: socket.socket) -> None:
                 for fd, std in zip(fds, (0, 1, 2), strict=True):  # sys.stdin and co. now read and write the pipes
                     os.dup2(fd, std)
                     os.close(fd)
-                worker.serve()
+                judge.serve()
             except BaseException:  # noqa: BLE001  (reported on the judge's stderr, read by its pool)
                 import traceback
 

@@ -6,8 +6,8 @@ them costs milliseconds. Each fork is a new process with a new IPython namespace
 of one notebook reaches the next. The template only imports and loads the pretrained model
 (``learner.preload``): it never runs learner code, and starts no threads before it forks.
 
-A judge worker forks its template itself, right after its imports and ``preload`` (``worker.load``)
-and before it loads transformers and records the reference activations (``ForkServer.fork_here``):
+A judge forks its template itself, right after its imports and ``preload`` (``judge_process.load``)
+and before it loads transformers and records the reference activations (``LearnerTemplate.fork_here``):
 the template then costs no imports at all, and holds no code of transformers. A judge forked by
 the judge factory, which has loaded transformers, gets a template from the factory's
 ``TemplateMaker`` instead, forked before the factory loaded it. Any other
@@ -26,10 +26,10 @@ import sys
 import threading
 
 
-class ForkServer:
+class LearnerTemplate:
     """The judge's handle on its template process (one per judge process, started on first use)."""
 
-    _instance: ForkServer | None = None
+    _instance: LearnerTemplate | None = None
     _owner_pid = 0
     _lock = threading.Lock()
 
@@ -48,7 +48,7 @@ class ForkServer:
         self.replies = ours.makefile("r")
 
     @classmethod
-    def fork_here(cls) -> ForkServer:
+    def fork_here(cls) -> LearnerTemplate:
         """Make a fork of this process the template. Call it with torch, IPython and the checks
         imported, before the judge records its own objects (the activations its verdicts compare
         with), and before any thread starts."""
@@ -83,10 +83,10 @@ class ForkServer:
             return cls._instance is not None and cls._owner_pid == os.getpid()
 
     @classmethod
-    def shared(cls) -> ForkServer:
+    def shared(cls) -> LearnerTemplate:
         with cls._lock:
             if cls._instance is None or cls._owner_pid != os.getpid() or cls._instance.proc.poll() is not None:
-                cls._instance, cls._owner_pid = ForkServer(), os.getpid()
+                cls._instance, cls._owner_pid = LearnerTemplate(), os.getpid()
             return cls._instance
 
     def spawn(self, request_fd: int, answer_fd: int, cwd: str | None) -> int:
