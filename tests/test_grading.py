@@ -155,6 +155,7 @@ def test_a_hanging_notebook_is_killed_at_its_timeout(tmp_path):
     # sets the limit (the message reaches a learner as nbgrader feedback).
     # Named as the learner finds it: by its first line (a count of cells would include the text ones).
     assert task["checks"][0]["message"] == "timed out after 3 s (the cell that starts `import time` was running)"
+    assert task["checks"][0]["cause"] == "timeout"  # what the table's advice reads
 
 
 def test_the_advice_to_raise_a_limit_is_in_the_table_not_the_verdict():
@@ -162,9 +163,16 @@ def test_the_advice_to_raise_a_limit_is_in_the_table_not_the_verdict():
     from bertlab.grading.runner import Report, TaskResult
     from bertlab.grading.table import render
 
-    stopped = CheckResult("test-hang", False, 0.0, 1.0, "timed out after 3 s (cell 1 was running)")
+    stopped = CheckResult("test-hang", False, 0.0, 1.0, "timed out after 3 s (cell 1 was running)", cause="timeout")
     table = render(Report([TaskResult("01-hang", 0.0, 1.0, "timeout", [stopped])]))
     assert "--timeout SECONDS" in table and "--timeout" not in stopped.message
+    assert "--memory-limit" not in table
+    full = CheckResult("test-big", False, 0.0, 1.0, "stopped: your code used more than 9 MB of memory", cause="memory")
+    table = render(Report([TaskResult("01-big", 0.0, 1.0, "error", [full])]))
+    assert "--memory-limit MB" in table and "--timeout" not in table
+    # the advice follows the verdict's cause, not its words: the same words without it give none
+    worded = CheckResult("test-hang", False, 0.0, 1.0, "timed out after 3 s (cell 1 was running)")
+    assert "--timeout" not in render(Report([TaskResult("01-hang", 0.0, 1.0, "failed", [worded])]))
     assert "--timeout" not in render(Report([TaskResult("01-ok", 1.0, 1.0, "passed", [])]))
 
 

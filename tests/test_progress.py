@@ -150,19 +150,17 @@ def _report(**tasks):
     results = []
     for name, (points, heatmap) in tasks.items():
         passed = heatmap is None and points == 2
-        message = (
-            "[Task 9.9] X passed"
-            if passed
-            else '[Task 9.9] X: values differ\n  See lessons/01-anatomy (section "The two dots")'
-        )
+        message = "[Task 9.9] X passed" if passed else "[Task 9.9] X: values differ"
         picture = base64.b64encode(heatmap).decode() if heatmap else None
+        # the judge writes a known mistake's lesson and section into the verdict
+        explained = {} if passed else {"lesson": "01-anatomy", "section": "The two dots"}
         results.append(
             TaskResult(
                 name,
                 points,
                 2.0,
                 "passed" if passed else "failed",
-                [CheckResult("c", passed, points, 2.0, message, None, picture)],
+                [CheckResult("c", passed, points, 2.0, message, None, picture, **explained)],
             )
         )
     return Report(results)
@@ -273,7 +271,7 @@ def test_failed_values_check_keeps_the_tensors_its_message_describes(monkeypatch
     assert layers.shape == (4, 5) and layers[2, 3] == 1.0 and layers.sum() == 1.0
 
 
-def test_values_of_ignores_an_unrelated_earlier_failure():
+def test_values_of_keeps_a_failures_own_values_only():
     import torch
 
     from bertlab.checks import CheckFailed, heatmap
@@ -284,7 +282,7 @@ def test_values_of_ignores_an_unrelated_earlier_failure():
         try:
             raise CheckFailed("[Task 1.1] f: values differ", None, values)
         except CheckFailed as err:
-            raise CheckFailed(f"{err}\n  a hint") from None  # re-raised with more text: the same failure
+            raise err.adding("a hint") from None  # re-raised with more lines: the same failure
     except CheckFailed as wrapped:
         assert heatmap.values_of(wrapped) is values
     try:
@@ -320,7 +318,7 @@ def test_every_hint_links_a_heading_of_the_built_lesson(site):  # noqa: F811
     assert diagnose.REGISTRY
     missing = []
     for mistake in diagnose.REGISTRY.values():
-        url, section = progress.lesson_section(mistake.hint())
+        url, section = progress.lesson_url(mistake.lesson, mistake.section), mistake.section
         page, anchor = url.split("#")
         ids = set(re.findall(r'\bid="([^"]+)"', (site / page / "index.html").read_text(encoding="utf-8")))
         if anchor not in ids:

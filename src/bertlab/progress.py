@@ -25,9 +25,6 @@ FILE = "progress.json"
 IMAGES = "heatmaps"  # <progress dir>/heatmaps/<task>.png (progress/ is the page itself)
 VERSION = 1
 
-# The hint every known mistake ends with (``diagnose.Mistake.hint``).
-HINT = re.compile(r'See lessons/(?P<lesson>[\w.-]+) \(section "(?P<section>[^"]+)"\)')
-
 
 def heading_id(section: str) -> str:
     """The id the site gives a lesson heading (Python-Markdown's slug, as on the built lesson pages).
@@ -40,14 +37,11 @@ def heading_id(section: str) -> str:
     return re.sub(r"[-\s]+", "-", text)
 
 
-def lesson_section(message: str) -> tuple[str, str] | None:
-    """(site URL relative to the site root, section title) of the lesson section a failure's
-    hint names, or None: ``See lessons/03-multi-head-attention (section "Scaled scores").`` gives
-    ``("lessons/03-multi-head-attention/#scaled-scores", "Scaled scores")``."""
-    match = HINT.search(message or "")
-    if match is None:
-        return None
-    return f"lessons/{match['lesson']}/#{heading_id(match['section'])}", match["section"]
+def lesson_url(lesson: str, section: str) -> str:
+    """The site URL (relative to the site root) of a lesson's section: lesson
+    ``03-multi-head-attention``, section "Scaled scores" gives
+    ``lessons/03-multi-head-attention/#scaled-scores``."""
+    return f"lessons/{lesson}/#{heading_id(section)}"
 
 
 def _file_name(task: str) -> str:
@@ -82,7 +76,10 @@ def entry(task, graded_at: str) -> tuple[dict, bytes | None]:
     first = failed[0] if failed else None
     image = base64.b64decode(first.heatmap) if first is not None and first.heatmap else None
     message = task.first_message
-    lesson = lesson_section(message) if first is not None else None
+    # the judge wrote the known mistake's lesson and section into the verdict (``CheckResult``)
+    lesson = (
+        (lesson_url(first.lesson, first.section), first.section) if first and first.lesson and first.section else None
+    )
     return {
         "task": task.task,
         "exercise": f"exercises/{task.task}/{task.task}/",

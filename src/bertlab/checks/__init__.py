@@ -79,4 +79,4 @@ def check(task: str, obj, upto: str | None = None, only: str | None = None, seed
     try:
         print(tasks[task].run(obj, upto=upto, only=only, seed=seed))
     except CheckFailed as err:
-        raise CheckFailed(str(err), err.mistake) from None  # the message is the feedback; hide our frames
+        raise err.adding() from None  # the message is the feedback; hide our frames

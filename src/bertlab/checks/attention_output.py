@@ -93,7 +93,7 @@ class AddNormTask(ModuleTask):
             mistake = flawed.diagnose_near_miss(self.id, *diagnose_with, got, expected, self.atol)
             if mistake is None:
                 raise
-            raise CheckFailed(f"{err}\n  {mistake.hint()}", mistake.id) from None
+            raise err.adding(mistake.hint(), mistake=mistake.id) from None
 
     def check_values(self, cls, ctx: Context) -> None:
         try:
@@ -102,7 +102,7 @@ class AddNormTask(ModuleTask):
             if err.mistake is not None or not self.random_in_eval(cls, ctx):
                 raise
             mistake = diagnose.REGISTRY["dropout-in-eval"]
-            raise CheckFailed(f"{err}\n  {mistake.hint()}", mistake.id) from None
+            raise err.adding(mistake.hint(), mistake=mistake.id) from None
 
     def random_in_eval(self, cls, ctx: Context) -> bool:
         """Whether two calls in eval mode on the same input differ through dropout (left on).

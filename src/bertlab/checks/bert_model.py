@@ -63,7 +63,7 @@ class _VariantDiagnosis(ModuleTask):
                 mistake = flawed.diagnose_variants(self.id, *diagnose_with, got, expected)
             if mistake is None:
                 raise
-            raise CheckFailed(f"{err}\n  {mistake.hint()}", mistake.id) from None
+            raise err.adding(mistake.hint(), mistake=mistake.id) from None
 
 
 class _HiddenStates(_VariantDiagnosis):
@@ -295,7 +295,7 @@ class BertModelTask(BuiltOnParts, _HiddenStates, ModuleTask):
         try:
             stage(cls, ctx)
         except CheckFailed as err:
-            if err.mistake is not None or " raised " not in str(err).splitlines()[0]:
+            if err.mistake is not None or err.cause != "raised":
                 raise
             inputs = flawed.square_inputs(self.captured(ctx, None)[0])
             hf, module = self.reference(ctx, None), self.learner_for(cls, ctx, None)
@@ -308,10 +308,10 @@ class BertModelTask(BuiltOnParts, _HiddenStates, ModuleTask):
             mistake = diagnose.diagnose(self.id, hf, inputs, got, expected)
             if mistake is None:
                 raise
-            raise CheckFailed(
-                f"{err}\n  On a square batch ({len(inputs['input_ids'])} x {len(inputs['input_ids'])}) "
+            raise err.adding(
+                f"On a square batch ({len(inputs['input_ids'])} x {len(inputs['input_ids'])}) "
                 f"it runs: {mistake.hint()}",
-                mistake.id,
+                mistake=mistake.id,
             ) from None
 
     def part_reference(self, ctx, attr):

@@ -218,7 +218,7 @@ class BertEmbeddingsTask(ModuleTask):
                 except CheckFailed as err:
                     if hint is None or err.mistake is not None:
                         raise
-                    raise CheckFailed(f"{err}\n  {hint}", err.mistake) from None
+                    raise err.adding(hint) from None
 
 
 TASKS = [BertEmbeddingsTask()]

@@ -54,12 +54,30 @@ class CheckFailed(AssertionError):
     """A check failed; ``str(err)`` is the learner-facing message.
 
     ``values`` holds the compared tensors when values differ (for ``heatmap``), else None.
+    Whatever decides on a failure reads its fields, never its text: ``mistake`` (a known
+    mistake's id), ``cause`` (``"values"`` when outputs differ from HF's, ``"raised"`` when the
+    learner's code raised, else None) and ``values``. The text is written once, by ``Task.fail``,
+    and grows only by ``adding`` lines under it.
     """
 
-    def __init__(self, message: str, mistake: str | None = None, values: Difference | None = None):
+    def __init__(
+        self, message: str, mistake: str | None = None, values: Difference | None = None, cause: str | None = None
+    ):
         super().__init__(message)
         self.mistake = mistake
         self.values = values
+        self.cause = cause
+
+    @property
+    def headline(self) -> str:
+        """The failure's first line, ``[Task 3.2] BertSelfAttention: values differ ...``."""
+        return str(self).splitlines()[0]
+
+    def adding(self, *lines: str, mistake: str | None = None, headline_only: bool = False) -> CheckFailed:
+        """This failure with ``lines`` under it (under its headline alone with ``headline_only``),
+        its fields kept; ``mistake`` names a known mistake found since."""
+        text = self.headline if headline_only else str(self)
+        return CheckFailed("\n  ".join([text, *filter(None, lines)]), mistake or self.mistake, self.values, self.cause)
 
     def _render_traceback_(self) -> list[str]:
         """What IPython (JupyterLab) shows for this exception: the learner's own lines, then the
@@ -160,12 +178,17 @@ class Task:
     # -- failure messages -------------------------------------------------------------------
 
     def fail(
-        self, what: str, *details: str | None, mistake: diagnose.Mistake | None = None, values: Difference | None = None
+        self,
+        what: str,
+        *details: str | None,
+        mistake: diagnose.Mistake | None = None,
+        values: Difference | None = None,
+        cause: str | None = None,
     ) -> NoReturn:
         lines = [f"[Task {self.id}] {self.title}: {what}", *(f"  {d}" for d in details if d)]
         if mistake is not None:
             lines.append("  " + mistake.hint())
-        raise CheckFailed("\n".join(lines), mistake.id if mistake else None, values)
+        raise CheckFailed("\n".join(lines), mistake.id if mistake else None, values, cause)
 
     # Module tasks must not run transformers' own BERT code; analysis tasks (Task 7) are given it.
     forbid_shortcuts: bool = True
@@ -225,7 +248,9 @@ class Task:
                 "keep the output there (no .to(...) or .cuda())",
                 call,
             )
-        self.fail(f"{what} raised {outcome.error}", f"at {outcome.where}" if outcome.where else "", call)
+        self.fail(
+            f"{what} raised {outcome.error}", f"at {outcome.where}" if outcome.where else "", call, cause="raised"
+        )
 
     def compare(
         self, expected: dict, got: dict, dims: dict, against: str, diagnose_with: tuple[Any, dict] | None = None
@@ -265,6 +290,7 @@ class Task:
                 non_finite(got, dims, self.computed_in_order),
                 mistake=mistake,
                 values=difference(name, expected, got, dims[name]),
+                cause="values",
             )
 
 
@@ -445,10 +471,9 @@ class ModuleTask(Task):
                 if not kept:
                     raise
                 names = ", ".join(f"`self.{k}`" for k in sorted(kept)[:5])
-                raise CheckFailed(
-                    f"{err}\n  forward keeps {names} from one call to the next, and a later call's answer "
-                    f"changes with it.\n  {advice}",
-                    err.mistake,
+                raise err.adding(
+                    f"forward keeps {names} from one call to the next, and a later call's answer changes with it.",
+                    advice,
                 ) from None
             if number == 2 and kept:  # kept and, so far, never read: once more, on new inputs
                 calls.append((other_inputs_of_the_same_shape(second, ctx.generator), "a fourth call, on new inputs"))
@@ -493,11 +518,11 @@ class ModuleTask(Task):
                     default = self.eps_distance(hf, inputs, got, nn.LayerNorm(1).eps)
                     if typed <= self.atol and typed < default:
                         mistake = diagnose.REGISTRY["layernorm-eps-typed"]
-                        raise CheckFailed(f"{str(err).splitlines()[0]}\n  {mistake.hint()}", mistake.id) from None
+                        raise err.adding(mistake.hint(), mistake=mistake.id, headline_only=True) from None
                 if err.mistake is not None:
                     raise
                 hint = "Read every size from `config` (or from the inputs' shapes), never from the pretrained model."
-                raise CheckFailed(f"{err}\n  {hint}", err.mistake) from None
+                raise err.adding(hint) from None
 
     def close_with_random_weights(self, expected: dict, got: dict) -> bool:
         """Whether ``got`` equals ``expected`` (HF's, under the other config's random weights).
@@ -730,7 +755,7 @@ class ModuleTask(Task):
             fn, args, kwargs, self.grad_inputs, seed, forbid_shortcuts=self.forbid_shortcuts, train=True, located=drawn
         )
         # torch's own words for a saved tensor changed before backward used it
-        if outcome.kind == "error" and "modified by an inplace operation" in outcome.error:
+        if outcome.kind == "saved_tensor_changed":
             self.fail(
                 "in train mode, backward raises: a tensor autograd saved for the backward pass was changed in place",
                 f"at {outcome.where}" if outcome.where else "",
@@ -746,7 +771,7 @@ class ModuleTask(Task):
 def _in_form(err: CheckFailed, form: CallForm, *lines: str) -> CheckFailed:
     """``err`` with ``lines`` and, unless it names a known mistake, what HF does with ``form``."""
     lines += (form.why,) if form.why and err.mistake is None else ()
-    return CheckFailed("\n  ".join([str(err), *filter(None, lines)]), err.mistake, err.values)
+    return err.adding(*lines)
 
 
 def other_inputs_of_the_same_shape(inputs: dict, generator: torch.Generator) -> dict:
@@ -1258,12 +1283,12 @@ class BuiltOnParts(ModuleTask):
         except CheckFailed as err:
             # Values that differ with HF's parts in place are this task's own mistake; anything else
             # (an error, a wrong type or shape) may come from a part the learner's module relies on.
-            if err.mistake is not None or "values differ" in str(err).splitlines()[0]:
+            if err.mistake is not None or err.cause == "values":
                 raise
             blame = self.differing_part(cls, ctx)
             if not blame:
                 raise
-            raise CheckFailed(f"{err}\n  {blame}", err.mistake) from None
+            raise err.adding(blame) from None
 
     def check_shapes(self, cls, ctx):
         self._on_parts(super().check_shapes, cls, ctx)

@@ -73,7 +73,8 @@ class Outcome:
     """What one learner call did.
 
     Attributes:
-        kind: ``ok`` | ``not_implemented`` | ``error`` | ``in_place`` | ``shortcut`` | ``wrong_device``.
+        kind: ``ok`` | ``not_implemented`` | ``error`` | ``saved_tensor_changed`` (torch's backward
+            found a tensor it saved changed in place) | ``in_place`` | ``shortcut`` | ``wrong_device``.
         value: the return value (``ok`` only).
         error: ``"TypeError: ..."`` for ``error``.
         where: the learner's line that raised (``cell 5, line 12: x = x.view(B, T, -1)``), if known.
@@ -341,7 +342,9 @@ def invoke(
         unreadable = unreadable_reference(err)
         if forbid_shortcuts and unreadable:
             return Outcome("shortcut", shortcut=unreadable, where=learner_line(err.__traceback__))
-        return Outcome("error", error=f"{type(err).__name__}: {err}".strip(), where=learner_line(err.__traceback__))
+        # torch's own words for a tensor autograd saved for backward and the learner changed in place
+        kind = "saved_tensor_changed" if "modified by an inplace operation" in str(err) else "error"
+        return Outcome(kind, error=f"{type(err).__name__}: {err}".strip(), where=learner_line(err.__traceback__))
     finally:
         sys.setprofile(previous)
         _reset_torch_state(None)

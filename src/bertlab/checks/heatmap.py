@@ -31,21 +31,10 @@ MAX_CELLS = 64  # rows or columns drawn at most before binning
 
 
 def values_of(err: BaseException) -> Difference | None:
-    """The ``Difference`` behind a failure, also when the failure was re-raised with more text.
-
-    Checks re-raise a failure as a new ``CheckFailed`` whose message starts with the old one;
-    only such an earlier failure counts, so a difference from an unrelated, handled failure
-    is never drawn.
-    """
-    message, seen = str(err), set()
-    link: BaseException | None = err
-    while link is not None and id(link) not in seen:
-        seen.add(id(link))
-        values = getattr(link, "values", None)
-        if isinstance(values, Difference) and message.startswith(str(link)):
-            return values
-        link = link.__cause__ or link.__context__
-    return None
+    """The ``Difference`` behind a failure: its own ``values`` (a failure re-raised with more
+    lines keeps them, ``CheckFailed.adding``), never one of an earlier, handled failure."""
+    values = getattr(err, "values", None)
+    return values if isinstance(values, Difference) else None
 
 
 def _abs_diff(expected: torch.Tensor, got: torch.Tensor) -> np.ndarray:

@@ -146,7 +146,7 @@ class NumpyTask(Task):
             try:
                 out = self.call_learner(f"{self.title}({', '.join(self.arguments)})", fn, *sent)
             except CheckFailed as err:
-                raise CheckFailed(self._argument_names(str(err)), err.mistake) from None
+                raise CheckFailed(self._argument_names(str(err)), err.mistake, err.values, err.cause) from None
         out = self.as_array(out)
         want = tuple(case.expected.shape)
         if out.shape != want:

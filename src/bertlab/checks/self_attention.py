@@ -123,11 +123,9 @@ class BertSelfAttentionTask(ModuleTask):
         except CheckFailed as err:
             if not self.weights_missing:
                 raise
-            raise CheckFailed(
-                f"{err}\n  (Your forward returns None for `{self.weights_name}`: only "
-                f"`{next(iter(self.outputs))}` was compared.)",
-                err.mistake,
-                err.values,
+            raise err.adding(
+                f"(Your forward returns None for `{self.weights_name}`: only "
+                f"`{next(iter(self.outputs))}` was compared.)"
             ) from None
 
     def compare_given(self, expected, got, dims, against, diagnose_with=None):
@@ -144,7 +142,7 @@ class BertSelfAttentionTask(ModuleTask):
             blame = self.whose_mistake(mistake, diagnose_with[1])
             if not blame:
                 raise
-            raise CheckFailed(f"{err}\n  {blame}", err.mistake, err.values) from None
+            raise err.adding(blame) from None
 
     def call(self, module, inputs, what="forward", seed=None):
         if not is_reference(module) and not isinstance(module, _Returns):
@@ -277,10 +275,9 @@ class EagerAttentionForwardTask(BertSelfAttentionTask):
                 got = self.call(fn, inputs).get("attn_weights")  # None: returned as None, compared without
             if got is None or got.shape != wrong.shape or not allclose(wrong, got, diagnose.MATCH_ATOL):
                 raise
-            raise CheckFailed(
-                f"{err}\n  Your weights match scores scaled by 1/sqrt({pretrained_head}) (the pretrained model's "
-                f"head size) where these heads have size {head}: use `scaling`, or query.shape[-1].",
-                err.mistake,
+            raise err.adding(
+                f"Your weights match scores scaled by 1/sqrt({pretrained_head}) (the pretrained model's "
+                f"head size) where these heads have size {head}: use `scaling`, or query.shape[-1]."
             ) from None
 
     def call_spec(self, fn, inputs):

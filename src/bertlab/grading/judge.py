@@ -36,11 +36,19 @@ class _LearnerNames(dict):
         return self.learner.lookup(name)  # KeyError when the learner never defined it
 
 
-def _run_grade_cell(source: str, learner: Learner, name: str) -> None:
+def _run_grade_cell(source: str, learner: Learner, name: str) -> list[str]:
+    """Run a grade cell's code, the learner's names proxied; the ids of the tasks it checked."""
     from bertlab.checks import check
 
+    ran: list[str] = []
+
+    def checking(*args, **kwargs) -> None:
+        ran.append(str(kwargs.get("task", args[0] if args else "")))
+        check(*args, **kwargs)
+
     code = compile(source, f"<grade cell {name}>", "exec")
-    exec(code, {"check": check, "__builtins__": builtins}, _LearnerNames(learner))
+    exec(code, {"check": checking, "__builtins__": builtins}, _LearnerNames(learner))
+    return ran
 
 
 def _message(err: BaseException, first_error: str | None) -> str:
@@ -99,12 +107,18 @@ def judge_notebook(
                 if learner.gone is not None:
                     raise learner.gone
                 with contextlib.redirect_stdout(output):
-                    _run_grade_cell(cell.source, learner, grade_id)
+                    checked = _run_grade_cell(cell.source, learner, grade_id)
             except LearnerGone as err:
                 result.stopped = err.status
                 gone_in = gone_in or cell_named(cell)
-                result.checks.append(CheckResult(grade_id, False, 0.0, points, f"{err} ({gone_in} was running)"))
+                result.checks.append(
+                    CheckResult(grade_id, False, 0.0, points, f"{err} ({gone_in} was running)", cause=err.cause)
+                )
             except Exception as err:  # noqa: BLE001  (a failed check, or the learner's name missing)
+                from bertlab import diagnose  # loaded with the checks, in the judge only
+
+                mistake = getattr(err, "mistake", None)
+                known = diagnose.REGISTRY.get(mistake) if isinstance(mistake, str) else None
                 result.checks.append(
                     CheckResult(
                         grade_id,
@@ -112,13 +126,16 @@ def judge_notebook(
                         0.0,
                         points,
                         _message(err, first_error),
-                        getattr(err, "mistake", None),
+                        mistake,
                         _heatmap(err),
+                        lesson=known.lesson if known else None,
+                        section=known.section if known else None,
                     )
                 )
             else:
                 lines = [line for line in output.getvalue().splitlines() if line.strip()]
-                result.checks.append(CheckResult(grade_id, True, points, points, lines[-1] if lines else ""))
+                last = lines[-1] if lines else ""
+                result.checks.append(CheckResult(grade_id, True, points, points, last, tasks=checked))
         if learner.gone is not None and result.stopped is None:
             result.stopped = learner.gone.status
     finally:

@@ -26,11 +26,12 @@ class LearnerGone(Exception):
 
     Attributes:
         status: ``timeout`` or ``error``.
+        cause: the limit that stopped it, ``timeout`` or ``memory`` (``results.CheckResult.cause``), else None.
     """
 
-    def __init__(self, message: str, status: str):
+    def __init__(self, message: str, status: str, cause: str | None = None):
         super().__init__(message)
-        self.status = status
+        self.status, self.cause = status, cause
 
 
 class Learner:
@@ -125,7 +126,7 @@ class Learner:
             if left <= 0:
                 # No advice on raising the limit: the learner reads this in feedback, and the
                 # limit is the instructor's (the commands' own output says how to raise it).
-                self.gone = LearnerGone(f"timed out after {self.timeout:g} s", "timeout")
+                self.gone = LearnerGone(f"timed out after {self.timeout:g} s", "timeout", "timeout")
                 raise wire.ChannelClosed("timeout")
             ready, _, _ = select.select([self.from_learner], [], [], min(left, 0.25))
             # Also after quick answers (memory grows between requests too), but at most every
@@ -135,7 +136,9 @@ class Learner:
                 return
             self.memory_checked = now
             if self.process.rss_mb() > self.memory_mb:
-                self.gone = LearnerGone(f"stopped: your code used more than {self.memory_mb:g} MB of memory", "error")
+                self.gone = LearnerGone(
+                    f"stopped: your code used more than {self.memory_mb:g} MB of memory", "error", "memory"
+                )
                 raise wire.ChannelClosed("memory")
             if ready:
                 return

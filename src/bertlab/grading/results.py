@@ -21,6 +21,10 @@ class CheckResult:
     message: str
     mistake: str | None = None
     heatmap: str | None = None  # base64 PNG of |got - expected| when values differ (checks.heatmap)
+    cause: str | None = None  # the limit that stopped the notebook: "timeout" or "memory" (else None)
+    lesson: str | None = None  # where the known mistake is explained: a lesson's slug ...
+    section: str | None = None  # ... and its section's title
+    tasks: list[str] = field(default_factory=list)  # the tasks whose checks the grade cell ran
 
 
 @dataclass

@@ -28,20 +28,20 @@ def render(report: Report, verbose: bool = False) -> str:
         failed = [c for c in task.checks if not c.passed]
         for check in failed if verbose else failed[:1]:
             lines += ["", f"{task.task} / {check.name} (0/{check.max_points:g} points):", check.message]
-    messages = [c.message for t in report.tasks for c in t.checks if not c.passed]
-    return "\n".join(lines + [""] * bool(limit_advice(messages)) + limit_advice(messages))
+    advice = limit_advice({c.cause for t in report.tasks for c in t.checks if not c.passed})
+    return "\n".join(lines + [""] * bool(advice) + advice)
 
 
-def limit_advice(messages: list[str]) -> list[str]:
+def limit_advice(causes: set[str | None]) -> list[str]:
     """How to raise the limits that stopped a notebook, for whoever ran the command.
 
     Never part of a verdict's message: a learner reads those in nbgrader's feedback, and the
     limits of an instructor's class are not theirs to raise.
     """
     advice = []
-    if any(m.startswith("timed out after") for m in messages):
+    if "timeout" in causes:
         advice.append("A notebook timed out: the limit is --timeout SECONDS (or bertlab.toml's grade.timeout).")
-    if any("MB of memory" in m for m in messages):
+    if "memory" in causes:
         advice.append(
             "A notebook used too much memory: the limit is --memory-limit MB (or bertlab.toml's grade.memory_limit)."
         )

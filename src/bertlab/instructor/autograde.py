@@ -2,7 +2,7 @@
 
 ``nbgrader autograde`` grades one submission after another, each by running its notebook in a
 kernel and then (with the course's ``JudgeVerdicts``) judging it. Here the judging, the only step
-that decides a score, runs for several submissions at once in warm judge workers: on this
+that decides a score, runs for several submissions at once in warm judges: on this
 machine (``local_judges``), or on a Dask cluster's workers (``cluster_judges``). As each verdict
 arrives, in this process whichever judged it, nbgrader's own Autograde converter records
 it: the same sanitizing, the same autograded notebook, the same gradebook rows, with the judge's
@@ -55,6 +55,7 @@ class Outcome:
     status: str  # passed | failed | error | timeout | skipped
     reason: str = ""
     seconds: float = 0.0
+    cause: str | None = None  # the limit that stopped it: "timeout" or "memory" (``CheckResult.cause``)
 
 
 class _Collect(logging.Handler):
@@ -246,6 +247,7 @@ def _record(config, coursedir, sub: course.Submission, result) -> Outcome:
         status,
         reason or _first_failure(result),
         result.seconds + time.perf_counter() - start,
+        next((c.cause for c in result.checks if c.cause), None),
     )
 
 
@@ -320,7 +322,7 @@ def summary(outcomes: list[Outcome]) -> str:
     from bertlab.grading.table import limit_advice
 
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    advice = limit_advice([o.reason for o in outcomes if o.status != "skipped"])
+    advice = limit_advice({o.cause for o in outcomes if o.status != "skipped"})
     return "\n".join(
         ["  ".join(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)) + "  " + r[4] for r in rows]
         + [""] * bool(advice)
