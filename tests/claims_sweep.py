@@ -77,9 +77,10 @@ def run(condition: Condition, lessons: list[Path]) -> dict[str, dict]:
     return {Path(path).stem: found for path, found in json.loads(last).items()}
 
 
-def sweep(conds: list[Condition] | None = None) -> dict[str, dict[str, dict]]:
-    """``{condition name: {lesson stem: {"claims": .., "error": ..}}}`` over ``conds`` (default: all)."""
-    lessons = lessons_with_claims()
+def sweep(conds: list[Condition] | None = None, only: list[str] | None = None) -> dict[str, dict[str, dict]]:
+    """``{condition name: {lesson stem: {"claims": .., "error": ..}}}`` over ``conds`` (default: all),
+    for the lessons whose stems are ``only`` (default: every lesson that makes claims)."""
+    lessons = [p for p in lessons_with_claims() if only is None or p.stem in only]
     return run_all(lambda c: run(c, lessons), conditions() if conds is None else conds)
 
 
@@ -116,8 +117,14 @@ def thin(summary: dict[str, dict]) -> list[str]:
     ]
 
 
-def record(summary: dict[str, dict], conds: list[Condition], path: Path = MARGINS_FILE) -> None:
-    table = {
+def record(
+    summary: dict[str, dict], conds: list[Condition], path: Path = MARGINS_FILE, only: list[str] | None = None
+) -> None:
+    """Write the margins; with ``only`` (lesson stems), replace those lessons' entries and keep the rest."""
+    kept = {}
+    if only is not None and path.exists():
+        kept = {k: v for k, v in json.loads(path.read_text())["claims"].items() if k.partition(": ")[0] not in only}
+    table = kept | {
         key: {
             "says": s["says"],
             "margin": None if s["margin"] is None else round(s["margin"], 4),  # inf: a sign claim
@@ -125,6 +132,7 @@ def record(summary: dict[str, dict], conds: list[Condition], path: Path = MARGIN
         }
         for key, s in summary.items()
     }
+    table = dict(sorted(table.items()))
     stamp = {"measured": date.today().isoformat(), "conditions": [c.name for c in conds], "floor": FLOOR}
     path.write_text(json.dumps({**stamp, "claims": table}, indent=1) + "\n", encoding="utf-8")
 
@@ -136,10 +144,16 @@ def main(argv: list[str] | None = None) -> int:
         "dispatch; print each claim's margin (the smallest ratio of its two sides).",
     )
     parser.add_argument("--write", action="store_true", help=f"record the margins in {MARGINS_FILE.relative_to(ROOT)}")
+    parser.add_argument(
+        "--lessons",
+        nargs="+",
+        metavar="STEM",
+        help="only these lessons (e.g. 02-embeddings); --write then replaces their entries and keeps the others'",
+    )
     args = parser.parse_args(argv)
     conds = conditions()
     print(f"conditions: {'; '.join(c.name for c in conds)}", file=sys.stderr)
-    runs = sweep(conds)
+    runs = sweep(conds, args.lessons)
     errors = [f"{c} {stem}: {f['error']}" for c, ls in runs.items() for stem, f in ls.items() if f["error"]]
     summary = summarise(runs)
     for key, s in summary.items():
@@ -149,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     for line in errors + thin(summary):
         print(line, file=sys.stderr)
     if args.write:
-        record(summary, conds)
+        record(summary, conds, only=args.lessons)
     return 1 if errors or thin(summary) else 0
 
 
