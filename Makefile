@@ -19,7 +19,7 @@ export TRANSFORMERS_VERBOSITY := error
 # mkdocs-material prints an end-of-life banner for mkdocs 1.x on every build
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: help start test lab site grade doctor exercises bench profile browser clean
+.PHONY: help start lint check test lab site grade doctor exercises bench profile browser clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -55,13 +55,18 @@ start: $(STAMP) site ## set up, build the site, serve it, print your grade table
 	  wait $$server
 
 LINTED := src tests bench docs/hooks
-test: $(STAMP) browser ## run the whole test suite (builds the site, grades notebooks)
+lint: $(STAMP) ## lint, format and types (seconds)
 	@# Lint and format first (configured in pyproject.toml): a finding fails in seconds, before the long suite
 	$(BIN)/ruff check $(LINTED) lessons
 	$(BIN)/ruff format --check $(LINTED)
 	@# Types next (files and settings in pyproject.toml): a None reaching an attribute or a wrong
 	@# argument fails here in about 10 s cold, under a second warm, not deep in a grading run
 	$(BIN)/mypy
+
+check: lint ## the inner loop: lint, types and every test not marked slow (no notebook graded, no site built)
+	BERTLAB_CLAIMS=strict $(BIN)/pytest -n 2 -m "not slow" --durations 10
+
+test: lint browser ## run the whole test suite (builds the site, grades notebooks)
 	@# loadgroup: one worker runs all the site tests, so the site is built once
 	@# a worker that crashes ends the run at once, named, instead of leaving its group unscheduled
 	@# strict claims: a lesson sentence its numbers do not bear out fails the run (a learner's build marks it)

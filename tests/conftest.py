@@ -131,6 +131,9 @@ def browser():
         browser.close()
 
 
+SLOW_FIXTURES = {"site", "browser", "jupyterlab", "graded"}
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(session, items):
     """A module that defines a fixture of its own (module- or session-wide) runs on one worker.
@@ -150,3 +153,7 @@ def pytest_collection_modifyitems(session, items):
         module = item.nodeid.split("::")[0]
         if item.get_closest_marker("xdist_group") is None and module in shared:
             item.add_marker(pytest.mark.xdist_group(module))
+        # A test given the built site, a browser, JupyterLab or a graded notebook is slow whether or
+        # not it says so: `make check` (``-m "not slow"``) must not build or grade them.
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)

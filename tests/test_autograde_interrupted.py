@@ -20,6 +20,8 @@ from bertlab.instructor.cluster_judges import ClusterError
 from tests import submissions as sub
 from tests.class_submissions import graded_course
 
+pytestmark = pytest.mark.slow  # a class graded through nbgrader
+
 ASSIGNMENT = sub.NUMPY
 STUDENTS = [f"s{i}" for i in range(5)]
 

@@ -8,6 +8,7 @@ baseline's.
 import json
 import math
 
+import pytest
 import torch
 from bench import attention_projections
 
@@ -56,6 +57,7 @@ def test_attention_projection_benchmark_writes_ratios(tmp_path, monkeypatch):
             assert math.isfinite(ratios[name]) and ratios[name] > 0, name
 
 
+@pytest.mark.slow
 def test_feedback_benchmark_smoke(tmp_path, monkeypatch):
     """Every figure of bench/feedback.py is measured in the run, and each ratio divides two of them."""
     from bench import feedback, results

@@ -5,10 +5,14 @@ from __future__ import annotations
 import os
 import signal
 
+import pytest
+
 from bertlab.grading.platforms.linux.procstat import parent
 from bertlab.grading.pool import JudgePool, Limits, judge_env
 from bertlab.grading.runner import grade_task
 from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow  # judges started and notebooks graded
 
 TASK = "02-embeddings"  # the quickest notebook to grade
 LIMITS = Limits(timeout=120, memory_mb=4096)

@@ -13,6 +13,8 @@ from bertlab.grading.execute import run_notebook
 from tests.conftest import solution_notebook
 from tests.mutations import all_mutations
 
+pytestmark = pytest.mark.slow  # each case grades a mutated solution notebook end to end
+
 MUTATIONS = all_mutations()
 
 

@@ -89,6 +89,7 @@ def _without(name: str) -> dict:
     return {k: v for k, v in os.environ.items() if k != name}
 
 
+@pytest.mark.slow
 def test_doctor_offline_line_loads_the_bundled_model_with_the_network_cut():
     """As a learner's shell has it (the offline variable unset), in a new process with no network."""
     from bertlab import doctor
