@@ -192,6 +192,93 @@ claims.claim("dropout_after_ln_worse", 1 - cos_after, ">", 1 - cos_branch,
              "dropout after the LayerNorm moves the token vectors more than dropout on the branch")
 
 # %% [markdown]
+# ## `model.eval()` or `torch.no_grad()`?
+#
+# Code that compares with a pretrained model often calls both, and they do different things.
+# `model.eval()` sets every module's `training` flag to False; `torch.no_grad()` changes no
+# module, it stops autograd from recording the operations, so that no graph is built and no
+# tensor is kept for a backward pass. Which modules read the flag? The lines of transformers'
+# BERT source that read it, and the dropout modules, which read it inside PyTorch
+# (`bertlab.experiments.eval_no_grad`):
+
+# %%
+from bertlab.experiments import eval_no_grad
+from bertlab.experiments.layernorm_eps import float32_step
+from bertlab.pooling import sentence_embeddings
+
+print(f"load_model() returns the model with training = {model.training}")
+print("lines of transformers' modeling_bert.py that read `training`:")
+for line in eval_no_grad.training_reads(modeling_bert):
+    print("   ", line)
+rates = eval_no_grad.dropouts(model)  # {name: p}
+print(f"nn.Dropout modules: {len(rates)}, with p = {sorted(set(rates.values()))}")
+
+batch = cap.batch
+with torch.no_grad():
+    reference = model(**batch).last_hidden_state  # (B, T, H): eval mode, as loaded
+EVAL_DRAWS = 8
+train_out = eval_no_grad.train_mode_outputs(model, batch, range(EVAL_DRAWS))  # (D, B, T, H), under no_grad
+moved = torch.stack([(o - reference)[real].abs().max() for o in train_out])  # (D,)
+cosines = torch.stack([(sentence_embeddings(o, pad) * sentence_embeddings(reference, pad)).sum(-1) for o in train_out])
+with eval_no_grad.dropout_probability(model, 0.0), torch.no_grad(), eval_no_grad.train_mode(model):
+    train_no_dropout = model(**batch).last_hidden_state  # (B, T, H): train mode, every p = 0
+step = float32_step(reference[real])
+print(f"train mode vs eval mode, {EVAL_DRAWS} draws: largest change {moved.mean().item():.2f} on average "
+      f"({moved.mean().item() / step:.1e} float32 steps); sentence cosine to eval mode: mean "
+      f"{cosines.mean().item():.4f}, lowest {cosines.min().item():.4f}")
+print(f"train mode with every dropout p = 0 vs eval mode: max abs diff {(train_no_dropout - reference).abs().max().item()}")
+
+with_grad = eval_no_grad.saved_for_backward(model, batch, grad=True)
+without = eval_no_grad.saved_for_backward(model, batch, grad=False)
+output_bytes = reference.nelement() * reference.element_size()
+print(f"with gradients: {with_grad.count} saves for backward, {with_grad.activation_bytes / 1e6:.1f} MB of "
+      f"activations (+ {with_grad.parameter_bytes / 1e6:.1f} MB of parameters, kept by reference); "
+      f"the last hidden state is {output_bytes / 1e6:.2f} MB")
+print(f"under torch.no_grad(): {without.count} tensors saved, {without.activation_bytes} bytes")
+print(f"outputs with and without gradients: max abs diff {(with_grad.output - without.output).abs().max().item()}")
+
+claims.value("eval_draws", EVAL_DRAWS, "{:.0f}")
+claims.value("dropout_modules", len(rates), "{:.0f}")
+claims.value("train_moved", moved.mean(), "{:.2f}")
+claims.value("train_moved_million_steps", moved.mean() / step / 1e6, "{:.0f}")
+claims.value("train_sentence_cosine", cosines.mean(), "{:.3f}")
+claims.claim("train_mode_moves_outputs", moved.mean(), ">", 1000 * step,
+             "train mode moves the last hidden state by more than a thousand float32 steps")
+claims.claim("train_mode_is_dropout_only", (train_no_dropout - reference).abs().max(), "==", 0,
+             "with every dropout probability at 0, train mode gives exactly eval mode's outputs")
+claims.value("saved_count", with_grad.count, "{:.0f}")
+claims.value("saved_mb", with_grad.activation_bytes / 1e6, "{:.0f}")
+claims.value("saved_vs_output", with_grad.activation_bytes / output_bytes, "{:.0f}")
+claims.claim("graph_keeps_more_than_output", with_grad.activation_bytes, ">", 10 * output_bytes,
+             "with gradients, the activations kept for backward are more than ten times the output's size")
+claims.claim("no_grad_keeps_nothing", without.count, "==", 0, "under no_grad no tensor is saved for backward")
+claims.claim("no_grad_same_values", (with_grad.output - without.output).abs().max(), "==", 0,
+             "the outputs with and without gradients are exactly equal")
+
+# %% [markdown]
+# The library's own lines (printed) all set the dropout of the attention probabilities; every
+# other use of the flag is in PyTorch's `nn.Dropout`. In train mode the last hidden state moves by
+# up to {{ train_moved }} (the largest change, averaged over {{ eval_draws }} dropout draws), some
+# {{ train_moved_million_steps }} million float32 steps at its size: that is dropout, not rounding
+# {{ claim: train_mode_moves_outputs }}, and the sentence embeddings keep a mean cosine of
+# {{ train_sentence_cosine }} to eval mode's. Those draws ran under `torch.no_grad()`: it leaves
+# dropout on. With every one of the {{ dropout_modules }} dropout probabilities set to 0, train
+# mode gives exactly eval mode's outputs {{ claim: train_mode_is_dropout_only }}, so in BERT the
+# flag switches dropout and nothing else (there are no batch statistics, as a BatchNorm would
+# keep).
+#
+# `torch.no_grad()` changes no value: the outputs with and without it are identical to the bit
+# {{ claim: no_grad_same_values }}. What it saves is memory. With gradients on (on a copy whose
+# parameters require them, as in training), one forward pass over the corpus saved a tensor for
+# the backward pass {{ saved_count }} times, {{ saved_mb }} MB of activations in all, which stay
+# alive as long as the output does: {{ saved_vs_output }} times the size of the output itself
+# {{ claim: graph_keeps_more_than_output }}. Under `torch.no_grad()` it saved none
+# {{ claim: no_grad_keeps_nothing }}. So a comparison with the pretrained model needs
+# `model.eval()`; `torch.no_grad()` is for memory (it also skips the work of recording the
+# graph) and does not replace it. The course's `load_model()` returns the model in eval mode, as
+# transformers' `from_pretrained` does.
+
+# %% [markdown]
 # ## How much each sub-layer writes
 #
 # The residual form means each sub-layer adds an *update* to the stream. Its size relative to the
@@ -288,6 +375,10 @@ for name, formula in ARRANGEMENTS.items():
 # - Calling `attention.self`, `attention.output`, `intermediate` and `output` by hand reproduced
 #   `hidden_states[1]` from `hidden_states[0]` with a difference of exactly zero.
 # - BERT is Post-LN: it normalises after each add, on the residual path itself.
+# - `model.eval()` switches dropout off, and in BERT nothing else
+#   {{ claim: train_mode_is_dropout_only }}: it is what a comparison with the pretrained model
+#   needs. `torch.no_grad()` changes no value {{ claim: no_grad_same_values }}; it keeps autograd
+#   from saving the activations for a backward pass {{ claim: no_grad_keeps_nothing }}.
 #
 # **Exercise:** [04-attention-output](../exercises/04-attention-output/04-attention-output.ipynb):
 # open it with `make lab`, then grade it with `bertlab grade 04`.
