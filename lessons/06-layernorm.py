@@ -126,6 +126,92 @@ claims.claim("eps_effect_spread", effects[largest].moved, ">", 10 * effects[smal
 # in every LayerNorm of this model {{ claim: eps_effect_above_grader_tolerance }}. Both effects are counted in float32 steps, not compared with
 # one machine's rounding, so that this paragraph holds on every CPU.
 #
+# ## Why $10^{-12}$, and what $10^{-5}$ does to the whole model
+#
+# BERT's $\varepsilon$ comes from its original TensorFlow code (google-research/bert,
+# `modeling.py`): its `layer_norm` calls `tf.contrib.layers.layer_norm`, which takes no epsilon
+# and adds a fixed $10^{-12}$ to the variance. The PyTorch port that became transformers kept the
+# number, first in a LayerNorm class of its own and then as the config's `layer_norm_eps`, whose
+# default in `BertConfig` is printed below; `nn.LayerNorm`'s own default is $10^{-5}$. In
+# float32, what does $10^{-12}$ add? And the measurements above move one LayerNorm at a time, on
+# the input it receives in the intact model; in a model that uses PyTorch's default everywhere,
+# each LayerNorm's change also moves the input of every later one. So: a copy of the model with
+# every LayerNorm (the embeddings' included) at $10^{-5}$, run beside the original in float64
+# (`bertlab.experiments.eps_end_to_end`):
+
+# %%
+import numpy as np
+from transformers import BertConfig
+
+from bertlab.experiments import eps_end_to_end
+
+print(f"BertConfig() default layer_norm_eps = {BertConfig().layer_norm_eps:g}; this model's = {config.layer_norm_eps:g}")
+variances = eps_end_to_end.smallest_variances(model, batch)  # {LayerNorm name: smallest input variance}
+low = min(variances, key=variances.get)
+half_step = float(np.spacing(np.float32(variances[low]))) / 2  # float32: var + eps rounds to var below this
+print(f"smallest variance reaching a LayerNorm: {variances[low]:.3g} ({low}); half a float32 step there: {half_step:.1e}")
+
+e2e = eps_end_to_end.end_to_end(model, batch, default_eps)
+last = f"encoder.layer.{L - 1}.output.LayerNorm"
+gap = 1 - e2e.sentence_cosine  # (B,)
+print(f"every LayerNorm at eps = {default_eps:g}, the whole model in float64:")
+print(f"  last hidden state: max abs change {e2e.hidden_moved:.1e} ({e2e.hidden_steps:.0f} float32 steps); "
+      f"the float32 model against its own float64 run: {e2e.float32_rounding:.1e}")
+print(f"  each LayerNorm alone, above: the last one {effects[last].moved:.1e}, the largest ({largest}) "
+      f"{effects[largest].moved:.1e}")
+print(f"  sentence embeddings: 1 - cosine to the original's from {gap.min().item():.1e} to {gap.max().item():.1e}; "
+      f"largest change of one component {e2e.sentence_moved:.1e}")
+print(f"  cosines between sentences: largest change {e2e.similarity_moved:.1e}; "
+      f"sentences whose nearest neighbour changes: {e2e.neighbours_changed}")
+
+claims.value("variance_min", variances[low], "{:.2g}")
+claims.value("variance_half_step", half_step, "{:.0e}")
+claims.claim("bert_eps_below_rounding", config.layer_norm_eps, "<", half_step,
+             "BERT's epsilon is below half a float32 step of every variance that reaches a LayerNorm")
+claims.value("e2e_hidden", e2e.hidden_moved, "{:.1e}")
+claims.value("e2e_steps", e2e.hidden_steps, "{:.0f}")
+claims.value("e2e_rounding", e2e.float32_rounding, "{:.0e}")
+claims.value("e2e_vs_last", e2e.hidden_moved / effects[last].moved, "{:.0f}")
+claims.value("e2e_vs_largest", effects[largest].moved / e2e.hidden_moved, "{:.0f}")
+claims.value("e2e_cos_gap", gap.max(), "{:.0e}")
+claims.value("e2e_similarity", e2e.similarity_moved, "{:.0e}")
+claims.claim("eps_change_reaches_output", e2e.hidden_moved, ">", effects[last].moved,
+             "the whole model's change exceeds what the last LayerNorm alone moves")
+claims.claim("eps_change_does_not_compound", e2e.hidden_moved, "<", effects[largest].moved,
+             "the whole model's change is smaller than the largest single LayerNorm's")
+claims.claim("eps_end_to_end_above_rounding", e2e.hidden_moved, ">", 100 * e2e.hidden_step,
+             "the whole model's change is more than a hundred float32 steps")
+claims.claim("eps_end_to_end_above_grader_tolerance", e2e.hidden_moved, ">", ATOL,
+             "the whole model's change is above the grader's tolerance")
+claims.claim("eps_sentences_barely_turn", gap.max(), "<", 1e-6,
+             "every sentence embedding keeps a cosine above 1 - 1e-6 to the original")
+claims.claim("eps_neighbours_kept", e2e.neighbours_changed, "==", 0, "every sentence keeps its nearest neighbour")
+
+# %% [markdown]
+# In float32, $10^{-12}$ adds nothing here: the smallest variance that reaches a LayerNorm of
+# this model on the corpus is {{ variance_min }}, where half a float32 step is
+# {{ variance_half_step }}, so $\sigma^2 + 10^{-12}$ rounds back to $\sigma^2$ for every token
+# {{ claim: bert_eps_below_rounding }}. What BERT's $\varepsilon$ does is keep a token whose
+# features are all equal (variance 0) from a division by zero; PyTorch's $10^{-5}$ also scales
+# every normalised token by $\sigma / \sqrt{\sigma^2 + 10^{-5}}$, a factor a little under 1.
+#
+# Over the whole model, PyTorch's default moves the last hidden state by up to {{ e2e_hidden }},
+# {{ e2e_vs_last }} times what the last LayerNorm moves on its own input: the earlier LayerNorms'
+# changes reach the output {{ claim: eps_change_reaches_output }}. They do not pile up layer
+# after layer, though: the LayerNorm it moves most, {{ eps_effect_largest }}, alone moves its own
+# output {{ e2e_vs_largest }} times as much {{ claim: eps_change_does_not_compound }}. The change
+# is {{ e2e_steps }} float32 steps at the size of the output, far from rounding (the float32 model
+# differs from its own float64 run by {{ e2e_rounding }})
+# {{ claim: eps_end_to_end_above_rounding }}, and above the grader's
+# tolerance of {{ grader_atol }} {{ claim: eps_end_to_end_above_grader_tolerance }}. The sentence
+# embeddings hardly turn: every one keeps a cosine above $1 - 10^{-6}$ to the original's (largest
+# gap {{ e2e_cos_gap }}; a float32 cosine that close to 1 would read 1, hence float64)
+# {{ claim: eps_sentences_barely_turn }}, the cosines between sentences move by at most
+# {{ e2e_similarity }}, and every sentence keeps its nearest neighbour
+# {{ claim: eps_neighbours_kept }}. For semantic search with this model the default would change
+# nothing a user could see; for a re-implementation that must match the pretrained model number
+# for number, it is a bug.
+#
 # ## What LayerNorm forgets
 #
 # Per token, LayerNorm removes the mean of the features and the overall scale. Adding a constant
@@ -385,6 +471,132 @@ plt.show()
 print(f"learning rate at step 1: {PEAK * schedule.lr_lambdas[0](1):.1e}, at step {WARMUP}: {PEAK * schedule.lr_lambdas[0](WARMUP):.1e}")
 
 # %% [markdown]
+# ## Training from scratch, with and without warm-up
+#
+# Gradients at initialisation are an argument about training, not a training run. So we train:
+# small stacks of BERT's layer, from BERT's initialisation, arranged Post-LN (as BERT) or Pre-LN
+# (with the final LayerNorm), at {{ train_depths }} layers, each with and without a warm-up, for
+# {{ train_seeds }} seeds (`bertlab.experiments.ln_training`). The task is a toy: a sequence of
+# {{ train_length }} random tokens out of {{ train_vocab }}, to be output reversed, so that every
+# position must fetch its token from another position through attention. Every step draws a
+# fresh batch, so each step's loss is measured on sequences the run has not seen; a uniform guess
+# scores {{ train_chance }} (the logarithm of the number of tokens). The layers have width
+# {{ train_width }} and {{ train_heads }} heads; Adam runs {{ train_steps }} steps at a peak
+# learning rate of {{ train_lr }}, decayed linearly to 0, and the warm-up, when there is one,
+# climbs linearly over the first {{ train_warmup }} steps: BERT's schedule of the figure above, at
+# toy scale. The runs of one seed start from the same weights and see the same batches, whatever
+# their arrangement and schedule, so every comparison is paired. To keep the training short, the
+# runs of one depth and arrangement are computed side by side as one batched computation; each
+# run's layer computes what transformers' `BertLayer` computes with its weights (the module's
+# tests check it).
+
+# %% alt="Three panels, one per depth of the stacks: the training loss against the step, log scale, for Post-LN and Pre-LN, each with and without learning-rate warm-up; thin lines are single seeds, thick lines their mean, and a dotted line marks the loss of a uniform guess."
+from bertlab.experiments import ln_training
+
+TRAIN = ln_training.Setup()  # the toy problem, the layers' size and the schedule
+DEPTHS, SEEDS = (2, 6, 12), (0, 1, 2)
+curves = ln_training.train(TRAIN, DEPTHS, SEEDS)  # (depth, arrangement, schedule) -> (seeds, steps)
+print(f"{len(DEPTHS) * len(ln_training.runs(SEEDS))} runs trained in {curves.seconds:.0f} s; "
+      f"chance: {TRAIN.chance:.3f}")
+print(f"{'layers':>6}  {'arrangement':<12}{'warm-up':<9}{'final loss, mean':>17}   per seed (mean of the last 20 steps)")
+for (depth, arrangement, schedule) in curves.losses:
+    per_seed = curves.final(depth, arrangement, schedule)  # (seeds,)
+    print(f"{depth:>6}  {arrangement:<12}{schedule:<9}{per_seed.mean().item():>17.3f}   "
+          + " ".join(f"{v:.3f}" for v in per_seed.tolist()))
+
+fig, axes = plt.subplots(1, len(DEPTHS), figsize=(11, 3.4), sharey=True)
+colours = {"Post-LN": "#d62728", "Pre-LN": "#1f77b4"}
+styles = {"warm-up": "-", "none": "--"}
+window = 10  # steps averaged per point: one batch of 8 sequences is a noisy measurement
+smooth = torch.ones(window) / window
+for ax, depth in zip(axes, DEPTHS, strict=True):
+    for arrangement in ln_training.ARRANGEMENTS:
+        for schedule in ln_training.SCHEDULES:
+            runs_loss = curves.losses[depth, arrangement, schedule]  # (seeds, steps)
+            smoothed = F.conv1d(runs_loss[:, None], smooth[None, None])[:, 0]  # (seeds, steps - window + 1)
+            x = torch.arange(window, TRAIN.steps + 1)
+            label = f"{arrangement}, {'warm-up' if schedule == 'warm-up' else 'no warm-up'}"
+            for run in smoothed:
+                ax.plot(x, run, color=colours[arrangement], ls=styles[schedule], lw=0.6, alpha=0.35)
+            ax.plot(x, smoothed.mean(0), color=colours[arrangement], ls=styles[schedule], lw=2, label=label)
+    ax.axhline(TRAIN.chance, color="gray", lw=0.8, ls=":")
+    ax.set_yscale("log")
+    ax.set_title(f"{depth} layers")
+    ax.set_xlabel("step")
+axes[0].set_ylabel("loss (nats), fresh batch each step")
+axes[-1].legend(frameon=False, fontsize=8)
+fig.tight_layout()
+plt.show()
+
+final = ln_training.summary(curves)  # (depth, arrangement, schedule) -> mean over seeds of the final loss
+deep, shallow = max(DEPTHS), min(DEPTHS)
+stuck = curves.final(deep, "Post-LN", "none") > TRAIN.chance / 2  # (seeds,): runs that learned little
+claims.value("train_depths", ", ".join(map(str, DEPTHS[:-1])) + f" and {DEPTHS[-1]}")
+claims.value("train_seeds", len(SEEDS), "{:.0f}")
+claims.value("train_length", TRAIN.length, "{:.0f}")
+claims.value("train_vocab", TRAIN.vocab, "{:.0f}")
+claims.value("train_chance", TRAIN.chance, "{:.2f}")
+claims.value("train_width", TRAIN.hidden, "{:.0f}")
+claims.value("train_heads", TRAIN.heads, "{:.0f}")
+claims.value("train_steps", TRAIN.steps, "{:.0f}")
+claims.value("train_lr", TRAIN.lr, "{:g}")
+claims.value("train_warmup", TRAIN.warmup, "{:.0f}")
+claims.value("train_deep", deep, "{:.0f}")
+claims.value("train_shallow", shallow, "{:.0f}")
+claims.value("deep_post_none", final[deep, "Post-LN", "none"], "{:.3f}")
+claims.value("deep_post_warm", final[deep, "Post-LN", "warm-up"], "{:.3f}")
+claims.value("deep_pre_none", final[deep, "Pre-LN", "none"], "{:.3f}")
+claims.value("shallow_post_none", final[shallow, "Post-LN", "none"], "{:.3f}")
+claims.value("deep_post_stuck", stuck.sum(), "{:.0f}")
+claims.claim("deep_post_ln_fails_without_warmup", final[deep, "Post-LN", "none"], ">", final[deep, "Post-LN", "warm-up"],
+             "the deepest Post-LN stacks end at a higher loss without warm-up than with it")
+claims.claim("deep_post_ln_behind_pre_ln", final[deep, "Post-LN", "none"], ">", final[deep, "Pre-LN", "none"],
+             "without warm-up, the deepest Post-LN stacks end at a higher loss than the Pre-LN ones")
+claims.claim("post_ln_worse_with_depth", final[deep, "Post-LN", "none"], ">", final[shallow, "Post-LN", "none"],
+             "without warm-up, Post-LN ends at a higher loss at the largest depth than at the smallest")
+claims.claim("shallow_post_ln_learns_without_warmup", final[shallow, "Post-LN", "none"], "<", TRAIN.chance / 4,
+             "without warm-up, the shallowest Post-LN stacks end below a quarter of the chance loss")
+claims.claim("pre_ln_learns_without_warmup", max(final[d, "Pre-LN", "none"] for d in DEPTHS), "<", TRAIN.chance / 4,
+             "without warm-up, Pre-LN ends below a quarter of the chance loss at every depth")
+claims.claim("warmup_learns_everywhere", max(final[d, a, "warm-up"] for d in DEPTHS for a in ln_training.ARRANGEMENTS),
+             "<", TRAIN.chance / 4, "with warm-up, every depth and arrangement ends below a quarter of the chance loss")
+claims.claim("warmup_lowers_every_final",
+             min(final[d, a, "none"] / final[d, a, "warm-up"] for d in DEPTHS for a in ln_training.ARRANGEMENTS), ">", 1,
+             "at every depth and in both arrangements, the runs with warm-up end lower than those without")
+
+# %% [markdown]
+# Without warm-up, the {{ train_deep }}-layer Post-LN stacks end at a mean loss of
+# {{ deep_post_none }}, against {{ deep_post_warm }} with warm-up
+# {{ claim: deep_post_ln_fails_without_warmup }} and {{ deep_pre_none }} for Pre-LN without it
+# {{ claim: deep_post_ln_behind_pre_ln }}; {{ deep_post_stuck }} of the {{ train_seeds }} seeds
+# stay above half the chance loss (table). The same Post-LN stacks at {{ train_shallow }} layers
+# train without warm-up, to {{ shallow_post_none }}
+# {{ claim: shallow_post_ln_learns_without_warmup }}: depth is what sets them apart
+# {{ claim: post_ln_worse_with_depth }}. Pre-LN learns without warm-up at every depth
+# {{ claim: pre_ln_learns_without_warmup }}, and with warm-up every depth and arrangement learns
+# {{ claim: warmup_learns_everywhere }}. Warm-up is not only Post-LN's need here: every
+# configuration, Pre-LN included, ends lower with it {{ claim: warmup_lowers_every_final }}.
+#
+# This is the pattern the papers report. Xiong et al. (2020) found that Post-LN transformers need
+# the warm-up and that Pre-LN ones can be trained without it; they explain it by the large
+# gradients near the output at initialisation (measured above). Liu et al. (2020b, "Understanding
+# the Difficulty of Training Transformers", EMNLP) find that unbalanced gradients are not the root
+# cause: fixing them alone does not stabilise Post-LN; a Post-LN layer depends more heavily on its
+# residual branch than a Pre-LN layer, which amplifies small parameter updates into large changes
+# of the output. Liu et al. (2020b) also find that this lighter dependence limits Pre-LN, which
+# often ends worse when both train. And Liu et al. (2020a, "On the Variance of the Adaptive
+# Learning Rate and Beyond", ICLR) trace a need for warm-up to Adam itself, in any network: in
+# the first steps its adaptive learning rate rests on few gradients and varies widely.
+#
+# What this does not show: it is a toy (width {{ train_width }}, {{ train_steps }} steps, one
+# task), with {{ train_seeds }} seeds and one peak learning rate and warm-up length, chosen for
+# this page; where the boundary lies, and how it moves with width, depth and the number of steps,
+# is not measured here. It does not tell Xiong et al.'s explanation from Liu et al.'s, and it
+# compares how the runs start, not how good the models would be after a full training. What it
+# does show, at this scale: from BERT's own initialisation, the one at which the gradients
+# measured above came out close, training still sets the deep Post-LN stacks apart.
+
+# %% [markdown]
 # ## The trained model without its LayerNorms
 #
 # What does LayerNorm do for the *trained* model? We replace some of the Add & Norm LayerNorms
@@ -484,6 +696,16 @@ assert all(st["gamma_median"] < 1 for st in affine.values())  # "the median gain
 #   Pre-LN's, by a larger factor at twice the depth, in line with Xiong et al.'s analysis; with
 #   BERT's own initialisation the two were close (ratio printed). Post-LN BERT was trained with
 #   a learning-rate warm-up; Xiong et al. argue that Post-LN needs one.
+# - BERT's $\varepsilon$ of $10^{-12}$ is the TensorFlow original's, and in float32 it adds
+#   nothing to any variance met here {{ claim: bert_eps_below_rounding }}. PyTorch's default
+#   moves the whole model's output by {{ e2e_hidden }}, above the grader's tolerance
+#   {{ claim: eps_end_to_end_above_grader_tolerance }}, while every sentence keeps its nearest
+#   neighbour {{ claim: eps_neighbours_kept }}.
+# - Trained from scratch on a toy task, the {{ train_deep }}-layer Post-LN stacks stall without
+#   warm-up where Pre-LN ones learn {{ claim: deep_post_ln_behind_pre_ln }}, and learn with it
+#   {{ claim: deep_post_ln_fails_without_warmup }}; at {{ train_shallow }} layers Post-LN needs no
+#   warm-up to learn {{ claim: shallow_post_ln_learns_without_warmup }}. A toy, a few seeds, one
+#   learning rate.
 # - The trained model needs its LayerNorms: with all of them skipped the stream grows layer
 #   after layer and the sentence embeddings become almost unrelated to the intact ones; the
 #   weights after each one expect centred, unit-variance tokens scaled by the learned $\gamma$
@@ -496,7 +718,12 @@ assert all(st["gamma_median"] < 1 for st in affine.values())  # "the median gain
 #
 # - Ba, J. L., Kiros, J. R., & Hinton, G. E. (2016). Layer Normalization. arXiv:1607.06450.
 # - Devlin, J., Chang, M.-W., Lee, K., & Toutanova, K. (2019). BERT: Pre-training of Deep
-#   Bidirectional Transformers for Language Understanding. *NAACL*.
+#   Bidirectional Transformers for Language Understanding. *NAACL*. Code:
+#   github.com/google-research/bert (`modeling.py`, `layer_norm`).
+# - Liu, L., Jiang, H., He, P., Chen, W., Liu, X., Gao, J., & Han, J. (2020a). On the Variance of
+#   the Adaptive Learning Rate and Beyond. *ICLR*. arXiv:1908.03265.
+# - Liu, L., Liu, X., Gao, J., Chen, W., & Han, J. (2020b). Understanding the Difficulty of
+#   Training Transformers. *EMNLP*. arXiv:2004.08249.
 # - Xiong, R., Yang, Y., He, D., et al. (2020). On Layer Normalization in the Transformer
 #   Architecture. *ICML*. arXiv:2002.04745.
 
