@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from bertlab.experiments.layernorm_eps import float32_step
+from bertlab.experiments.layernorm_eps import float32_step, layernorm_inputs
 from bertlab.pooling import sentence_embeddings
 
 
@@ -33,18 +33,8 @@ def smallest_variances(model: nn.Module, batch: Mapping[str, torch.Tensor]) -> d
     float32 inputs converted to float64.
     """
     real = batch["attention_mask"].bool()  # (B, T)
-    inputs: dict[str, torch.Tensor] = {}
-    norms = {name: m for name, m in model.named_modules() if isinstance(m, nn.LayerNorm)}
-    hooks = [
-        m.register_forward_pre_hook(lambda _m, args, name=name: inputs.__setitem__(name, args[0]))
-        for name, m in norms.items()
-    ]
-    try:
-        model(**batch)
-    finally:
-        for h in hooks:
-            h.remove()
-    return {name: inputs[name].double().var(-1, unbiased=False)[real].min().item() for name in norms}
+    inputs = layernorm_inputs(model, batch)
+    return {name: given.double().var(-1, unbiased=False)[real].min().item() for name, given in inputs.items()}
 
 
 def with_eps(model: nn.Module, eps: float, dtype: torch.dtype | None = None) -> nn.Module:

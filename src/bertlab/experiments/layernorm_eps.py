@@ -10,6 +10,7 @@ gives the scale to compare it with, the spacing of float32 numbers at an output'
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import numpy as np
@@ -39,18 +40,8 @@ class Effect(NamedTuple):
         return self.moved / self.step
 
 
-def eps_effect(model: nn.Module, batch: dict, eps: float) -> dict[str, Effect]:
-    """Max abs change of each LayerNorm's output over real tokens, run with ``eps`` instead.
-
-    Args:
-        model: a ``BertModel``; every ``nn.LayerNorm`` in it is measured on its own recorded input.
-        batch: ``input_ids``, ``token_type_ids``, ``attention_mask`` (B, T).
-        eps: the epsilon to compare with (PyTorch's default is 1e-5).
-
-    Returns:
-        ``{module name: Effect}``, in the model's order.
-    """
-    real = batch["attention_mask"].bool()  # (B, T)
+def layernorm_inputs(model: nn.Module, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``{LayerNorm name: the input it was given}`` (B, T, H) on one forward pass of ``batch``, in the model's order."""
     inputs: dict[str, torch.Tensor] = {}
     norms = {name: m for name, m in model.named_modules() if isinstance(m, nn.LayerNorm)}
     hooks = [
@@ -63,6 +54,23 @@ def eps_effect(model: nn.Module, batch: dict, eps: float) -> dict[str, Effect]:
     finally:
         for h in hooks:
             h.remove()
+    return {name: inputs[name] for name in norms}
+
+
+def eps_effect(model: nn.Module, batch: dict, eps: float) -> dict[str, Effect]:
+    """Max abs change of each LayerNorm's output over real tokens, run with ``eps`` instead.
+
+    Args:
+        model: a ``BertModel``; every ``nn.LayerNorm`` in it is measured on its own recorded input.
+        batch: ``input_ids``, ``token_type_ids``, ``attention_mask`` (B, T).
+        eps: the epsilon to compare with (PyTorch's default is 1e-5).
+
+    Returns:
+        ``{module name: Effect}``, in the model's order.
+    """
+    real = batch["attention_mask"].bool()  # (B, T)
+    norms = {name: m for name, m in model.named_modules() if isinstance(m, nn.LayerNorm)}
+    inputs = layernorm_inputs(model, batch)
     effect = {}
     with torch.no_grad():
         for name, ln in norms.items():
