@@ -108,6 +108,16 @@ def test_the_learner_guide_shows_the_passing_line_the_code_prints(site):  # noqa
     assert not typed, f"a passing line typed by hand: {typed}"
 
 
+def test_the_guides_show_every_stage_the_registry_has(site):  # noqa: F811
+    from bertlab.checks.stages import ORDER, STAGES
+
+    page = (site / "learner-guide" / "index.html").read_text(encoding="utf-8")
+    assert [s.name for s in ORDER if f"<td>{s.name}</td>" in page] == list(STAGES)
+    assert "<!-- stage" not in page
+    instructor = (site / "instructor-guide" / "index.html").read_text(encoding="utf-8")
+    assert ", ".join(STAGES) in instructor and "<!-- stage" not in instructor
+
+
 # -- the layers ----------------------------------------------------------------------------------
 
 

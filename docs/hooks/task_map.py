@@ -24,25 +24,60 @@ from mkdocs.exceptions import PluginError
 PAGE = "how-it-is-built.md"
 MARKER = "<!-- task map -->"
 LIST_TASKS = (
-    "import json; from bertlab.checks import TASKS; "
-    "print(json.dumps([{'id': t.id, 'title': t.title, 'lesson': t.lesson, 'module': type(t).__module__, "
-    "'passed': t.passed(t.stages)} for t in TASKS.values()]))"
+    "import json; from bertlab.checks import TASKS; from bertlab.checks.stages import ORDER; "
+    "print(json.dumps({'tasks': [{'id': t.id, 'title': t.title, 'lesson': t.lesson, 'module': type(t).__module__, "
+    "'passed': t.passed(t.stages), 'stages': list(t.stages)} for t in TASKS.values()], "
+    "'stages': [[s.name, s.question] for s in ORDER]}))"
 )
 # The learner guide shows what a task that passes prints: `<!-- passed 3.2 -->`, filled from the code.
 GUIDE, PASSED = "learner-guide.md", re.compile(r"<!-- passed (\d+\.\d+) -->")
+# The stage registry (bertlab.checks.stages) as the guides show it: the learner guide's table of
+# checks, and the order the instructor guide names. Neither is typed on a page.
+STAGE_TABLE, STAGE_ORDER = "<!-- stage table -->", "<!-- stage order -->"
 # Files of the keyed folders that belong to no one exercise.
 SHARED = {"src/bertlab/diagnose": {"__init__", "common"}, "tests/mutations": {"__init__"}}
 COLUMNS = ("Task", "Lesson", "Notebook", "Checks", "Known mistakes", "Mutation tests", "Check tests")
 
 
 @functools.lru_cache(maxsize=2)
-def list_tasks(root: Path) -> list[dict]:
-    """Every task's id, title, lesson, checks module and the line it prints when it passes, from a
-    child process that imports the checks (once per build)."""
+def _listed(root: Path) -> dict:
     found = subprocess.run([sys.executable, "-c", LIST_TASKS], check=False, cwd=root, capture_output=True, text=True)
     if found.returncode:
         raise PluginError(f"listing bertlab.checks.TASKS failed:\n{found.stderr[-3000:]}")
     return json.loads(found.stdout)
+
+
+def list_tasks(root: Path) -> list[dict]:
+    """Every task's id, title, lesson, checks module, stages and the line it prints when it passes,
+    from a child process that imports the checks (once per build)."""
+    return _listed(root)["tasks"]
+
+
+def list_stages(root: Path) -> list[tuple[str, str]]:
+    """The stage registry, in order: (name, question)."""
+    return [(name, question) for name, question in _listed(root)["stages"]]
+
+
+def stage_table(stages: list[tuple[str, str]], tasks: list[dict]) -> str:
+    """The learner guide's table: each stage some task runs, its question, and the tasks that run it."""
+    lines = ["| Check | Question | Tasks |", "|---|---|---|"]
+    for name, question in stages:
+        ids = [t["id"] for t in in_order(tasks) if name in t["stages"]]
+        if ids:
+            lines.append(f"| {name} | {question} | {', '.join(ids)} |")
+    return "\n".join(lines)
+
+
+def stage_order(stages: list[tuple[str, str]], tasks: list[dict]) -> str:
+    """The registry's order, as a comma-separated list of the stages some task runs."""
+    run = {name for t in tasks for name in t["stages"]}
+    return ", ".join(name for name, _ in stages if name in run)
+
+
+def stage_markers(markdown: str, root: Path) -> str:
+    tasks, stages = list_tasks(root), list_stages(root)
+    markdown = markdown.replace(STAGE_TABLE, stage_table(stages, tasks))
+    return markdown.replace(STAGE_ORDER, stage_order(stages, tasks))
 
 
 def exercises(root: Path) -> dict[str, str]:
@@ -128,11 +163,13 @@ def passed_lines(markdown: str, tasks: list[dict]) -> str:
 
 
 def on_page_markdown(markdown, page, config, files):
+    root = Path(config.config_file_path).parent
+    if STAGE_TABLE in markdown or STAGE_ORDER in markdown:
+        markdown = stage_markers(markdown, root)
     if page.file.src_uri == GUIDE:
-        return passed_lines(markdown, list_tasks(Path(config.config_file_path).parent))
+        return passed_lines(markdown, list_tasks(root))
     if page.file.src_uri != PAGE:
         return markdown
-    root = Path(config.config_file_path).parent
     tasks = list_tasks(root)
     wrong = problems(root, tasks)
     if wrong:

@@ -1,8 +1,7 @@
 """The machinery every task's checks share.
 
-A task runs its checks in a fixed order (names -> shapes -> values -> masks -> calls -> config ->
-arguments -> dropout -> gradients, those that apply to it) and stops at the first failure,
-raising ``CheckFailed`` with a message in the course's feedback format:
+A task runs the stages that apply to it in the registry's order (``bertlab.checks.stages``) and
+stops at the first failure, raising ``CheckFailed`` with a message in the course's feedback format:
 
 ```text
 [Task 3.2] BertSelfAttention: values differ from the pretrained layer 2 (atol 1e-05)
@@ -30,6 +29,7 @@ from torch import nn
 from bertlab import capture as capture_mod
 from bertlab import diagnose, reference
 from bertlab.checks import heatmap, located_dropout
+from bertlab.checks import stages as stages_mod
 from bertlab.checks.call_forms import CallForm
 from bertlab.checks.compare import Difference, allclose, diagnose_non_finite, difference, non_finite, worst_position
 from bertlab.checks.feedback_traceback import learner_traceback
@@ -138,15 +138,20 @@ class Task:
     id: str
     title: str
     lesson: str
-    stages: tuple[str, ...] = ("names", "shapes", "values", "masks", "calls", "config", "dropout", "gradients")
+    stages: tuple[str, ...] = ()  # stage names, in the registry's order (each concrete task lists its own)
     atol: float = ATOL
     computed_in_order: list[str] | None = None  # outputs in the order forward makes them (default: as returned)
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        stages_mod.validate(cls.__qualname__, cls.stages, lambda method: callable(getattr(cls, method, None)))
+
     def run(self, obj, upto: str | None = None, only: str | None = None, seed: int = 0) -> str:
         """Run the checks in order up to and including ``upto`` (default: all), or just ``only``."""
-        for stage in (only, upto):
-            if stage is not None and stage not in self.stages:
-                raise ValueError(f"Task {self.id} has no check {stage!r}; it has {', '.join(self.stages)}")
+        for name in (only, upto):
+            if name is not None and name not in self.stages:
+                stages_mod.stage(name)  # an unknown name: say so, with the course's stages
+                raise ValueError(f"Task {self.id} has no check {name!r}; it has {', '.join(self.stages)}")
         stages: tuple[str, ...]
         if only is not None:
             stages = (only,)
@@ -156,8 +161,8 @@ class Task:
         # Every stage runs every time: a cell between two grade cells may have changed the
         # learner's class, so nothing is answered from an earlier run.
         try:
-            for stage in stages:
-                getattr(self, f"check_{stage}")(obj, ctx)
+            for name in stages:
+                getattr(self, stages_mod.STAGES[name].method)(obj, ctx)
         except CheckFailed as err:
             heatmap.show_in_notebook(err)  # the picture beside the message, in a Jupyter kernel only
             raise
