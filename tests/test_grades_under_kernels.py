@@ -6,10 +6,12 @@
   difference over each check's comparisons, under its thinnest condition, is at most
   ``1 / FLOOR`` of the tolerance (``tests/tolerance_sweep.py`` prints the table).
 - End to end (``grade()``, its judges and learner processes all started under the condition),
-  the solutions earn full marks and the bad-submission cases whose verdict rests on values keep
-  their verdicts. These runs take minutes per condition, so they run under one: ``default``,
-  the kernel set furthest from the one this CPU would pick (the native set is what every other
-  test of the suite grades under).
+  the bad-submission cases whose verdict rests on values keep their verdicts. These runs take
+  minutes per condition, so they run under one: ``default``, the kernel set furthest from the one
+  this CPU would pick (the native set is what every other test of the suite grades under). The
+  solutions' full marks under it are proved by the portable path's grading of the course, which
+  runs under ``default`` too (``test_portable_path.py``): grading them a second time here, on the
+  other path, would prove nothing the two runs do not already.
 """
 
 from __future__ import annotations
@@ -51,9 +53,7 @@ CHILD = """
 import pickle, sys
 from pathlib import Path
 from bertlab.grading import grade
-graded = {}
-for folder in sys.argv[2:]:
-    graded[folder] = {t.task: t for t in grade(Path(folder), [], timeout=300.0, jobs=2).tasks}
+graded = {t.task: t for t in grade(Path(sys.argv[2]), [], timeout=300.0, jobs=2).tasks}
 Path(sys.argv[1]).write_bytes(pickle.dumps(graded))
 """
 
@@ -78,34 +78,34 @@ def test_the_reference_stays_within_half_of_every_tolerance(in_process):
 
 
 @pytest.fixture(scope="module")
-def end_to_end(tmp_path_factory) -> dict[str, dict]:
+def end_to_end(tmp_path_factory) -> dict:
+    """The value cases graded end to end under ``END_TO_END``: {folder: TaskResult}."""
     root = tmp_path_factory.mktemp("kernels")
     course = build_course(root, [c for c in CASES if c.folder in VALUE_CASES])
     from tests.conftest import ROOT
 
     out = root / "graded.pickle"
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, str(out), str(ROOT / "solutions"), str(course["main"])],
+        [sys.executable, "-c", CHILD, str(out), str(course["main"])],
         env={**END_TO_END.env(), "MPLBACKEND": "Agg", "HF_HUB_OFFLINE": "1"},
         capture_output=True,
         text=True,
         cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    graded = pickle.loads(out.read_bytes())
-    return {"solutions": graded[str(ROOT / "solutions")], "cases": graded[str(course["main"])]}
+    return pickle.loads(out.read_bytes())
 
 
-def test_the_solutions_earn_full_marks_under_other_kernels(end_to_end):
-    tasks = end_to_end["solutions"]
-    assert len(tasks) == 7
-    short = {name: f"{t.score:g}/{t.max_score:g}" for name, t in tasks.items() if t.score != t.max_score}
-    assert short == {}, f"under {END_TO_END.name}"
+def test_the_solutions_full_marks_under_other_kernels_are_proved_by_the_portable_path():
+    from tests import test_portable_path
+
+    assert test_portable_path.COURSE_CONDITION == END_TO_END
+    assert "solutions" in test_portable_path.COURSE
 
 
 @pytest.mark.parametrize("folder", VALUE_CASES)
 def test_a_value_case_keeps_its_verdict_under_other_kernels(folder, end_to_end):
     case = next(c for c in CASES if c.folder == folder)
-    task = end_to_end["cases"].get(folder)
-    assert task is not None, sorted(end_to_end["cases"])
+    task = end_to_end.get(folder)
+    assert task is not None, sorted(end_to_end)
     assert problems_with(case, task) == [], f"{case.why} (under {END_TO_END.name})"
