@@ -491,14 +491,14 @@ claims.claim("own_slot_fit_falls_short", moved_fit, ">", moved_removed / 3,
 s = 1
 n = int(pad[s].sum())
 toks = tokenizer.convert_ids_to_tokens(cap.batch["input_ids"][s, :n])
-fig, axes = plt.subplots(3, 4, figsize=(11, 8.6))
+fig, axes = plt.subplots(3, 4, figsize=(11, 8.6), layout="constrained")
 for i, ax in enumerate(axes.flat):
-    ax.imshow(probs[s, i, :n, :n].numpy(), cmap="viridis", vmin=0, vmax=1)
+    image = ax.imshow(probs[s, i, :n, :n].numpy(), cmap="viridis", vmin=0, vmax=1)
     ax.set_title(f"head {i}", fontsize=9)
     ax.set_xticks(range(n), toks, rotation=90, fontsize=6)
     ax.set_yticks(range(n), toks, fontsize=6)
 fig.suptitle(f"layer {LAYER}: attention probabilities (rows: queries, columns: keys)")
-fig.tight_layout()
+fig.colorbar(image, ax=axes, shrink=0.6, label="attention probability")
 plt.show()
 
 # %% [markdown]
