@@ -13,7 +13,7 @@ from torch import nn
 
 from bertlab import reference
 from bertlab.checks import CheckFailed, check
-from bertlab.checks.framework import config_sizes, other_config
+from bertlab.checks.other_config import config_sizes, other_config
 from tests.conftest import solution_namespace
 
 PRETRAINED = reference.load_config()

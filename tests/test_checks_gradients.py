@@ -89,16 +89,16 @@ SOLUTIONS = {**solution_namespace("02-embeddings"), **solution_namespace("03-sel
 def test_every_module_task_compares_gradient_values_and_the_solution_passes(task_id, monkeypatch):
     """The comparison runs (HF's gradients are computed and aligned) for every module task, and the
     solution's gradients equal HF's."""
-    from bertlab.checks import framework
+    from bertlab.checks import module_task
 
     task = TASKS[task_id]
     compared = []
-    real = framework.ModuleTask.reference_gradients
+    real = module_task.ModuleTask.reference_gradients
 
     def spy(self, *args, located=None, **kwargs):
         compared.append((self.id, "train" if located is not None else "eval"))
         return real(self, *args, located=located, **kwargs)
 
-    monkeypatch.setattr(framework.ModuleTask, "reference_gradients", spy)
+    monkeypatch.setattr(module_task.ModuleTask, "reference_gradients", spy)
     check(task_id, SOLUTIONS[task.title], only="gradients")
     assert compared[0] == (task_id, "eval") and set(compared) <= {(task_id, "eval"), (task_id, "train")}, compared

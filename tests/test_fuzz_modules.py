@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 
 from bertlab.checks import TASKS
 from bertlab.checks.compare import allclose
-from bertlab.checks.framework import Context, ModuleTask
+from bertlab.checks.framework import Context
+from bertlab.checks.module_task import ModuleTask
 from bertlab.masks import additive_mask
 from tests.conftest import solution_namespace
 

@@ -98,3 +98,26 @@ def test_stage_lookup_names_the_known_stages():
     assert stage("dropout").method == "check_dropout"
     with pytest.raises(ValueError, match="the stages are names, shapes"):
         stage("dropouts")
+
+
+def test_the_contributor_page_says_which_file_holds_each_module_stage():
+    """Each row of the page's table names the file where ``ModuleTask``'s checks of those stages are."""
+    import inspect
+    import re
+
+    from bertlab.checks.module_task import ModuleTask
+
+    page = (ROOT / "docs" / "how-it-is-built.md").read_text()
+    rows = re.findall(r"^\| `(src/bertlab/checks/stage_\w+\.py)` \| ([^|]+) \|$", page, re.M)
+    assert len(rows) >= 6, rows
+    named = {}
+    for path, stages in rows:
+        named.update((word, path) for word in re.findall(r"\w+", stages) if word in STAGES)
+    module_stages = [s for s in STAGES if callable(getattr(ModuleTask, STAGES[s].method, None))]
+    assert set(named) == set(module_stages), sorted(named)
+    wrong = {
+        name: (path, inspect.getsourcefile(getattr(ModuleTask, STAGES[name].method)))
+        for name, path in named.items()
+        if not str(inspect.getsourcefile(getattr(ModuleTask, STAGES[name].method))).endswith(path)
+    }
+    assert wrong == {}

@@ -15,7 +15,9 @@ import torch
 
 from bertlab import diagnose
 from bertlab.checks import call_forms
-from bertlab.checks.framework import MASKED_STAGES, BuiltOnParts, CheckFailed, Context, ModuleTask
+from bertlab.checks.built_on_parts import BuiltOnParts
+from bertlab.checks.framework import MASKED_STAGES, CheckFailed, Context
+from bertlab.checks.module_task import ModuleTask
 from bertlab.checks.self_attention import CONTEXT_DIMS, PROBS_DIMS, random_attention_batch
 from bertlab.diagnose import attention_output as flawed
 

@@ -22,10 +22,12 @@ import torch
 
 from bertlab import corpus, diagnose, reference
 from bertlab.checks import call_forms, encoder_contract
+from bertlab.checks.built_on_parts import BuiltOnParts
 from bertlab.checks.compare import allclose
 from bertlab.checks.embeddings import NON_PERSISTENT
-from bertlab.checks.framework import MASKED_STAGES, BuiltOnParts, CheckFailed, ModuleTask, _describe
+from bertlab.checks.framework import MASKED_STAGES, CheckFailed, _describe
 from bertlab.checks.harness import state_shapes
+from bertlab.checks.module_task import ModuleTask
 from bertlab.checks.self_attention import random_attention_batch
 from bertlab.diagnose import bert_model as flawed
 from bertlab.masks import random_padding

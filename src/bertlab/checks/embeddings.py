@@ -8,8 +8,9 @@ from __future__ import annotations
 import torch
 
 from bertlab.checks import call_forms
-from bertlab.checks.framework import CheckFailed, Context, ModuleTask
+from bertlab.checks.framework import CheckFailed, Context
 from bertlab.checks.harness import state_shapes
+from bertlab.checks.module_task import ModuleTask
 from bertlab.diagnose import embeddings as flawed  # noqa: F401  (registers the mistakes)
 
 EMBEDDING_DIMS = ("batch", "token", "dim")

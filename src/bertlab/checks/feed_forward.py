@@ -9,7 +9,8 @@
 from __future__ import annotations
 
 from bertlab.checks.attention_output import HIDDEN_DIMS, AddNormTask, random_batch
-from bertlab.checks.framework import Context, ModuleTask
+from bertlab.checks.framework import Context
+from bertlab.checks.module_task import ModuleTask
 from bertlab.diagnose import feed_forward as flawed  # noqa: F401  (registers the mistakes)
 
 

@@ -13,7 +13,9 @@ from bertlab import diagnose
 from bertlab.checks import call_forms
 from bertlab.checks.compare import allclose
 from bertlab.checks.eager_call_watch import Training, answers_as_hf, eager_call_seen, hf_eager_attention_forward
-from bertlab.checks.framework import MASKED_STAGES, CheckFailed, Context, ModuleTask, config_sizes, is_reference
+from bertlab.checks.framework import MASKED_STAGES, CheckFailed, Context, is_reference
+from bertlab.checks.module_task import ModuleTask
+from bertlab.checks.other_config import config_sizes
 from bertlab.diagnose import common as placement
 from bertlab.diagnose import self_attention as flawed  # importing it registers the mistakes
 from bertlab.masks import additive_mask, random_padding

@@ -35,11 +35,16 @@ class Stage:
 ORDER: tuple[Stage, ...] = (
     Stage("names", "Do your parameter names and shapes match Hugging Face's, so the weights load?"),
     Stage("shapes", "Does your code run and return outputs of the right shapes?"),
-    Stage("values", "Do your outputs equal the pretrained module's, in every layer (to 1e-5)?"),
+    Stage(
+        "values",
+        "Do your outputs equal the pretrained model's, in every layer, to the task's tolerance (1e-5 for a "
+        "module; for numpy and Task 7, what the reference computes from the same weights)?",
+    ),
     Stage("batches", "On random batch sizes and lengths, do your outputs equal Hugging Face's module's?"),
     Stage(
         "masks",
-        "Are random batch sizes, lengths and padding handled like Hugging Face's module (every mask form it accepts)?",
+        "Are random batch sizes, lengths and padding handled as Hugging Face's model handles them (every mask "
+        "form it accepts)?",
     ),
     Stage(
         "edge_cases",

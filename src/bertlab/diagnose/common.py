@@ -1,7 +1,7 @@
 """Mistakes any task with dropout can make, and how the dropout check tells where dropout acts.
 
 Dropout is invisible in eval mode, so its placement is checked in train mode, twice (see
-``bertlab.checks.framework.check_dropout_placement``):
+``bertlab.checks.stage_dropout.check_dropout_placement``):
 
 1. every ``nn.Dropout`` inside the learner's module and inside HF's module (same attribute
    paths) is replaced by a ``DropoutProbe``, whose mask depends only on the shape it is given;
