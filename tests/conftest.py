@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -30,6 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
 os.environ["BERTLAB_JUDGES_DIR"] = tempfile.mkdtemp(prefix="bertlab-judges-")
 # Nor is the developer's record of grading times (it only orders the notebooks).
 os.environ["BERTLAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="bertlab-cache-")
+# Each pytest process (each xdist worker too) made its own two: they go with it.
+for _made in (os.environ["BERTLAB_JUDGES_DIR"], os.environ["BERTLAB_CACHE_DIR"]):
+    atexit.register(shutil.rmtree, _made, ignore_errors=True)
 
 
 def solution_notebook(name: str) -> Path:
