@@ -37,8 +37,8 @@
 # the part of $X$ that is not shared by all tokens. We report $r(X) = \lVert \mathrm{res}(X)
 # \rVert_F / \lVert X \rVert_F$ per layer: 0 means every token carries the same vector. (For the
 # Frobenius norm, $\mathbf{1}\bar x^\top$ is the closest matrix with identical rows, so $r$ is
-# the relative distance to "all tokens alike".) Only the real tokens of a sentence count:
-# padding is left out of $\bar x$ and of both norms.
+# the relative distance to "all tokens alike".) Padding is left out of $\bar x$ and of both
+# norms: they are taken over a sentence's real tokens.
 #
 # We build Dong et al.'s four variants from the pretrained sub-modules of our model, with
 # `bertlab.experiments.rank_collapse`:
@@ -122,8 +122,10 @@ print(f"values below {FLOOR:g} are drawn at {FLOOR:g}")
 
 # %% [markdown]
 # Both variants without a skip around attention ("attention only", "attention + FFN") fall
-# towards zero within a few layers, pretrained or not; both variants with the skip stay far from
-# zero. How fast the pure-attention curve falls is easier to see on
+# towards zero within a few layers, pretrained or not (at most {{ no_skip_r_last }} after the last
+# layer {{ claim: no_skip_reaches_zero }}); both variants with the skip stay far from zero ($r \ge$
+# {{ skip_r_min }} throughout {{ claim: skip_stays_far_from_zero }}). The rate of the
+# pure-attention decay is easier to read on
 # $-\log_{10} r$, which counts the digits of agreement between the tokens. An exponential decay
 # would add the same number of digits per layer; doubly exponential decay multiplies them:
 
@@ -151,6 +153,14 @@ claims.claim("digits_grow_each_layer", min(digits[i] / digits[i - 1] for i in ab
              "until r reaches float32's floor, the digits grow by a factor above one each layer")
 claims.claim("collapse_faster_at_init", collapsed_init, "<", collapsed,
              "at initialisation attention alone reaches r < 1e-3 in fewer layers than pretrained")
+no_skip = max(t[v][-1] for t in curves.values() for v in ("attention_only", "attention_ffn"))
+with_skip = min(t[v].min() for t in curves.values() for v in ("full", "attention_skip"))
+claims.value("no_skip_r_last", no_skip, "{:.0e}")
+claims.value("skip_r_min", with_skip, "{:.2f}")
+claims.claim("no_skip_reaches_zero", no_skip, "<", 1e-3,
+             "without a skip around attention, r ends below 1e-3, pretrained or not")
+claims.claim("skip_stays_far_from_zero", with_skip, ">", 0.1,
+             "with the skip, r stays above 0.1 in every hidden state, pretrained or not")
 
 # %% [markdown]
 # The number of digits grows by a factor larger than one each layer
@@ -221,6 +231,12 @@ claims.value("layers", L, "{:.0f}")
 damage = {k: 1 - v for k, v in by_kind.items()}  # (L,) each: 1 - mean cosine, how far a lesion moves the outputs
 claims.claim("skip_not_worse_everywhere", (damage["layer"] / damage["attention_skip"]).max(), ">", 1,
              "in some layer, removing attention's skip hurts less than removing the layer")
+last_kept = next(r.effect.top_kept for r in table if r.kind == "layer" and r.layer == L - 1)
+claims.value("last_layer_top_kept", last_kept, "{:.0%}")
+claims.claim("last_layer_moves_most", damage["layer"][-1], ">", damage["layer"][:-1].max(),
+             "skipping the last layer moves the embeddings more than skipping any other layer")
+claims.claim("last_layer_keeps_most_queries", last_kept, ">", 0.5,
+             "without the last layer, most queries still rank the same sentence first")
 
 # %% [markdown]
 # Reading the table: skipping a whole layer, or one of its blocks, moves the embeddings but
@@ -232,10 +248,12 @@ claims.claim("skip_not_worse_everywhere", (damage["layer"] / damage["attention_s
 # {{ claim: ffn_skip_worse_on_average }}, against {{ layer_mean_cosine }} without the layer. It is
 # not so in every layer: losing attention's skip hurts more in {{ attention_skip_worse_layers }}
 # of the {{ layers }} layers {{ claim: skip_not_worse_everywhere }}, losing the FFN's in
-# {{ ffn_skip_worse_layers }} (the table lists each). Where it hurts more, the layer passes on
-# only its update, which on its own is not a stream the following layers know how to read. Removing the last layer moves the embedding a lot (the output space is that
-# layer's), yet most queries still find the same sentence: lesions change the geometry of the
-# embeddings more than their ranking.
+# {{ ffn_skip_worse_layers }} (the table lists each). In those layers the block passes on its
+# update alone, and an update on its own is not a stream of the kind the following layers were
+# trained to read. Removing the last layer moves the embedding more than removing any other
+# {{ claim: last_layer_moves_most }} (the output space is that layer's), yet most queries
+# ({{ last_layer_top_kept }}) still find the same sentence {{ claim: last_layer_keeps_most_queries }}:
+# a lesion can move the embeddings far and leave their ranking nearly intact.
 #
 # ## Masking single heads
 
@@ -259,10 +277,16 @@ print(f"heads whose removal keeps the mean cosine above 0.99: {int((heads > 0.99
 print("per layer, mean over its heads:", " ".join(f"{v:.4f}" for v in heads.mean(1).tolist()),
       f"-> most harmful on average: layer {int(heads.mean(1).argmin())}")
 print(f"for comparison, the most harmful whole-layer lesion: mean cosine {layer_worst:.4f}")
+head_damage = 1 - heads  # (L, A): how far masking each head moves the embeddings
+claims.claim("any_head_less_than_any_layer", head_damage.max(), "<", damage["layer"].min(),
+             "masking any single head moves the embeddings less than skipping any whole layer")
+claims.claim("last_layer_heads_matter_most", head_damage[-1].mean(), ">", head_damage[:-1].mean(1).max(),
+             "the last layer's heads, averaged, move the embeddings more than any other layer's")
 
 # %% [markdown]
 # Any single head can go with little effect on the sentence embeddings (the range is printed
-# above); the heads of the last layer matter most. This matches Michel et al. (2019), who removed
+# above), less than skipping any one whole layer {{ claim: any_head_less_than_any_layer }}; the
+# heads of the last layer matter most {{ claim: last_layer_heads_matter_most }}. This matches Michel et al. (2019), who removed
 # many heads of a trained BERT at test time without a significant loss in accuracy. Each head
 # writes a small, separate term into the residual stream (lesson 3), and the stream carries
 # everything else past it.
@@ -294,6 +318,10 @@ claims.claim("attention_update_below_stream", ratios["attention"].max(), "<", 1,
              "attention's update is smaller than the stream in every layer")
 claims.claim("ffn_writes_more_than_attention", ratios["ffn"].mean(), ">", ratios["attention"].mean(),
              "the FFN's update is larger than attention's, on average over the layers")
+update_min = min(ratios["attention"].min(), ratios["ffn"].min())
+claims.value("update_ratio_min", update_min, "{:.2f}")
+claims.claim("updates_a_sizeable_part", update_min, ">", 0.2,
+             "every block's update is more than a fifth of the stream's norm, on average over the tokens")
 print(f"attention updates smaller than the stream in every layer: {bool((ratios['attention'] < 1).all())}; "
       f"FFN updates larger than the stream in {counted(torch.nonzero(ratios['ffn'] > 1).flatten().tolist(), 'layer')}")
 
@@ -310,7 +338,7 @@ print(f"attention updates smaller than the stream in every layer: {bool((ratios[
 #
 # Every sub-layer writes into the stream by addition, $x + F(x)$, and a sum needs equal shapes.
 # So BERT keeps one width $H$ for every hidden state and every sub-layer's output; the FFN widens
-# to $4H$ only inside its branch and comes back before the add (lesson 5). A branch that changed
+# to $4H$ inside its branch and comes back to $H$ before the add (lesson 5). A branch that changed
 # the width could not be added at all:
 
 # %%
@@ -329,7 +357,7 @@ except RuntimeError as err:
 
 # %% [markdown]
 # He, Zhang, Ren & Sun (2016a, "Deep Residual Learning for Image Recognition", CVPR) met this where
-# their network changes width between stages. They compare (A) zero-padding the extra
+# their network changes width between stages. He et al. compare (A) zero-padding the extra
 # dimensions of the skip, (B) a learned projection $W_s x$ on the skip only where the width
 # changes, identity everywhere else, and (C) projections on every skip; they find the
 # differences small and keep parameter-free identity skips wherever the width stays, to save
@@ -343,8 +371,8 @@ print(f"{2 * L} projections of {H} x {H}: {projections:,} parameters, "
       f"{projections / encoder_params:.0%} of the encoder's {encoder_params:,}")
 
 # %% [markdown]
-# Parameters are not the only cost: the identity passes the input on with gain exactly 1 in
-# every direction, a projection does not. Where can that be measured? On small stacks of random
+# Parameters are one cost, gain is another: the identity passes the input on with gain exactly 1
+# in every direction, a projection does not. Where can that be measured? On small stacks of random
 # residual blocks (`bertlab.experiments.stream_width`, width 32, 12 blocks
 # $\mathrm{Norm}(S(x) + F(x))$ with a $d \to 4d \to d$ GELU FFN, three seeds), identical except
 # for the skip $S$: the identity, a bias-free projection with PyTorch's default initialisation,
@@ -389,17 +417,30 @@ plain = {s: widths[s, "none"] for s in stream_width.SHORTCUTS}
 assert plain["projection"].grad[0] < plain["identity"].grad[0] / 10
 print(f"no normalisation: block 0's gradient with default projections is "
       f"{(plain['identity'].grad[0] / plain['projection'].grad[0]).item():.0f} times smaller than with identities")
+claims.claim("projection_loses_more_r2", 1 - post["projection"], ">", 1 - post["identity"],
+             "Post-LN: after the last block, default projections leave more of the input unexplained than identities")
+claims.claim("orthogonal_r2_near_identity", abs(post["orthogonal"] - post["identity"]), "<", 0.05,
+             "Post-LN: orthogonal projections keep an R^2 within 0.05 of the identity's")
+claims.value("grad_shrink_factor", plain["identity"].grad[0] / plain["projection"].grad[0], "{:.0f}")
+claims.claim("projection_shrinks_gradient", plain["projection"].grad[0], "<", plain["identity"].grad[0] / 10,
+             "no normalisation: block 0's gradient with default projections is over ten times smaller")
+claims.claim("orthogonal_gradient_near_identity", plain["identity"].grad[0] / plain["orthogonal"].grad[0], "<", 2,
+             "no normalisation: block 0's gradient with orthogonal projections is within a factor 2 of the identity's")
 
 # %% [markdown]
 # After twelve identity skips the output still points roughly where the input did (cosine
 # printed); after twelve projections the cosine is near 0, orthogonal or not: the stream has been
 # rotated, and the input's coordinates no longer line up with the output's. In the Post-LN
 # stacks, default projections also lose information: the $R^2$ from the input falls faster with
-# depth than with identities (left), while the orthogonal projections keep about as much as the
-# identity. Without normalisation, default projections shrink the signal at every block, and the
-# gradient reaching the first block is smaller than with identities by the factor printed
-# (right; there the $R^2$ column is not where the damage shows). An orthogonal start avoids most of this, but only at initialisation: training moves a
-# projection away from orthogonal, while the identity stays exact and costs nothing. This is
+# depth than with identities (left), and after the last block more of the input is unexplained
+# {{ claim: projection_loses_more_r2 }}, while the orthogonal projections keep about as much as
+# the identity {{ claim: orthogonal_r2_near_identity }}. Without normalisation, the gradient
+# reaching the first block with default projections is smaller than with identities by a factor
+# of {{ grad_shrink_factor }} {{ claim: projection_shrinks_gradient }} (right; there the $R^2$
+# column is not where the damage shows). An orthogonal start keeps that gradient within a factor
+# 2 of the identity's {{ claim: orthogonal_gradient_near_identity }}, but that is at
+# initialisation: nothing keeps a projection orthogonal in training, while the identity stays
+# exact and costs nothing. This is
 # measured on small random stacks at initialisation, not on BERT or after training.
 #
 # %% [markdown]
@@ -415,10 +456,13 @@ print(f"no normalisation: block 0's gradient with default projections is "
 #   not the search results; removing a skip connection is worse than removing the layer on
 #   average over the layers {{ claim: attention_skip_worse_on_average }}, though not in every
 #   layer {{ claim: skip_not_worse_everywhere }} (the table above).
-# - Any single attention head can be masked with a small effect; the last layer's heads matter
-#   most.
-# - Each block's update is of the order of the stream, attention's always smaller: the stream
-#   carries the token through, blocks adjust it.
+# - Any single attention head can be masked with a small effect
+#   {{ claim: any_head_less_than_any_layer }}; the last layer's heads matter most
+#   {{ claim: last_layer_heads_matter_most }}.
+# - Each block's update is a sizeable part of the stream (at least {{ update_ratio_min }} of its
+#   norm {{ claim: updates_a_sizeable_part }}), attention's always smaller
+#   {{ claim: attention_update_below_stream }}: the stream carries the token through, blocks
+#   adjust it.
 # - The stream keeps one width so that every skip can be the identity: a change of width needs a
 #   projection on the skip, which costs parameters and, in random stacks, the input's direction
 #   and (without normalisation) the gradient reaching the first blocks.
@@ -435,7 +479,7 @@ print(f"no normalisation: block 0's gradient with default projections is "
 #   Recognition. *CVPR*.
 # - He, K., Zhang, X., Ren, S., & Sun, J. (2016b). Identity Mappings in Deep Residual Networks.
 #   *ECCV*.
-# - Michel, P., Levy, O., & Neubig, G. (2019). Are Sixteen Heads Really Better than One?
+# - Michel, P., Levy, O., & Neubig, G. (2019). "Are Sixteen Heads Really Better than One?"
 #   *NeurIPS*.
 # - Veit, A., Wilber, M., & Belongie, S. (2016). Residual Networks Behave Like Ensembles of
 #   Relatively Shallow Networks. *NeurIPS*.
