@@ -53,6 +53,12 @@ RETIRED = [
     (r"\\mathrm\{head\}_h\b", "the number of heads is A"),
     (r"\\mathbb\{R\}\^\{hd", "the number of heads is A"),
     (r"d_\\text\{ff\}", "the FFN width is 4H"),
+    (r"\bH\s*/\s*h\b", "the number of heads is A: d = H/A"),
+    (r"(?:\$h\$|\bh) heads\b", "the number of heads is A"),
+    (r"\bnum_heads\b|\bn_heads\b", "the number of heads is A (config.num_attention_heads)"),
+    # Splitting the heads is view(B, T, A, d) then transpose(1, 2); a reshape straight to
+    # (B, A, T, d) is the mistake lesson 3 shows, so prose must not present it as the split.
+    (r"reshape (?:to|into) `?\(B, (?:heads|A|h), T, d\)", "view(B, T, A, d) then transpose(1, 2)"),
     # Sentences that said more, or other, than the numbers printed next to them.
     (r"Heads add independently", "W^O sums the heads' outputs, each through its own rows"),
     (r"keeps most of its attention", "lesson 3 prints the share padding keeps"),
@@ -93,6 +99,35 @@ def test_retired_patterns_can_match():
     )
     hits = sum(bool(re.search(pattern, old, re.M)) for pattern, _ in RETIRED)
     assert hits >= 6
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "Vaswani et al. chose $d = H/h$ so that",
+        "with $d = H / h$ features per head",
+        "split into h heads of d features",
+        "the $h$ heads of one layer",
+        "a reshape to `(B, heads, T, d)` splits them",
+        "a reshape into (B, A, T, d) splits them",
+    ],
+)
+def test_heads_letter_and_split_are_caught(sentence: str):
+    # the number of heads is A (h is the first Add & Norm's output), and the split is a view
+    # then a transpose: each of these old wordings is refused in a lesson or the FAQ
+    assert any(re.search(pattern, sentence, re.M) for pattern, _ in RETIRED), sentence
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "chose $d = H/A$ (their $h$ is our $A$)",
+        "`view(B, T, A, d)` then `transpose(1, 2)`",
+        "$h = \\mathrm{LN}_1(x + a)$",
+    ],
+)
+def test_heads_patterns_leave_the_right_wording(sentence: str):
+    assert not any(re.search(pattern, sentence, re.M) for pattern, _ in RETIRED), sentence
 
 
 # -- the notation page covers the lessons' equations ---------------------------------------------
