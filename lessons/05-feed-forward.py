@@ -56,7 +56,7 @@ print(f"H = {H}, intermediate size 4H = {I}, activation {model.config.hidden_act
 # $\sum_j P_{tj} = 1$: a **convex combination** (a weighted average) of the value vectors of the
 # same sentence. A weighted average can never leave the range spanned by what it averages: every
 # coordinate of the output lies between the smallest and the largest value of that coordinate over
-# the sentence's value vectors. We check this on the recorded probabilities of one layer:
+# the sentence's value vectors {{ claim: average_stays_in_range }}. We check this on the recorded probabilities of one layer:
 
 # %%
 LAYER = 3
@@ -76,14 +76,16 @@ keys = real[:, None, :, None]  # (B, 1, T, 1): only real tokens count as values
 lo = torch.where(keys, v, big).amin(dim=2, keepdim=True)  # (B, A, 1, d)
 hi = torch.where(keys, v, -big).amax(dim=2, keepdim=True)  # (B, A, 1, d)
 inside = (context >= lo - 1e-5) & (context <= hi + 1e-5)  # (B, A, T, d)
-print(f"output coordinates inside the range of the sentence's values: "
-      f"{inside[real[:, None, :, None].expand_as(inside)].float().mean().item():.2%}")
+inside_share = inside[real[:, None, :, None].expand_as(inside)].float().mean()
+print(f"output coordinates inside the range of the sentence's values: {inside_share.item():.2%}")
+claims.claim("average_stays_in_range", inside_share, "==", 1,
+             "every output coordinate lies within the range of the sentence's value vectors")
 
 # %% [markdown]
 # So attention *routes*: the softmax decides how much of each token to take, but what it delivers
 # is an average of linear images ($xW^V$) of tokens already in the sentence, which $W^O$ then maps
 # linearly again. Nothing in the attention sub-layer applies a nonlinear function to a token's
-# features: a token that attends only to itself comes out as a linear map of itself.
+# features: a token whose attention is all on itself comes out as a linear map of itself.
 #
 # ## The per-token nonlinearity
 #
@@ -121,7 +123,8 @@ print(f"without GELU: relative change of the FFN output per token, mean {rel.mea
 #
 # ## Parameter share
 #
-# The FFN is where most of a layer's parameters are (lesson 1 counted them):
+# The FFN is where most of a layer's parameters are {{ claim: ffn_holds_most_of_layer }} (lesson
+# 1 counted them):
 
 # %%
 layer_counts = census(model, by="group", layer=0)
@@ -133,6 +136,7 @@ print(f"whole model: FFN {all_counts['feed-forward']:,} of {sum(all_counts.value
 claims.value("ffn_layer_share", 100 * ffn_share(model), "{:.1f} %")
 claims.claim("ffn_layer_share_below_two_thirds", ffn_share(model) - 2 / 3, "<", 0,
              "inside a layer the FFN's share is just below two thirds")
+claims.claim("ffn_holds_most_of_layer", ffn_share(model), ">", 0.5, "the FFN holds most of a layer's parameters")
 
 # %% [markdown]
 # Geva et al. (2021) note that feed-forward layers make up about two thirds of a transformer's
@@ -172,6 +176,10 @@ for i in range(model.config.num_hidden_layers):
     print(f"layer {i}: units firing per token: mean {frac.mean():.1%} ({frac.mean() * I:.0f} of {I}), "
           f"min {frac.min():.1%}, max {frac.max():.1%}")
 
+fire_max = max(f.mean() for f in fire)
+claims.value("fire_max_mean", 100 * fire_max, "{:.0f}%")
+claims.claim("tokens_use_a_fraction", fire_max, "<", 0.5,
+             "in every layer a token fires fewer than half of the units, on average over the tokens")
 fig, ax = plt.subplots(figsize=(6, 3))
 ax.boxplot([f.numpy() for f in fire], showfliers=False)
 ax.set_xticks(range(1, len(fire) + 1), [str(i) for i in range(len(fire))])
@@ -182,15 +190,16 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# Each token uses only a fraction of its layer's units (printed above): the FFN is a large store
-# of which a given token reads a subset, a different one for different tokens.
+# Each token uses a fraction of its layer's units, on average at most {{ fire_max_mean }} in any
+# layer {{ claim: tokens_use_a_fraction }}: the FFN is a large store of which a given token reads
+# a subset, a different one for different tokens (the truncation below shows they differ).
 #
 # Which inputs trigger a unit? Geva et al. collect the inputs whose key match is largest and find
 # human-readable patterns, shallow ones (a specific word) in lower layers and more semantic ones
 # in upper layers. Our corpus is tiny (the cell prints how many word tokens it has), so this is a
-# glimpse, not a study: for the first and the last layer, take the unit with the single largest activation on a
-# word token (special tokens `[CLS]`/`[SEP]` left out, since some units fire on them in every
-# sentence) and list the corpus tokens that excite it most, each shown in its sentence. A token on
+# glimpse, not a study: for the first and the last layer, take the unit with the peak activation
+# on a word token (special tokens `[CLS]`/`[SEP]` left out, since some units fire on them in every
+# sentence) and list the corpus tokens that excite it, strongest first, each shown in its sentence. A token on
 # which the unit does not fire (activation at or below 0) is left out of the list.
 
 # %%
@@ -220,8 +229,8 @@ show_unit(model.config.num_hidden_layers - 1)
 
 # %% [markdown]
 # Read the two lists with Geva et al.'s question in mind: do the tokens that excite a unit share
-# their spelling, their meaning, or nothing obvious? With a larger corpus the lists would be
-# longer and the pattern clearer; the code works unchanged on any list of sentences.
+# their spelling, their meaning, or nothing obvious? To look further, run it on sentences of
+# your own: the code works unchanged on any list of sentences.
 #
 # ## Exact GELU
 #
@@ -247,6 +256,13 @@ print(f"F.gelu(x, approximate='tanh') vs the tanh formula: max abs diff "
       f"{(F.gelu(z, approximate='tanh') - tanh_form).abs().max().item():.1e}")
 worst = (exact - tanh_form).abs().argmax()
 print(f"largest gap between erf and tanh GELU on [-6, 6]: {(exact - tanh_form).abs().max().item():.1e} at x = {z[worst].item():.2f}")
+gelu_gap = (exact - tanh_form).abs().max()
+relu_gap = torch.minimum((torch.relu(z) - exact).abs(), (torch.relu(z) - tanh_form).abs())[z < 0].max()
+print(f"largest gap between ReLU and the nearer GELU for x < 0: {relu_gap.item():.2f}")
+claims.value("gelu_gap", gelu_gap, "{:.1e}")
+claims.value("relu_gelu_gap", relu_gap, "{:.2f}")
+claims.claim("relu_differs_far_more", relu_gap, ">", 100 * gelu_gap,
+             "for negative inputs ReLU differs from both GELUs by over a hundred times the GELUs' gap")
 
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.2))
 ax1.plot(z, exact, label="GELU (erf)")
@@ -263,13 +279,13 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# The two GELUs differ by at most the gap printed above, invisible in the left plot, while ReLU
-# differs from both for negative inputs:
+# The two GELUs differ by at most {{ gelu_gap }}, invisible in the left plot, while ReLU differs
+# from both by up to {{ relu_gelu_gap }} for negative inputs {{ claim: relu_differs_far_more }}:
 # GELU lets small negative values through and is smooth at 0. Does that matter for a pretrained
 # model? `swap_activation` puts another function into every layer's `intermediate.intermediate_act_fn`
 # (and restores the original afterwards); `drift` compares the final hidden states and the
 # sentence embeddings with the unchanged model ("same neighbour": the fraction of corpus
-# sentences whose most similar other sentence stays the same).
+# sentences whose nearest other sentence stays the same).
 
 # %%
 swaps = {
@@ -303,15 +319,15 @@ claims.claim("relu_moves_less_than_none", gaps["ReLU"], "<", gaps["no activation
 # ## Why GELU
 #
 # The swap above says what *this trained model* needs: the activation it was trained with. It
-# does not say why BERT chose GELU, nor whether BERT trained with ReLU would be worse. What the
+# does not say why BERT chose GELU, nor how BERT trained with ReLU would have fared. What the
 # papers say:
 #
 # - Hendrycks & Gimpel (2016, "Gaussian Error Linear Units (GELUs)") build GELU from a
 #   stochastic regulariser: multiply $x$ by a 0/1 mask that keeps it with probability
 #   $\Phi(x)$, so larger inputs are more likely kept; GELU is that mask's expected value,
 #   $x\,\Phi(x)$. Where ReLU gates an input by its sign, GELU weights it by how large it is
-#   against a standard normal: smooth, and slightly negative for negative inputs. In their
-#   experiments (MNIST, CIFAR-10/100, TIMIT, Twitter part-of-speech tagging) GELU matched or
+#   against a standard normal: smooth, and slightly negative for negative inputs. In Hendrycks
+#   & Gimpel's (2016) experiments (MNIST, CIFAR-10/100, TIMIT, Twitter part-of-speech tagging) GELU matched or
 #   beat ReLU and ELU.
 # - Devlin et al. (2019, "BERT: Pre-training of Deep Bidirectional Transformers for Language
 #   Understanding", Appendix A.2) write that they use GELU rather than the standard ReLU,
@@ -349,14 +365,14 @@ claims.claim("most_pre_activations_negative", negative, ">", 0.5, "most pre-acti
 # of the Transformer paper, not a derived one, and BERT inherited it. What we can measure is how
 # the trained model uses its $4H$ units, and what width buys a small network trained from scratch.
 #
-# **Keeping only $k$ of the $4H$ units.** Zeroing the other coefficients $m_i$ before
+# **Keeping $k$ of the $4H$ units.** Zeroing the other coefficients $m_i$ before
 # `output.dense` removes their value vectors from $f$. Three ways to choose which $k$ units stay
 # (`bertlab.experiments.ffn_width`):
 #
-# - *fixed*: the same $k$ units for every token, those with the largest mean $|m_i|$ over the
-#   corpus (chosen on the very sentences they are tested on, which can only flatter them);
+# - *fixed*: the same $k$ units for every token, the top $k$ by mean $|m_i|$ over the corpus
+#   (chosen on the very sentences they are tested on, which can flatter them, never hurt them);
 # - *random*: the same $k$ units for every token, drawn at random (seeded);
-# - *per token*: each token's own $k$ largest $|m_i|$. Finding them needs all $4H$ coefficients,
+# - *per token*: each token's own top $k$ by $|m_i|$. Finding them needs all $4H$ coefficients,
 #   so this saves no work; it measures how concentrated each token's use of the units is.
 #
 # Two measures: the relative error $\lVert f_k - f \rVert / \lVert f \rVert$ of each layer's FFN
@@ -403,16 +419,41 @@ for table, falls in ((errors, True), (cosines, False)):
         order = [table[s][row].mean() for s in ("per-token", "fixed", "random")]
         assert (order[0] < order[1] < order[2]) if falls else (order[0] > order[1] > order[2]), KS[row]
 assert all(errors[s][-1].abs().max() < 1e-5 for s in names)  # k = 4H: every unit kept
+err = {s: errors[s].mean(1) for s in names}  # (len(KS),) each: mean over layers
+cos = {s: cosines[s].mean(1) for s in names}  # (len(KS),) each: mean over sentences
+fall = min(err[s][0] / err[s][-2] for s in names)  # from k = 4H/32 to k = 4H/2
+claims.value("error_fall_factor", fall, "{:.2f}")
+claims.claim("error_falls_with_k", fall, ">", 1, "for every choice the error at k = 4H/2 is below that at 4H/32")
+claims.claim("all_units_exact", max(errors[s][-1].abs().max() for s in names), "<", 1e-5,
+             "with all 4H units kept the FFN output is exact")
+gaps_k = {  # the smallest gap over k < 4H between neighbours in the order per-token, fixed, random
+    "err_pt_fixed": (err["fixed"] - err["per-token"])[:-1].min(),
+    "err_fixed_random": (err["random"] - err["fixed"])[:-1].min(),
+    "cos_pt_fixed": (cos["per-token"] - cos["fixed"])[:-1].min(),
+    "cos_fixed_random": (cos["fixed"] - cos["random"])[:-1].min(),
+}
+for key, gap_k in gaps_k.items():
+    claims.value(f"gap_{key}", gap_k, "{:.2f}")
+claims.claim("per_token_beats_fixed", gaps_k["err_pt_fixed"], ">", 0.1,
+             "at every k < 4H the per-token error is below the fixed subset's by more than 0.1")
+claims.claim("fixed_beats_random", gaps_k["err_fixed_random"], ">", 0.05,
+             "at every k < 4H the fixed subset's error is below a random subset's by more than 0.05")
+claims.claim("cosines_same_order", min(gaps_k["cos_pt_fixed"], gaps_k["cos_fixed_random"]), ">", 0.02,
+             "at every k < 4H the sentence cosines are ordered per-token > fixed > random, by more than 0.02")
 half = KS.index(I // 2)
 print(f"per token, keeping k = {I // 2} (half the units): FFN output off by {errors['per-token'][half].mean():.0%}, "
       f"sentence cosine {cosines['per-token'][half].mean():.3f}; keeping k = {H} (= H): off by "
       f"{errors['per-token'][KS.index(H)].mean():.0%}")
 
 # %% [markdown]
-# The error falls as $k$ grows, for every choice, and is 0 at $k = 4H$ (all units kept). At
-# every smaller $k$, each token's own top $k$ leaves a smaller error than the fixed subset, and
-# the fixed subset a smaller one than a random subset; the sentence cosines come in the same
-# order. So tokens do use different units, but no small subset carries the output: even each
+# The error falls as $k$ grows, for every choice (from $k = 4H/32$ to $4H/2$ by a factor of at
+# least {{ error_fall_factor }} {{ claim: error_falls_with_k }}), and is 0 at $k = 4H$ (all units
+# kept) {{ claim: all_units_exact }}. At every smaller $k$, each token's own top $k$ leaves a
+# smaller error than the fixed subset, by at least {{ gap_err_pt_fixed }}
+# {{ claim: per_token_beats_fixed }}, and the fixed subset a smaller one than a random subset, by
+# at least {{ gap_err_fixed_random }} {{ claim: fixed_beats_random }}; the sentence cosines come
+# in the same order, by at least {{ gap_cos_pt_fixed }} and {{ gap_cos_fixed_random }}
+# {{ claim: cosines_same_order }}. So tokens do use different units, but no small subset carries the output: even each
 # token's own best half of the units leaves the error printed above. The dashed line marks
 # $k = H$, as many units as an FFN that did not widen would have. This is about the *trained* model: a network trained at width $H$ would learn other
 # units, so the truncation does not tell us what a narrower FFN could have learned.
@@ -424,8 +465,8 @@ print(f"per token, keeping k = {I // 2} (half the units): FFN output off by {err
 # the same way (full-batch Adam, same steps and learning rate, two seeds): a linear map, the FFN
 # with $H$ hidden units, the FFN with $4H$, and four narrow FFNs each added to a stream
 # ($x \leftarrow x + \mathrm{FFN}(x)$), which together have about as many parameters as the wide
-# one. The loss is the mean squared error as a fraction of the values' variance: 1 is no better
-# than always answering the mean value.
+# one. The loss is the mean squared error as a fraction of the values' variance: 1 is the score
+# of always answering the mean value.
 
 # %%
 trained = ffn_width.train_lookup(hidden=16, pairs=256, steps=300, seeds=(0, 1))
@@ -443,15 +484,25 @@ verdict = ("within 10% of each other" if abs(gap) < 0.1
 print(f"wide FFN vs four narrow residual FFNs ({wide.parameters:,} vs {deep.parameters:,} parameters): "
       f"{wide.mean_loss:.3f} vs {deep.mean_loss:.3f}, {verdict}")
 assert abs(gap) < 0.1  # the prose below says "within 10%"
+claims.value("narrow_over_wide_loss", narrow.mean_loss / wide.mean_loss, "{:.1f}")
+claims.claim("wide_stores_far_more", narrow.mean_loss, ">", 2 * wide.mean_loss,
+             "the FFN with 4H hidden units ends with under half the loss of the one with H")
+claims.claim("hidden_layer_beats_linear", 1 - max(r.mean_loss for r in (narrow, wide, deep)), ">",
+             1 - linear.mean_loss, "every network with a hidden layer explains more of the table than the linear map")
+claims.value("deep_wide_gap", 100 * abs(gap), "{:.1f}%")
+claims.claim("deep_within_ten_percent", abs(gap), "<", 0.1,
+             "the four narrow residual FFNs end within 10% of the wide FFN's loss")
 
 # %% [markdown]
 # At the same stream width, the FFN with $4H$ hidden units stores the table far better than the
-# one with $H$, and any hidden layer beats the linear map (losses above): the hidden units are
+# one with $H$ (its loss {{ narrow_over_wide_loss }} times smaller {{ claim: wide_stores_far_more }}),
+# and any hidden layer beats the linear map {{ claim: hidden_layer_beats_linear }} (losses above): the hidden units are
 # where a per-token network keeps what it memorises, and widening them adds capacity without
 # widening the stream that every other part of the layer reads. What this does *not* show: that
 # four is the best factor (only 1 and 4 are tried); that any of it carries over to language, or
 # to BERT's size; or that width beats depth: the four narrow residual FFNs, with about the same
-# number of parameters, end within 10% of the wide FFN's loss (last line above). Here the
+# number of parameters, end within 10% of the wide FFN's loss ({{ deep_wide_gap }} apart
+# {{ claim: deep_within_ten_percent }}, last line above). Here the
 # capacity comes with the parameters, and one wide layer is one way to spend them; speed on real
 # hardware, a common argument for one wide matrix product, is not measured here.
 #
@@ -463,7 +514,8 @@ assert abs(gap) < 0.1  # the prose below says "within 10%"
 # - The FFN is the per-token nonlinearity: it acts on each token alone, and without its GELU its
 #   two matrices would be one linear map. It holds about two thirds of each layer's parameters.
 # - As key-value memories: each unit matches the token against a key and adds a value vector;
-#   a token activates only a fraction of the units (printed per layer).
+#   a token activates a fraction of the units, at most {{ fire_max_mean }} on average in any layer
+#   {{ claim: tokens_use_a_fraction }}.
 # - The pretrained model uses the exact erf GELU; swapping in tanh GELU, ReLU or nothing moves
 #   its outputs by the amounts printed above.
 # - The width comes back to $H$ because the update is added to the stream; $4H$ in between is
