@@ -77,8 +77,9 @@ print(f"per-token variance of x + a over real tokens: min {var[real].min().item(
 # step a result lands on depends on the CPU's kernels and the number of threads, so this number
 # is not the same on every machine, but it stays a few steps). The unbiased variance shrinks
 # every normalised value by a factor $\sqrt{(H-1)/H}$ before $\gamma$ and $\beta$, a small but
-# systematic error; the default $\varepsilon$ matters less here because the per-token variances
-# (printed) are far larger than either $\varepsilon$.
+# systematic error; the default $\varepsilon$ matters less here
+# {{ claim: unbiased_moves_more_than_eps }} because the per-token variances (at least
+# {{ var_min_here }}) are far larger than either $\varepsilon$ {{ claim: variances_far_above_eps }}.
 #
 # How much PyTorch's default $\varepsilon$ moves a LayerNorm depends on the variances that reach
 # it, so one LayerNorm does not speak for all. Every LayerNorm of the model, each on its own
@@ -113,6 +114,11 @@ claims.claim("eps_effect_above_grader_tolerance", effects[smallest].moved, ">", 
              "even the smallest effect of the default eps is above the grader's tolerance")
 claims.claim("eps_effect_spread", effects[largest].moved, ">", 10 * effects[smallest].moved,
              "the effect of the default eps spans more than a factor of ten across the LayerNorms")
+claims.value("var_min_here", var[real].min(), "{:.2f}")
+claims.claim("variances_far_above_eps", var[real].min(), ">", 1000 * default_eps,
+             "every per-token variance at this LayerNorm is over a thousand times PyTorch's default eps")
+claims.claim("unbiased_moves_more_than_eps", (y_unbiased - y_module).abs().max(), ">",
+             (y_default_eps - y_module).abs().max(), "here the unbiased variance moves the output more than the default eps")
 
 # %% [markdown]
 # The default $\varepsilon$ moves this layer's first LayerNorm by up to {{ eps_effect_here }},
@@ -240,6 +246,7 @@ print(f"after gamma and beta: token norms from {token_norms.min().item():.2f} to
 
 # %%
 print(f"{'LayerNorm':<36}{'max |mean|':>11}{'std range':>17}{'||gamma||':>11}{'||beta||':>10}{'output norm':>13}")
+out_norms = []  # mean output norm of each LayerNorm
 with torch.no_grad():
     for i, layer in enumerate(model.encoder.layer):
         blocks = (("attention.output.LayerNorm", layer.attention.output.LayerNorm,
@@ -253,14 +260,21 @@ with torch.no_grad():
                   f"{f'{std.min().item():.4f} .. {std.max().item():.4f}':>17}"
                   f"{norm.weight.norm().item():>11.2f}{norm.bias.norm().item():>10.2f}"
                   f"{out.norm(dim=-1).mean().item():>13.2f}")
+            out_norms.append(out.norm(dim=-1).mean().item())
 print(f"sqrt(H) = {H ** 0.5:.2f}: the norm of every token before gamma and beta")
+claims.value("ln_out_norm_min", min(out_norms), "{:.1f}")
+claims.value("ln_out_norm_max", max(out_norms), "{:.1f}")
+claims.claim("ln_output_norms_differ", max(out_norms), ">", 1.25 * min(out_norms),
+             "the LayerNorms' mean output norms differ by more than a quarter")
 
 # %% [markdown]
 # Before $\gamma$ and $\beta$ every token has mean 0 and standard deviation 1 (first two columns).
 # After them, a token $n$ of norm $\sqrt H$ becomes $\gamma \odot n + \beta$, whose norm depends
 # on $\gamma$, on $\beta$ and on which features of $n$ are large; $\gamma$ and $\beta$ differ from
-# one LayerNorm to the next, and so does the mean output norm (last column). So a Post-LN stream
-# does not grow as a sum over the layers would, but its size is not constant either. Dividing by $\sigma$ is also what changes the
+# one LayerNorm to the next, and so does the mean output norm (last column). So a Post-LN stream's
+# size is set by the $\gamma$ and $\beta$ of the LayerNorm it last left, not accumulated as a sum
+# over the layers, and it is not constant either: from {{ ln_out_norm_min }} to
+# {{ ln_out_norm_max }} here {{ claim: ln_output_norms_differ }}. Dividing by $\sigma$ is also what changes the
 # gradients, the subject of the rest of this lesson.
 #
 # ## Post-LN and Pre-LN
@@ -275,7 +289,7 @@ print(f"sqrt(H) = {H ** 0.5:.2f}: the norm of every token before gamma and beta"
 # stream, and with it the gradient flowing back, by a data-dependent standard deviation. Xiong et
 # al. (2020, "On Layer Normalization in the Transformer Architecture", ICML) study the gradients
 # at initialisation with mean-field theory and show that for Post-LN the expected gradients of
-# the parameters near the output layer are large. Their Theorem 1, under their assumptions
+# the parameters near the output layer are large. Xiong et al.'s Theorem 1, under their assumptions
 # (Xavier initialisation among them), bounds the gradient of the last layer's $W_2$ (their
 # $W^{2,L}$) by $O(H\sqrt{\ln H})$ for Post-LN, with no dependence on depth, and by
 # $O(H\sqrt{\ln H / L})$ for Pre-LN, smaller by a factor $\sqrt L$ (their $d$ is the width, our
@@ -391,17 +405,36 @@ for init in ("library", "Xavier"):
     post, pre = grads[init, "Post-LN"], grads[init, "Pre-LN"]
     print(f"{init} init: last layer Post-LN / Pre-LN = {(post[-1] / pre[-1]).item():.2f}; "
           f"Pre-LN last / first layer = {(pre[-1] / pre[0]).item():.2f}, Post-LN last / first = {(post[-1] / post[0]).item():.2f}")
+last_ratio = {init: grads[init, "Post-LN"][-1] / grads[init, "Pre-LN"][-1] for init in ("library", "Xavier")}
+fade = {a: grads["Xavier", a][-1] / grads["Xavier", a][0] for a in ARRANGEMENTS}  # last over first layer
+claims.value("xavier_last_ratio", last_ratio["Xavier"], "{:.2f}")
+claims.value("library_last_ratio", last_ratio["library"], "{:.2f}")
+claims.claim("xavier_post_ln_larger_at_last", last_ratio["Xavier"], ">", 1,
+             "with Xavier init the last layer's gradient is larger in Post-LN than in Pre-LN")
+claims.claim("xavier_pre_ln_fades_faster", fade["Pre-LN"], "<", fade["Post-LN"],
+             "with Xavier init Pre-LN's last-to-first gradient ratio is below Post-LN's")
+claims.claim("library_std_below_xavier", config.initializer_range, "<", min((2 / (H + H)) ** 0.5, (2 / (H + I)) ** 0.5),
+             "the library's weight std is below Xavier's for both shapes of matrix")
+claims.claim("library_ratio_near_one", abs(last_ratio["library"] - 1), "<", 0.25,
+             "with the library's init the last layer's Post-LN / Pre-LN ratio is within 0.25 of 1")
+claims.claim("library_ratio_below_xavier", last_ratio["library"], "<", last_ratio["Xavier"],
+             "the Post-LN excess at the last layer is smaller with the library's init than with Xavier")
 
 # %% [markdown]
 # With Xavier initialisation, the setting of the theory, the last layer's gradient is larger in
-# Post-LN than in Pre-LN by the factor printed, and Pre-LN's gradients shrink towards the output
-# faster than Post-LN's (last-to-first ratios printed). With the library's initialisation, the
-# one BERT was trained from (standard deviation `initializer_range`, smaller than Xavier's for
-# these widths, both printed), the two arrangements' gradients are close: the last layer's ratio
-# printed for it is near 1. So at BERT's own initialisation this measurement finds only a small
-# Post-LN excess; it does not show, by itself, that BERT needed its warm-up.
+# Post-LN than in Pre-LN by a factor of {{ xavier_last_ratio }}
+# {{ claim: xavier_post_ln_larger_at_last }}, and Pre-LN's gradients shrink towards the output
+# faster than Post-LN's (last-to-first ratios printed) {{ claim: xavier_pre_ln_fades_faster }}.
+# With the library's initialisation, the one BERT was trained from (standard deviation
+# `initializer_range`, smaller than Xavier's for these widths, both printed)
+# {{ claim: library_std_below_xavier }}, the two arrangements' gradients are close: the last
+# layer's ratio is {{ library_last_ratio }} {{ claim: library_ratio_near_one }}. So at BERT's own
+# initialisation this measurement finds only a small Post-LN excess
+# {{ claim: library_ratio_below_xavier }}; it does not show, by itself, that BERT needed its
+# warm-up.
 #
-# Theorem 1 says the Post-LN to Pre-LN ratio at the last layer should grow like $\sqrt L$. One
+# Theorem 1 of Xiong et al. (2020) says the Post-LN to Pre-LN ratio at the last layer should grow
+# like $\sqrt L$. One
 # more measurement, with twice as many layers (Xavier init, same seeds):
 
 # %%
@@ -419,10 +452,19 @@ shallow = grads["Xavier", "Post-LN"][-1] / grads["Xavier", "Pre-LN"][-1]
 assert torch.stack(deep["Post-LN"]).mean() / torch.stack(deep["Pre-LN"]).mean() > shallow > 1
 pre_x, post_x = grads["Xavier", "Pre-LN"], grads["Xavier", "Post-LN"]
 assert pre_x[-1] / pre_x[0] < post_x[-1] / post_x[0]
+deep_post, deep_pre = torch.stack(deep["Post-LN"]).mean(), torch.stack(deep["Pre-LN"]).mean()
+claims.claim("post_ln_last_grad_steady", abs(deep_post / post_x[-1] - 1), "<", 0.1,
+             "doubling the depth changes Post-LN's last-layer gradient by less than 10%")
+claims.claim("pre_ln_last_grad_smaller_deeper", deep_pre, "<", pre_x[-1],
+             "doubling the depth makes Pre-LN's last-layer gradient smaller")
+claims.claim("ratio_grows_with_depth", deep_post / deep_pre, ">", shallow,
+             "the last layer's Post-LN / Pre-LN ratio is larger at twice the depth")
 
 # %% [markdown]
-# Doubling the depth leaves the Post-LN gradient at the last layer about where it was and makes
-# the Pre-LN one smaller, so the ratio grows (compare it with $\sqrt L$ in the printout).
+# Doubling the depth leaves the Post-LN gradient at the last layer about where it was
+# {{ claim: post_ln_last_grad_steady }} and makes the Pre-LN one smaller
+# {{ claim: pre_ln_last_grad_smaller_deeper }}, so the ratio grows
+# {{ claim: ratio_grows_with_depth }} (compare it with $\sqrt L$ in the printout).
 #
 # Why Pre-LN's gradients shrink with depth: its stream is a growing sum, and each LayerNorm
 # divides what it reads by the stream's current size, so a later layer's parameters affect the
@@ -642,14 +684,31 @@ assert bool((skip_all.norms[1:] > skip_all.norms[:-1]).all())
 assert skip_all.mean_cosine == min(r.mean_cosine for r in runs.values()) and skip_all.mean_cosine < 0.1
 assert bool((single["output"] < single["attention"]).all())
 assert runs["all, without gamma and beta"].mean_cosine < runs["all attention"].mean_cosine
+no_affine = runs["all, without gamma and beta"]
+claims.value("skip_all_cos", skip_all.mean_cosine, "{:.3f}")
+claims.value("no_affine_cos", no_affine.mean_cosine, "{:.3f}")
+claims.value("all_attention_cos", runs["all attention"].mean_cosine, "{:.3f}")
+claims.claim("skip_all_stream_grows", (skip_all.norms[1:] / skip_all.norms[:-1]).min(), ">", 1,
+             "with every LayerNorm skipped the stream's norm grows after every layer")
+claims.claim("skip_all_unrelated", skip_all.mean_cosine, "<", 0.1,
+             "with every LayerNorm skipped the mean sentence cosine to the intact model is below 0.1")
+claims.claim("ffn_side_hurts_more", ((1 - single["output"]) / (1 - single["attention"])).min(), ">", 1,
+             "in every layer skipping output.LayerNorm moves the embeddings more than skipping the attention-side one")
+claims.claim("no_affine_constant_size", (no_affine.norms[1:].max() - no_affine.norms[1:].min()) / no_affine.norms[1:].mean(),
+             "<", 0.01, "without gamma and beta the stream's mean token norm varies by under 1% over the layers")
+claims.claim("no_affine_worse_than_attention_side", 1 - no_affine.mean_cosine, ">", 1 - runs["all attention"].mean_cosine,
+             "dropping gamma and beta lowers the mean cosine more than skipping every attention-side LayerNorm")
 
 # %% [markdown]
-# With all of them skipped, the stream grows after every layer (left, log scale) and the sentence
-# embeddings end up with the lowest cosine of the table, almost unrelated to the intact ones. In
-# every layer, skipping the FFN-side `output.LayerNorm` hurts more than skipping the
-# attention-side one (right). Normalising is not enough either: with $\gamma$ and $\beta$ dropped
-# the stream has a constant size, yet the mean cosine is lower than with every attention-side
-# LayerNorm skipped.
+# With all of them skipped, the stream grows after every layer (left, log scale)
+# {{ claim: skip_all_stream_grows }} and the sentence embeddings end up almost unrelated to the
+# intact ones, mean cosine {{ skip_all_cos }} {{ claim: skip_all_unrelated }} (skipping layer 0's
+# `output.LayerNorm` alone comes close, table). In every layer, skipping the FFN-side
+# `output.LayerNorm` hurts more than skipping the attention-side one (right)
+# {{ claim: ffn_side_hurts_more }}. Normalising is not enough either: with $\gamma$ and $\beta$
+# dropped the stream has a constant size {{ claim: no_affine_constant_size }}, yet the mean cosine,
+# {{ no_affine_cos }}, is lower than with every attention-side LayerNorm skipped,
+# {{ all_attention_cos }} {{ claim: no_affine_worse_than_attention_side }}.
 #
 # Why the network cannot do without them: every weight matrix after a LayerNorm was trained on
 # inputs of the form $\gamma \odot \hat z + \beta$, with $\hat z$ centred and of unit variance per
@@ -669,11 +728,18 @@ stds = [a["std_mean"] for a in arriving.values()]
 print(f"standard deviation per token of what arrives, mean over tokens: from {min(stds):.2f} to {max(stds):.2f} "
       f"over the {len(stds)} LayerNorms")
 assert all(st["gamma_median"] < 1 for st in affine.values())  # "the median gain is below 1" below
+beta_mean_max = max(st["beta_abs_mean"] for st in affine.values())
+beta_max = max(max(-st["beta_min"], st["beta_max"]) for st in affine.values())
+claims.value("beta_abs_mean_max", beta_mean_max, "{:.2f}")
+claims.value("beta_abs_max", beta_max, "{:.2f}")
+claims.claim("few_large_shifts", beta_max, ">", 10 * beta_mean_max,
+             "the largest |beta| is over ten times the largest mean |beta| of any LayerNorm")
 
 # %% [markdown]
 # Every LayerNorm's median gain $\gamma_k$ is below 1, and single features are scaled by factors
-# between the minimum and the maximum printed. Most shifts $\beta_k$ are small (mean $|\beta|$
-# printed), but a few features are moved by up to the amounts printed, on a scale where a
+# between the minimum and the maximum printed. Most shifts $\beta_k$ are small (mean $|\beta|$ at
+# most {{ beta_abs_mean_max }} in any LayerNorm), but a few features are moved by up to
+# {{ beta_abs_max }}, over ten times that {{ claim: few_large_shifts }}, on a scale where a
 # normalised feature has standard deviation 1. What arrives at a LayerNorm has a per-token mean
 # near 0 but a standard deviation of its own (last columns, range below). Skipping a LayerNorm
 # hands the next layer the raw sum $x + F(x)$: another scale per token, no per-feature gain, no
@@ -707,7 +773,8 @@ assert all(st["gamma_median"] < 1 for st in affine.values())  # "the median gain
 #   warm-up to learn {{ claim: shallow_post_ln_learns_without_warmup }}. A toy, a few seeds, one
 #   learning rate.
 # - The trained model needs its LayerNorms: with all of them skipped the stream grows layer
-#   after layer and the sentence embeddings become almost unrelated to the intact ones; the
+#   after layer {{ claim: skip_all_stream_grows }} and the sentence embeddings become almost
+#   unrelated to the intact ones {{ claim: skip_all_unrelated }}; the
 #   weights after each one expect centred, unit-variance tokens scaled by the learned $\gamma$
 #   and shifted by $\beta$.
 #
