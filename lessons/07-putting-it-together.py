@@ -53,11 +53,12 @@ print("1_Pooling/config.json:", json.loads((path / "1_Pooling" / "config.json").
 # ## The attention mask
 #
 # The tokenizer returns a 0/1 `attention_mask` of shape (B, T). `BertModel` turns it into an
-# *additive* mask, 0 for real tokens and the most negative float for padding, that every layer
-# adds to its attention scores. A 0/1 or bool mask added as it is runs without an error and is
+# *additive* mask, 0 for real tokens and `torch.finfo(torch.float32).min` for padding, that every
+# layer adds to its attention scores. A 0/1 or bool mask added as it is runs without an error and is
 # wrong: real tokens get +1, padding +0, so each padding key's weight is only divided by $e$
 # relative to a real key's, and padding keeps a share of the attention (lesson 3, section "The
-# additive mask", prints that share on the corpus).
+# additive mask", prints that share on the corpus: {{ 03-multi-head-attention: bool_mask_padding_share }}
+# {{ claim: 03-multi-head-attention: bool_mask_leaves_padding_share }}).
 
 # %%
 from bertlab.masks import additive_mask
@@ -127,7 +128,7 @@ print(f"no mask: real tokens of padded sentences move by up to "
 # ## The pooler
 #
 # `pooler_output` is $\tanh(x_{L,0} W^P + b^P)$, with $W^P$ = `pooler.dense.weight.T`: a dense
-# layer and a tanh on the first token (`[CLS]`) only. Our model's sentence vectors do not use it (they average all tokens, below),
+# layer and a tanh applied to the first token (`[CLS]`) and no other. Our model's sentence vectors do not use it (they average all tokens, below),
 # but `BertModel` still computes it, and its weights load with the others.
 
 # %%
@@ -201,12 +202,15 @@ for qi, query in enumerate(lesions.QUERIES):
 margin = scores.gather(1, order[:, :1]) - scores.gather(1, order[:, 1:2])  # (Q, 1): first minus second
 print(f"margin between the first and second result: min {margin.min().item():.3f}, "
       f"mean {margin.mean().item():.3f}")
+claims.value("search_gap_min", margin.min(), "{:.3f}")
+claims.claim("first_result_clear", margin.min(), ">", 0.01,
+             "every query's first result leads its second by more than 0.01 in cosine")
 
 # %% [markdown]
 # Every query finds a sentence on its topic first, although few words are shared; where two
 # sentences of the corpus are about the same thing (the cat and the kitten, the markets and the
-# investors, the bread and the recipe), they come first and second. The smallest gap between a
-# first and a second result is printed above; lessons 8 and 9 use these queries to see whether
+# investors, the bread and the recipe), they come first and second. Every first result leads the
+# second by at least {{ search_gap_min }} in cosine {{ claim: first_result_clear }}; lessons 8 and 9 use these queries to see whether
 # a damaged model still ranks the same sentence first.
 #
 # The same cosines between the corpus sentences themselves:
@@ -352,7 +356,7 @@ claims.claim("cls_vectors_alike", alike["[CLS] vector"], ">", alike["mean poolin
 # %% [markdown]
 # ## What one layer costs, and which part dominates
 #
-# How does a layer's work grow with the sentence length $T$ and the width $H$? Count the
+# How does a layer's work depend on the sentence length $T$ and the width $H$? Count the
 # multiply-adds for one sentence (a product of an $n \times k$ by a $k \times m$ matrix is
 # $nkm$ of them; $A$ heads of size $d$ with $Ad = H$):
 #
