@@ -3,7 +3,7 @@
 #
 # **Question.** Layer 0 receives one $H$-dimensional vector per token. Where does that vector
 # come from, what are the three embedding tables for, and what happens to the positions and
-# segments when we pass only `input_ids`?
+# segments when we pass `input_ids` alone?
 #
 # ## The equation
 #
@@ -155,7 +155,8 @@ claims.claim("word_table_dominates", part_norms["word"].mean(), ">",
              "on average the word vector is the largest of the three terms")
 
 # %% [markdown]
-# Compare the rows: which table dominates the sum, and how much the norms vary from token to token.
+# Compare the rows for the size of each table's term, and for how much the norms vary from token
+# to token.
 # The word table dominates: its vectors' mean norm is {{ word_norm }}, against {{ position_norm }}
 # for the position vectors and {{ type_norm }} for the token-type vector
 # {{ claim: word_table_dominates }}. The word vector is the longest of the three for
@@ -311,9 +312,14 @@ cos_blind = torch.dot(sentence_embedding(a, same_position), sentence_embedding(b
 print(f"cosine({a!r}, {b!r})")
 print(f"  with positions 0..T-1:      {cos_normal:.6f}")
 print(f"  every token at position 0:  {cos_blind:.6f}")
+claims.value("order_cos_normal", cos_normal, "{:.3f}")
+claims.claim("same_position_order_blind", abs(1 - cos_blind), "<", 1e-5,
+             "with every token at position 0 the sentence and its reordering have cosine 1 to within 1e-5")
+claims.claim("positions_tell_order", 1 - cos_normal, ">", 1e-3,
+             "with the default positions the two orders' embeddings differ, cosine below 0.999")
 
 # %% [markdown]
-# With the default positions the two sentences differ; with all tokens at position 0 their
+# With the default positions the two sentences differ (cosine {{ order_cos_normal }}); with all tokens at position 0 their
 # sentence embeddings coincide up to rounding: the model sees a bag of words. The token
 # vectors themselves are then just permuted along with the words, as this check shows on a
 # longer sentence:
@@ -333,8 +339,9 @@ with torch.no_grad():
 # ## What the position table learned
 #
 # Cosine similarity between the learned position vectors. Adjacent positions have the most
-# similar vectors and similarity falls with distance, though not strictly: the figure shows how
-# regular the pattern is. Roughly, "near" in the sentence is "near" in embedding space.
+# similar vectors {{ claim: adjacent_positions_most_similar }} and similarity falls with distance
+# {{ claim: similarity_falls_with_distance }}, though not strictly
+# {{ claim: similarity_not_monotone }}: the figure shows how regular the pattern is. Roughly, "near" in the sentence is "near" in embedding space.
 
 # %% alt="Heat map of the cosine similarity between the position embeddings of the first 128 positions, position against position, on a red-blue scale from -1 to 1."
 P = F.normalize(emb.position_embeddings.weight[:128], dim=-1)  # (128, H)
@@ -343,6 +350,12 @@ by_distance = torch.stack([sim.diagonal(k).mean() for k in range(1, 128)])  # (1
 for k in (1, 2, 5, 20, 60):
     print(f"mean cosine between positions t and t+{k:<2}: {by_distance[k - 1]:.3f}")
 print(f"distance with the highest mean cosine: {int(by_distance.argmax()) + 1}")
+claims.claim("adjacent_positions_most_similar", by_distance[0], ">", by_distance[1:].max(),
+             "positions one apart have a higher mean cosine than at any larger distance")
+claims.claim("similarity_falls_with_distance", by_distance[:5].mean(), ">", by_distance[19:40].mean(),
+             "the mean cosine over distances 1 to 5 is above that over distances 20 to 40")
+claims.claim("similarity_not_monotone", (by_distance[1:] - by_distance[:-1]).max(), ">", 0,
+             "at some distance the mean cosine rises again")
 
 fig, ax = plt.subplots(figsize=(4.6, 4))
 im = ax.imshow(sim.numpy(), cmap="RdBu_r", vmin=-1, vmax=1)
@@ -465,7 +478,9 @@ print(f"p = {p}: fraction zeroed {1 - kept.float().mean().item():.4f}; "
 #   vector moves more when B comes first than under any change of the types
 #   {{ claim: order_moves_pair_vector_more_than_types }}.
 # - The position embeddings are the model's only knowledge of word order: with every token at
-#   the same position, a sentence and its reordering get the same sentence embedding.
+#   the same position, a sentence and its reordering get the same sentence embedding
+#   {{ claim: same_position_order_blind }}, and with positions they differ
+#   {{ claim: positions_tell_order }}.
 # - Positions are added, not concatenated, so the stream keeps one width; in the trained tables
 #   positions occupy {{ k_pos }} directions the words mostly avoid
 #   {{ claim: words_avoid_position_directions }}.
