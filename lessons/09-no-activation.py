@@ -19,9 +19,11 @@
 # $$a = \sum_i P_i\, X\, \underbrace{W^V_i W^O_i}_{\text{OV}_i} \;+\; \Big(\sum_i b^V_i W^O_i + b^O\Big).$$
 #
 # For fixed attention weights $P_i$, $a$ is an affine function of $X$: each head multiplies by a
-# fixed $H \times H$ matrix of rank at most $d$ and averages over tokens with fixed weights. The
-# only nonlinearity is the one that *computes* $P_i$: the softmax of the query-key scores, a
-# function of $X$ through both $W^Q_i$ and $W^K_i$. Elhage et al. (2021) make the same split:
+# fixed $H \times H$ matrix of rank at most $d$ and averages over tokens with fixed weights
+# {{ claim: frozen_reconstructs_update }} {{ claim: frozen_map_is_linear }}. The only
+# nonlinearity is the one that *computes* $P_i$: the softmax of the query-key scores, a function
+# of $X$ through both $W^Q_i$ and $W^K_i$ (recomputed on $2X$, it moves the update by
+# {{ softmax_gap }} of its norm from the linear prediction {{ claim: softmax_is_the_nonlinearity }}). Elhage et al. (2021) make the same split:
 # an attention head is a QK circuit (where to look, nonlinear through the softmax) and an OV
 # circuit (what to move, linear).
 
@@ -32,6 +34,7 @@ import torch
 from bertlab import corpus
 from bertlab.experiments import claims, lesions
 from bertlab.experiments.heads import ov_circuits
+from bertlab.experiments.layernorm_eps import float32_step
 from bertlab.experiments.lesions import LESIONS, LayerEdit
 from bertlab.masks import additive_mask
 from bertlab.reference import load_model, load_tokenizer
@@ -78,6 +81,13 @@ with torch.no_grad():
 gap = ((a2 - frozen(2 * x)).norm(dim=-1) / a2.norm(dim=-1))[real]  # (N,)
 print(f"P frozen: moved part of f(2X) minus 2 x moved part of f(X): max abs diff {lin_err:.1e}")
 print(f"real sub-layer on 2X vs the frozen-P prediction: relative difference per token, mean {gap.mean().item():.3f}")
+claims.claim("frozen_reconstructs_update", (frozen(x) - a).abs().max(), "<", 64 * float32_step(a),
+             "the OV reconstruction with the recorded P is within 64 float32 steps of the model's update")
+claims.claim("frozen_map_is_linear", lin_err, "<", 16 * float32_step(frozen(2 * x) - bias),
+             "with P frozen, doubling X doubles the moved part to within sixteen float32 steps")
+claims.value("softmax_gap", gap.mean(), "{:.2f}")
+claims.claim("softmax_is_the_nonlinearity", gap.mean(), ">", 0.1,
+             "recomputing P on 2X moves the update by more than 10% of its norm from the linear prediction")
 def ent(p):  # (..., T) probabilities -> (...) entropy in nats
     return -(p * p.clamp(min=1e-30).log()).sum(-1)
 
@@ -137,11 +147,11 @@ print(f"residual stream:   {neg_stream:.1%} of the coordinates are negative")
 # transit. He, Zhang, Ren & Sun (2016b, "Identity Mappings in Deep Residual Networks", ECCV)
 # argue that when the skip is the identity and no activation follows the addition, the signal
 # propagates directly from any unit to any other, forward and backward: the gradient at an
-# early layer contains a term that passes through no weight layer. They compare variants of the
+# early layer contains a term that passes through no weight layer. He et al. compare variants of the
 # residual unit, among them the original ResNet's ReLU *after* the addition (on the path) and
 # "pre-activation", which moves the activations into the branch; in their experiments the full
 # pre-activation unit, whose path is a clean identity, gave the lowest errors, most clearly in
-# their deepest (1001-layer) network. In BERT the only thing on the path is the LayerNorm
+# their deepest (1001-layer) network. In BERT the path holds one thing, the LayerNorm
 # (lesson 6), which keeps the direction of each token's centred vector and applies $\gamma$ and
 # $\beta$.
 #
