@@ -161,7 +161,10 @@ for label, candidate in {
 #
 # In training, `hidden_dropout_prob` zeroes features of the sub-layer's output (`dense(...)`),
 # before the add. The residual input $x$ is added untouched, so a token's representation is never
-# wiped out by dropout; only the sub-layer's update to it is thinned. Training-mode draws through
+# wiped out by dropout; only the sub-layer's update to it is thinned (a mean cosine of
+# {{ dropout_branch_cosine }} to eval mode over the draws below, against
+# {{ dropout_after_ln_cosine }} with the dropout moved after the LayerNorm
+# {{ claim: dropout_after_ln_worse }}). Training-mode draws through
 # the first Add & Norm, averaged over {{ dropout_draws }} draws so that the comparison is about
 # dropout, not about one mask (a mask depends on the random generator, which differs between
 # machines); how far a draw moves the tokens is measured as $1 - \cos$ to eval mode:
@@ -347,11 +350,12 @@ for i, x_i in enumerate(cap.hidden_states):
 # the branch: about {{ dropout_after_ln_times }} times as far from eval mode, measured as
 # $1 - \cos$ {{ claim: dropout_after_ln_worse }}.
 #
-# The weights of a pretrained model only make sense in the arrangement they were trained in.
+# Do the weights of a pretrained model still work in an arrangement other than the one they were
+# trained in?
 # `bertlab.experiments.variants.encode` runs the pretrained sub-modules with the residuals and
 # LayerNorms arranged differently (the same weights throughout) and `drift` compares the final
 # hidden states and the sentence embeddings (mean over tokens, normalised) with the real model.
-# "Same neighbour" is the fraction of corpus sentences whose most similar other sentence is
+# "Same neighbour" is the fraction of corpus sentences whose nearest other sentence is
 # unchanged:
 
 # %%
