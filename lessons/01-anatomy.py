@@ -7,8 +7,8 @@
 # `output.dense`?
 #
 # We answer with the pretrained model this course grades against, all-MiniLM-L6-v2: a small
-# BERT that Hugging Face loads as the same `BertModel` class as BERT-base, with fewer and
-# narrower layers. Every number below is printed by the code that computes it, and every number
+# BERT that Hugging Face loads as the same `BertModel` class as BERT-base, with fewer
+# {{ claim: minilm_fewer_layers }} and narrower {{ claim: minilm_narrower }} layers. Every number below is printed by the code that computes it, and every number
 # on this site is measured on all-MiniLM-L6-v2 unless the page says otherwise. The letters of
 # the equations ($x$, $a$, $h$, $m$, $f$, $y$, $W^Q$, ..., $W_1$, $W_2$) are defined once, on the
 # [notation page](../docs/notation.md), which also explains why an equation's $W$ is the
@@ -35,7 +35,7 @@ print(f"activation: {config.hidden_act!r}, vocabulary: {config.vocab_size}, posi
 # %% [markdown]
 # ## The reference model next to bert-base
 #
-# Most write-ups about BERT quote bert-base's sizes. `BertConfig()`'s defaults are bert-base's
+# Write-ups about BERT usually quote bert-base's sizes, those of Devlin et al. (2019). `BertConfig()`'s defaults are bert-base's
 # (uncased) sizes, so both configurations are available offline: the bundled model's, read by
 # `bertlab.reference`, and the defaults. One layer of each is built with `BertLayer(config)` and
 # its parameters are counted:
@@ -62,6 +62,11 @@ for prefix, cfg in (("", config), ("base_", BertConfig())):
     for key, number in (("H", cfg.hidden_size), ("A", cfg.num_attention_heads), ("L", cfg.num_hidden_layers),
                         ("I", cfg.intermediate_size), ("d", cfg.hidden_size // cfg.num_attention_heads)):
         claims.value(prefix + key, number, "{:.0f}")
+base_config = BertConfig()
+claims.claim("minilm_fewer_layers", config.num_hidden_layers, "<", base_config.num_hidden_layers,
+             "all-MiniLM-L6-v2 has fewer layers than BERT-base")
+claims.claim("minilm_narrower", config.hidden_size, "<", base_config.hidden_size,
+             "all-MiniLM-L6-v2's layers are narrower than BERT-base's")
 
 # %% [markdown]
 # ## The layer in the papers
@@ -139,6 +144,24 @@ for name, p in model.named_parameters():
 #
 # The other layers repeat the first layer's names with another index. The census below places
 # all of the model's tensors and counts them per layer:
+#
+# {{ predict: tensors_per_layer }}
+
+# %% tags=["remove-input"]
+# A question before the census: its answer is selected by the build from the number recorded below.
+from bertlab.experiments import predictions as ask
+
+ask.predict("tensors_per_layer", "How many named tensors does one layer hold?", [
+    ask.between("tensors_per_layer", None, 9, "about 6", "One tensor per box of the diagram: that would "
+                "hold if a `Linear` were one tensor and a LayerNorm one. Each `Linear` has a weight and a "
+                "bias, each LayerNorm a gain and a shift."),
+    ask.between("tensors_per_layer", 9, 14, "12", "Counting only the weights of attention and the FFN, "
+                "with their biases, leaves out the two LayerNorms, a gain and a shift each."),
+    ask.between("tensors_per_layer", 14, 20, "16", "{{ tensors_per_layer }}: query, key, value, $W^O$, "
+                "$W_1$ and $W_2$ each have a weight and a bias, and the two LayerNorms a gain and a shift each."),
+    ask.between("tensors_per_layer", 20, None, "24 or more", "That would hold if every head had its own "
+                "query, key and value tensors. The heads' matrices are stacked into one `Linear` each."),
+], section="Every tensor, mapped")
 
 # %%
 names = [name for name, _ in model.named_parameters()]
@@ -148,6 +171,9 @@ outside = sum(w.layer is None for w in places)
 print(f"{len(names)} named tensors: {outside} outside the layers + {L} layers x {per_layer[0]} "
       f"(per layer: {sorted(set(per_layer.values()))})")
 assert len(names) == outside + sum(per_layer.values())
+
+# %% tags=["remove-input"]
+_ = claims.value("tensors_per_layer", per_layer[0], "{:.0f}")  # answers the question above
 
 # %% [markdown]
 # ## What `intermediate.dense` is
@@ -195,6 +221,25 @@ for label, (ours, theirs) in comparisons.items():
 # ## Parameter census
 #
 # How are the parameters spread over the parts?
+#
+# {{ predict: ffn_share_of_layer }}
+
+# %% tags=["remove-input"]
+claims.value("ffn_share_of_layer", ffn_share(model), "{:.1%}")  # measured by the census below
+ask.predict("ffn_share_of_layer", "What share of one layer's parameters is the feed-forward network "
+            "(`intermediate` and `output`)?", [
+    ask.between("ffn_share_of_layer", None, 0.45, "about a third (below 0.45)", "That would hold if the "
+                "attention, with its query, key, value and $W^O$, were the heavy part. Those are four "
+                "$H \\times H$ matrices; the FFN's two matrices are $H \\times 4H$ and $4H \\times H$."),
+    ask.between("ffn_share_of_layer", 0.45, 0.6, "about a half (0.45 to 0.6)", "That would hold if the "
+                "FFN's matrices were as large as attention's. Each is $4H$ wide on one side: two of them "
+                "hold twice the entries of attention's four $H \\times H$ matrices."),
+    ask.between("ffn_share_of_layer", 0.6, 0.7, "about two thirds (0.6 to 0.7)", "The FFN holds "
+                "{{ ffn_share_of_layer }} of a layer of all-MiniLM-L6-v2: its two matrices have $8H^2$ "
+                "entries, attention's four have $4H^2$."),
+    ask.between("ffn_share_of_layer", 0.7, None, "more than 0.7", "That would hold if the FFN were "
+                "wider than $4H$, or attention narrower than its four $H \\times H$ matrices."),
+], section="Parameter census")
 
 # %%
 def show_census(m, title):
@@ -267,12 +312,19 @@ ax.set_xlabel("share of all parameters")
 ax.legend(ncol=4, loc="upper center", bbox_to_anchor=(0.5, 1.35), frameon=False)
 fig.tight_layout()
 plt.show()
+embedding_share = {label: groups["embeddings"] / sum(groups.values())
+                   for label, groups in (("all-MiniLM-L6-v2", minilm), ("BERT-base", base_groups))}
+claims.value("embedding_share_minilm", 100 * embedding_share["all-MiniLM-L6-v2"], "{:.0f}%")
+claims.value("embedding_share_base", 100 * embedding_share["BERT-base"], "{:.0f}%")
+claims.claim("embeddings_larger_share_when_narrow", embedding_share["all-MiniLM-L6-v2"], ">",
+             embedding_share["BERT-base"], "the embeddings take a larger share of all-MiniLM-L6-v2 than of BERT-base")
 
 # %% [markdown]
 # Inside the layers the FFN always holds just under two thirds. Across the whole model the
 # picture depends on width: the word-embedding table has $V \times H$ entries and grows linearly in $H$
 # while the layers grow quadratically, so in the narrow all-MiniLM-L6-v2 the embeddings take a
-# much larger share than in BERT-base (compare the two bars).
+# much larger share than in BERT-base, {{ embedding_share_minilm }} against
+# {{ embedding_share_base }} {{ claim: embeddings_larger_share_when_narrow }} (compare the two bars).
 #
 # ## What we found
 #
@@ -290,6 +342,43 @@ plt.show()
 #
 # **Exercise:** [01-numpy-bert](../exercises/01-numpy-bert/01-numpy-bert.ipynb): open it with
 # `make lab`, then grade it with `bertlab grade 01`.
+#
+# ## Check yourself
+#
+# {{ predict: check_ffn_below_two_thirds }}
+#
+# {{ predict: check_ffn_share_with_width }}
+#
+# {{ predict: check_embedding_share }}
+
+# %% tags=["remove-input"]
+shares = {label: groups["embeddings"] / sum(groups.values()) for label, groups in (("minilm", minilm), ("base", base_groups))}
+claims.value("embedding_share_gap", shares["minilm"] - shares["base"], "{:.1%}")
+claims.value("embedding_share_minilm", shares["minilm"], "{:.1%}")
+claims.value("embedding_share_base", shares["base"], "{:.1%}")
+ask.check("check_ffn_below_two_thirds", "Compared with two thirds, the FFN's share of a layer is:", [
+    ask.holds("ffn_share_below_two_thirds", "just below", "Attention's LayerNorm and biases add $6H$ to its "
+              "$4H^2$ weights, the FFN's add $7H$ to its $8H^2$: the small terms tip the ratio just under "
+              "two thirds, {{ ffn_share_of_layer }} in all-MiniLM-L6-v2."),
+    ask.fails("ffn_share_below_two_thirds", "exactly two thirds, or above", "That would hold if only the "
+              "weight matrices counted. The biases and LayerNorms count too, and weigh more on attention's "
+              "side relative to its size."),
+], section="The FFN is about two thirds of every layer")
+ask.check("check_ffn_share_with_width", "Whose layer has its FFN share nearer two thirds?", [
+    ask.holds("ffn_share_nearer_two_thirds_when_wider", "BERT-base's (H = 768)", "The terms in $H$ shrink "
+              "next to those in $H^2$ as $H$ grows, so the wider model is nearer the limit."),
+    ask.fails("ffn_share_nearer_two_thirds_when_wider", "all-MiniLM-L6-v2's (H = 384)", "That would hold if "
+              "the biases and LayerNorms grew as fast as the matrices. They grow with $H$, the matrices "
+              "with $H^2$."),
+], section="The FFN is about two thirds of every layer")
+ask.check("check_embedding_share", "In which model do the embeddings take the larger share of all parameters?", [
+    ask.between("embedding_share_gap", 0, None, "all-MiniLM-L6-v2", "The word-embedding table grows "
+                "with $H$, the layers with $H^2$: in the narrow model the table weighs more, "
+                "{{ embedding_share_minilm }} of the model against {{ embedding_share_base }} in BERT-base."),
+    ask.between("embedding_share_gap", None, 0, "BERT-base", "That would hold if the embeddings grew "
+                "as fast as the layers with the width. The table has one row of $H$ numbers per "
+                "vocabulary entry: it grows with $H$, the layers with $H^2$."),
+], section="The FFN is about two thirds of every layer")
 
 # %% tags=["remove-input"]
 claims.publish()  # the numbers above, for the build that renders this page
