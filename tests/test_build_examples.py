@@ -71,6 +71,11 @@ def pages() -> list[Path]:
     return sorted(DOCS.glob("*.md"))
 
 
+def released() -> list[Path]:
+    """The released notebooks, ``exercises/NN-name/NN-name.ipynb``."""
+    return [p for p in sorted((ROOT / "exercises").glob("[0-9][0-9]-*/*.ipynb")) if p.stem == p.parent.name]
+
+
 def test_typed_sample_shapes_are_recognised():
     """Each shape is found in a sample of it, and not in prose that only talks about it."""
     planted = {
@@ -129,14 +134,27 @@ def test_a_placeholder_is_filled_as_a_block_and_an_unknown_one_fails():
 
 
 def test_every_placeholder_names_a_sample_the_hook_makes():
-    """Without running the grader: the names the collector makes from the CLI and the release."""
+    """Without running the grader: the names the hook makes from the CLI and the release."""
     cli = pytest.importorskip("bertlab.cli")
     commands = next(a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
-    made = {"feedback", "grade-table", "grade-json"} | {f"usage {name}" for name in commands}
-    made |= {f"grade-cells {p.parent.name}" for p in (ROOT / "exercises").glob("[0-9][0-9]-*/*.ipynb")}
+    made = set(examples.GRADED) | {f"usage {name}" for name in commands}
+    made |= {f"grade-cells {p.parent.name}" for p in released()}
     used = {name for page in pages() for name in placeholders(page)}
     assert used, "no page shows example output: this test checks nothing"
     assert used <= made, f"placeholders no sample is made for: {used - made}"
+
+
+def test_a_copy_without_solutions_shows_a_note_and_still_builds(tmp_path, monkeypatch):
+    """Learners may get the course without solutions/: the graded samples say why they are absent."""
+    release = tmp_path / "exercises" / "03-self-attention"
+    release.mkdir(parents=True)
+    source = ROOT / "exercises" / "03-self-attention" / "03-self-attention.ipynb"
+    (release / source.name).write_bytes(source.read_bytes())
+    monkeypatch.setattr(examples, "_samples", None)
+    made = examples.samples(tmp_path)
+    assert {name: made[name] for name in examples.GRADED} == dict.fromkeys(examples.GRADED, examples.MISSING)
+    assert made["grade-cells 03-self-attention"].startswith('check("3.1"')
+    monkeypatch.setattr(examples, "_samples", None)
 
 
 # -- the built site ----------------------------------------------------------------------------
@@ -155,7 +173,8 @@ def built(root: Path, page: str) -> str:
 @pytest.fixture(scope="module")
 def fresh() -> dict[str, str]:
     """What the code prints now: the samples made again in a new process, not from the build's cache."""
-    return examples.run_collect(ROOT)
+    cells = {f"grade-cells {p.parent.name}": examples.grade_cells(ROOT, p.parent.name) for p in released()}
+    return {**examples.run_collect(ROOT), **cells}
 
 
 def test_built_pages_show_what_the_code_prints_now(site, fresh):  # noqa: F811  (site: a fixture)

@@ -12,11 +12,12 @@ code block. ``NAME`` is one of:
 - ``usage COMMAND``: the usage line ``bertlab COMMAND --help`` starts with (the CLI's own parser);
 - ``grade-cells ASSIGNMENT``: the checks each grade cell of a released notebook runs, with its points.
 
-The samples come from a child process (the hook itself imports neither torch nor the course),
-``python examples.py``, which grades the notebook the way ``bertlab grade`` does, with judges of
-its own. They are cached in ``.cache/examples/``, keyed on the ``bertlab`` source, the solution
-notebook, this file, Python, the installed libraries and the environment, as the lessons are: a
-rebuild with nothing changed does not grade again. ``tests/test_build_examples.py`` grades
+The grade cells are read here. The rest comes from a child process (the hook itself imports
+neither torch nor the course), ``python examples.py``, which grades the notebook the way
+``bertlab grade`` does, with judges of its own, and asks the CLI's parser. Its samples are cached
+in ``.cache/examples/``, keyed on the ``bertlab`` source, the solution notebook, this file,
+Python, the installed libraries and the environment, as the lessons are: a rebuild with nothing
+changed does not grade again. ``tests/test_build_examples.py`` grades
 again without the cache and compares the built pages with what it prints.
 """
 
@@ -48,6 +49,9 @@ HEATMAP_SHOWN = 24  # characters of a heatmap's base64 text the JSON sample keep
 KEY_ENV_PREFIXES = ("ATEN_", "BERTLAB_", "HF_", "TRANSFORMERS_", "TOKENIZERS_", "TORCH", "OMP_", "MKL_", "OPENBLAS_")
 KEY_ENV_IGNORED = ("BERTLAB_CLAIMS", "BERTLAB_JUDGES_DIR", "BERTLAB_CACHE_DIR")
 LANGUAGES = {"grade-json": "json", "grade-cells": "python"}
+# The samples graded from solutions/, and what stands in their place in a copy without it.
+GRADED = ("feedback", "grade-table", "grade-json")
+MISSING = "(this example is graded from the course's solutions/ folder, which this copy does not have)"
 
 _samples: dict[str, str] | None = None
 
@@ -81,21 +85,23 @@ def shortened(report: dict) -> dict:
 
 
 def grade_cells(root: Path, assignment: str) -> str:
-    """Each grade cell of the released notebook: its code lines, the last with its points."""
-    import nbformat
+    """Each grade cell of the released notebook: its code lines, the last with its points.
 
-    notebook = nbformat.read(root / "exercises" / assignment / f"{assignment}.ipynb", as_version=4)
-    lines = []
-    for cell in notebook.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type != "code" or not meta.get("grade"):
+    Read here, in the build's process (a notebook is JSON): the learner's code in the same file
+    is not read, so editing it never makes the samples be produced again.
+    """
+    notebook = json.loads((root / "exercises" / assignment / f"{assignment}.ipynb").read_text(encoding="utf-8"))
+    rows = []
+    for cell in notebook["cells"]:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell["cell_type"] != "code" or not meta.get("grade"):
             continue
-        code = [line for line in cell.source.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+        source = "".join(cell["source"]).splitlines()
+        code = [line for line in source if line.strip() and not line.lstrip().startswith("#")]
         points = float(meta.get("points", 0))
-        code[-1] += f"  # {points:g} point{'' if points == 1 else 's'}"
-        lines += code
-    width = max(len(line.split("  # ")[0]) for line in lines)
-    return "\n".join(f"{code.ljust(width)}  # {note}" for code, note in (line.split("  # ") for line in lines))
+        rows += [(line, "") for line in code[:-1]] + [(code[-1], f"{points:g} point{'' if points == 1 else 's'}")]
+    width = max(len(line) for line, note in rows if note)
+    return "\n".join(f"{line.ljust(width)}  # {note}" if note else line for line, note in rows)
 
 
 def collect(root: Path) -> dict[str, str]:
@@ -110,9 +116,6 @@ def collect(root: Path) -> dict[str, str]:
     commands = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
     for name, parser in commands.items():
         samples[f"usage {name}"] = parser.format_usage().strip()
-    for folder in sorted((root / "exercises").glob("[0-9][0-9]-*")):
-        if (folder / f"{folder.name}.ipynb").is_file():
-            samples[f"grade-cells {folder.name}"] = grade_cells(root, folder.name)
     with tempfile.TemporaryDirectory(prefix="bertlab-examples-") as tmp:
         path = mistaken_notebook(root, Path(tmp))
         report = grade(
@@ -136,8 +139,6 @@ def cache_key(root: Path) -> str:
         digest.update(path.relative_to(root).as_posix().encode() + path.read_bytes())
     for path in [Path(__file__), root / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"]:
         digest.update(path.read_bytes())
-    for path in sorted((root / "exercises").glob("*/*.ipynb")):
-        digest.update(path.read_bytes())
     digest.update(sys.version.encode())
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith(KEY_ENV_PREFIXES) and k not in KEY_ENV_IGNORED)
     digest.update(repr(env).encode())
@@ -158,19 +159,30 @@ def samples(root: Path) -> dict[str, str]:
     """The samples of this build: from the cache when nothing they depend on changed."""
     global _samples
     if _samples is None:
-        cache = root / ".cache" / "examples"
-        file = cache / f"{cache_key(root)}.json"
-        if file.is_file():
-            _samples = json.loads(file.read_text(encoding="utf-8"))
+        if not (root / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").is_file():
+            # A copy of the course without the instructors' solutions/: nothing to grade an example from.
+            _samples = {name: MISSING for name in GRADED}
         else:
-            _samples = run_collect(root)
-            cache.mkdir(parents=True, exist_ok=True)
-            for stale in cache.glob("*.json"):
-                stale.unlink()
-            partial = file.with_suffix(".partial")
-            partial.write_text(json.dumps(_samples), encoding="utf-8")
-            partial.replace(file)
+            _samples = cached(root)
+        for folder in sorted((root / "exercises").glob("[0-9][0-9]-*")):
+            if (folder / f"{folder.name}.ipynb").is_file():
+                _samples[f"grade-cells {folder.name}"] = grade_cells(root, folder.name)
     return _samples
+
+
+def cached(root: Path) -> dict[str, str]:
+    cache = root / ".cache" / "examples"
+    file = cache / f"{cache_key(root)}.json"
+    if file.is_file():
+        return json.loads(file.read_text(encoding="utf-8"))
+    found = run_collect(root)
+    cache.mkdir(parents=True, exist_ok=True)
+    for stale in cache.glob("*.json"):
+        stale.unlink()
+    partial = file.with_suffix(".partial")
+    partial.write_text(json.dumps(found), encoding="utf-8")
+    partial.replace(file)
+    return found
 
 
 def block(name: str, text: str, indent: str = "") -> str:
