@@ -150,3 +150,51 @@ def test_every_ratio_shown_is_the_quotient_of_the_figures_beside_it(tmp_path):
     out.write_text(json.dumps({"floor_s": 2.0, "reference_import_s": 4.0, "reference_import_vs_floor": 2.0}))
     results.merge(out, {"floor_s": 2.5})  # a later run measured the floor alone
     assert "reference_import_vs_floor" not in json.loads(out.read_text())
+
+
+def _performance_hook():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("performance_hook", ROOT / "docs" / "hooks" / "performance.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _measured_cells(page_table: str) -> dict[str, str]:
+    """The Performance table's "Measured" column, by key."""
+    cells = {}
+    for row in page_table.splitlines():
+        columns = [c.strip() for c in row.strip("|").split("|")]
+        if len(columns) >= 3 and columns[0].startswith("`"):
+            cells[columns[0].strip("`")] = columns[2]
+    return cells
+
+
+def test_the_performance_page_shows_a_ratio_as_the_quotient_of_its_figures_as_shown():
+    """The page computes a ratio from the two figures printed beside it: a reader who divides
+    them gets the ratio shown, and a ratio missing or stale in the file is neither "not
+    measured yet" nor another number while both its figures are on the page."""
+    from bench import results
+
+    hook = _performance_hook()
+    assert all(hook.parts(key) == results.parts(key) for key in hook.KEYS)
+    ratios = [key for key in hook.KEYS if hook.parts(key)]
+    assert len(ratios) >= 10
+
+    stored = json.loads((ROOT / "bench" / "results.json").read_text())
+    cells = _measured_cells(hook.table(stored))
+    for key in ratios:
+        top, bottom = (cells[p] for p in hook.parts(key))
+        if "not measured" in top or "not measured" in bottom:
+            continue
+        quotient = float(top.split()[0]) / float(bottom.split()[0])
+        assert cells[key] == f"{quotient:.2f}x", (key, top, bottom, cells[key])
+
+    # the case the page once showed: both figures measured, their ratio dropped or left stale
+    for planted in ({}, {"reference_import_vs_floor": 2.17}):
+        figures = {"floor_s": 2.2585, "reference_import_s": 4.2193, **planted}
+        assert _measured_cells(hook.table(figures))["reference_import_vs_floor"] == "1.87x"
+        assert hook.figures("{{ bench: reference_import_vs_floor }}", figures) == "1.87x"
+    # a ratio with one figure missing is not made up
+    assert _measured_cells(hook.table({"floor_s": 2.0}))["reference_import_vs_floor"] == "not measured yet"

@@ -3,6 +3,8 @@
 The figures are whatever ``make bench`` last measured and committed: the page never types a
 number, and says so when the file or a key is missing. The prose quotes a figure of the current
 results as ``{{ bench: key }}``, filled from the same file, so it cannot disagree with the table.
+A ratio shown beside its two figures is their quotient as shown (``value``), never a number
+stored apart from them, so a reader who divides the two gets the ratio printed.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from pathlib import Path
 from mkdocs.exceptions import PluginError
 
 PAGE = "performance.md"
-# The pages whose prose quotes figures: the contributor page's design notes do too.
-PAGES = (PAGE, "how-it-is-built.md")
+# The pages whose prose quotes figures: the contributor page's design notes, and the learner's
+# pages that say how long a grading takes, do too.
+PAGES = (PAGE, "how-it-is-built.md", "commands.md", "learner-guide.md")
 MARKER = "<!-- bench results -->"
 FIGURE = re.compile(r"\{\{\s*bench\s*:\s*(\w+)\s*\}\}")
 # Each key's meaning, in the order the page lists them.
@@ -107,14 +110,38 @@ def shown(value: float, unit: str) -> str:
     return {"s": f"{value:.3g} s", "MB": f"{value:.0f} MB", "h": f"{value:.2g} h"}.get(unit, f"{value:.2f}x")
 
 
+def parts(key: str) -> tuple[str, str] | None:
+    """The two figures a ratio key divides, by its name (as ``bench/results.py`` names them).
+
+    ``X_vs_floor`` is ``X_s / floor_s``; ``PATH_X_vs_linux`` is ``PATH_X_s / X_s``; None for
+    other keys (``class_speedup`` and the like divide timings the page does not show).
+    """
+    if key.endswith("_vs_floor"):
+        return key.removesuffix("_vs_floor") + "_s", "floor_s"
+    match = re.fullmatch(r"(portable|forkserver)_(.+)_vs_linux", key)
+    if match:
+        return f"{match[1]}_{match[2]}_s", f"{match[2]}_s"
+    return None
+
+
+def value(results: dict, key: str) -> float | None:
+    """``key``'s figure as the page shows it: a ratio whose two figures are on the page is the
+    quotient of those two as shown (rounded), whatever the file stores for it."""
+    named = parts(key)
+    if named and all(p in KEYS and isinstance(results.get(p), (int, float)) for p in named):
+        top, bottom = (float(shown(results[p], KEYS[p][0]).split()[0]) for p in named)
+        return top / bottom
+    return results.get(key)
+
+
 def figures(markdown: str, results: dict) -> str:
     """``markdown`` with each ``{{ bench: key }}`` replaced by the key's current figure."""
 
     def figure(found: re.Match) -> str:
         key = found.group(1)
-        if key not in KEYS or results.get(key) is None:
+        if key not in KEYS or value(results, key) is None:
             raise PluginError(f"{PAGE}: {found.group(0)} names no measured figure of bench/results.json")
-        return shown(results[key], KEYS[key][0])
+        return shown(value(results, key), KEYS[key][0])
 
     return FIGURE.sub(figure, markdown)
 
@@ -123,9 +150,9 @@ def table(results: dict) -> str:
     goals = results.get("goals", {})
     rows = ["| Figure | What is timed | Measured | Goal | |", "|---|---|---|---|---|"]
     for key, (unit, what) in KEYS.items():
-        value = results.get(key)
-        text = "not measured yet" if value is None else shown(value, unit)
-        verdict = "" if value is None else _verdict(value, goals.get(key))
+        figure = value(results, key)
+        text = "not measured yet" if figure is None else shown(figure, unit)
+        verdict = "" if figure is None else _verdict(figure, goals.get(key))
         rows.append(f"| `{key}` | {what} | {text} | {_goal(goals.get(key), unit)} | {verdict} |")
     machine = results.get("feedback_machine") or (results.get("class_grading") or {}).get("machine") or {}
     if machine:
