@@ -14,7 +14,7 @@ of this same run, so a busy machine slows both sides alike. Merged into ``bench/
   ``--cold``, which start judges of their own (no goal: what grading costs without warm judges);
 - ``portable_grade_one_s``, ``portable_grade_one_cold_s``, ``portable_grade_all_s``,
   ``portable_grade_all_cold_s``: the four gradings above on the portable path (``BERTLAB_PORTABLE=1``:
-  what macOS runs, learner processes spawned, a spare kept warm per judge), and each divided by
+  what macOS runs, learner processes spawned, two spares kept warm per judge), and each divided by
   the Linux path's figure of this run (``..._vs_linux``); ``forkserver_...``: the same with
   ``BERTLAB_START_METHOD=forkserver`` (forks of a server that imported torch), the alternative
   the portable path was measured against;

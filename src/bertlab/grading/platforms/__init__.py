@@ -9,9 +9,10 @@ of its own:
   transformers).
 - ``portable``: every other platform (macOS), and Linux with ``BERTLAB_PORTABLE=1``. It touches
   no Linux-only interface: psutil for process state and memory, learner processes started by
-  Python's ``multiprocessing`` the way it starts them safely there (spawn), a spare learner
-  process kept warm so that a notebook does not wait for its imports, a watchdog thread in the
-  learner's process that ends it when its judge is gone, and no sandbox (reported so).
+  Python's ``multiprocessing`` the way it starts them safely there (spawn), two spare learner
+  processes kept warm per judge so that a notebook does not wait for their imports, a watchdog
+  thread in the learner's process that ends it when its judge is gone, and no sandbox (reported
+  so).
 
 Verdicts do not depend on the path: the judge, the checks and the learner's server are the
 same code; only how processes start, are watched and are stopped differs.
@@ -21,7 +22,7 @@ The interface:
 - ``name``: ``"linux"`` or ``"portable"``; ``describe()``: what ``bertlab doctor`` prints.
 - ``start_judge_factory(env)``: a factory that forks judges, or None (each judge starts on its own).
 - ``prepare_learners()``: in a new judge, before anything else runs there: get ready to start
-  learner processes fast (Linux forks its template; portable spawns a spare).
+  learner processes fast (Linux forks its template; portable spawns its spares).
 - ``start_learner(cwd, env)``: ``(process, request_fd, answer_fd)``; ``process`` has ``pid``,
   ``alive()``, ``rss_mb()``, ``kill()`` (its whole process group) and ``how_ended()``.
 - ``guard_parent()``: in the learner's process, end it when its judge is gone.
