@@ -162,8 +162,86 @@
     container.appendChild(wrapper);
   }
 
+  // The learner's answers to the lessons' questions, kept in this browser by predictions.js (the
+  // same key and layout: {lesson: {question: {chosen, right, at}}}); the list of every lesson's
+  // questions comes from the page itself (hooks/predictions.py), so this works from files too.
+  const ANSWERS = "bertlab.answers.v1";
+
+  function storedAnswers() {
+    try {
+      const data = JSON.parse(window.localStorage.getItem(ANSWERS) || "{}");
+      return data && typeof data === "object" ? data : {};
+    } catch (err) {
+      return {};
+    }
+  }
+
+  function lessonHref(url, root) {
+    const href = new URL(url, root);
+    // Read as files, a folder's address shows a listing, not its page.
+    if (href.protocol === "file:" && href.pathname.endsWith("/")) href.pathname += "index.html";
+    return href.href;
+  }
+
+  function renderAnswers(container, root) {
+    const index = document.getElementById("bertlab-answers-index");
+    let lessons = [];
+    try {
+      lessons = JSON.parse(index.textContent);
+    } catch (err) {
+      lessons = [];
+    }
+    const answers = storedAnswers();
+    container.replaceChildren();
+    const table = element("table");
+    const head = table.createTHead().insertRow();
+    ["Lesson", "Predictions answered", "Check yourself answered", "Right first time"].forEach((title) => {
+      head.appendChild(element("th", null, title));
+    });
+    const body = table.createTBody();
+    let answeredAll = 0;
+    lessons.forEach((lesson) => {
+      const kept = answers[lesson.lesson] || {};
+      const names = Object.keys(lesson.questions);
+      const count = (kind) => names.filter((n) => lesson.questions[n] === kind).length;
+      const done = (kind) => names.filter((n) => lesson.questions[n] === kind && kept[n]).length;
+      const right = names.filter((n) => kept[n] && kept[n].right).length;
+      const answered = done("predict") + done("check");
+      answeredAll += answered;
+      const row = body.insertRow();
+      row.dataset.lesson = lesson.lesson;
+      const name = element("td");
+      const link = element("a", null, lesson.title);
+      link.href = lessonHref(lesson.url, root);
+      name.appendChild(link);
+      row.appendChild(name);
+      row.appendChild(element("td", null, done("predict") + " of " + count("predict")));
+      row.appendChild(element("td", null, done("check") + " of " + count("check")));
+      row.appendChild(element("td", null, answered ? right + " of " + answered : "-"));
+    });
+    const wrapper = element("div", "md-typeset__scrollwrap");
+    const inner = element("div", "md-typeset__table");
+    inner.appendChild(table);
+    wrapper.appendChild(inner);
+    container.appendChild(wrapper);
+    const reset = element("button", "md-button", "Forget my answers");
+    reset.type = "button";
+    reset.disabled = answeredAll === 0;
+    reset.addEventListener("click", () => {
+      try {
+        window.localStorage.removeItem(ANSWERS);
+      } catch (err) {
+        // storage disabled: nothing was kept
+      }
+      renderAnswers(container, root);
+    });
+    container.appendChild(reset);
+  }
+
   async function main() {
     const root = siteRoot();
+    const answers = document.getElementById("bertlab-answers");
+    if (answers) renderAnswers(answers, root);
     const container = document.getElementById("bertlab-progress");
     const data = await load(root);
     if (!data || !Array.isArray(data.tasks) || data.tasks.length === 0) {

@@ -34,6 +34,8 @@ SCRIPT_TYPE = "application/vnd.bertlab.claims+json"
 
 _values: dict[str, dict] = {}
 _claims: dict[str, dict] = {}
+# Questions answered by the values and claims above (bertlab.experiments.predictions), published with them.
+_predictions: dict[str, dict] = {}
 
 
 class ClaimError(AssertionError):
@@ -117,8 +119,8 @@ def margin(record: dict) -> float | None:
 
 
 def records() -> dict:
-    """Everything recorded so far in this process: ``{"values": .., "claims": ..}``."""
-    return {"values": dict(_values), "claims": dict(_claims)}
+    """Everything recorded so far in this process: ``{"values": .., "claims": .., "predictions": ..}``."""
+    return {"values": dict(_values), "claims": dict(_claims), "predictions": dict(_predictions)}
 
 
 def publish():

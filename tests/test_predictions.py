@@ -1,0 +1,181 @@
+"""The lessons' questions: the build selects each right answer from the lesson's recorded numbers.
+
+These tests drive ``docs/hooks/predictions.py`` and ``bertlab.experiments.predictions`` on made-up
+records (no site is built): an option is right when its recorded value lies in its range or its
+claim holds (or fails) as it says; an explanation that writes a number in digits, a placeholder
+naming no question, a question never placed or a section that does not exist fail the build; and
+numbers that select no single answer fail the strict build but only mark the question elsewhere.
+``tests/test_predictions_site.py`` checks the built site and the page in a real browser.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from bertlab.experiments import claims, predictions
+from tests.conftest import ROOT
+
+
+def hook():
+    spec = importlib.util.spec_from_file_location("predictions_hook", ROOT / "docs" / "hooks" / "predictions.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    """A fresh record of values, claims and questions, as one lesson's run leaves them."""
+    for store in ("_values", "_claims", "_predictions"):
+        monkeypatch.setattr(claims, store, {})
+    monkeypatch.setenv("BERTLAB_CLAIMS", "lenient")
+    return claims
+
+
+def share_question(section: str = "Parameter census") -> None:
+    predictions.predict(
+        "share",
+        "What share is it?",
+        [
+            predictions.between("share", None, 0.5, "below 0.5", "That would hold if it were small."),
+            predictions.between("share", 0.5, 0.7, "0.5 to 0.7", "It is {{ share }}."),
+            predictions.between("share", 0.7, None, "0.7 or more", "That would hold if it were large."),
+        ],
+        section=section,
+    )
+
+
+def page(records: dict, prose: str, headings=("Parameter census",)) -> str:
+    """A lesson page as the build sees it: headings, prose and the published script."""
+    from bertlab.progress import heading_id
+
+    text = json.dumps(records).replace("</", "<\\/")
+    heads = "".join(f'<h2 id="{heading_id(h)}">{h}</h2>' for h in headings)
+    return (
+        f"{heads}{prose}"
+        '<div class="jp-Cell jp-CodeCell jp-Notebook-cell" id="cell-id=abc">measured</div>'
+        f'<script type="application/vnd.bertlab.claims+json">{text}</script>'
+    )
+
+
+@pytest.mark.parametrize(("share", "right"), [(0.1, 0), (0.5, 1), (0.6658, 1), (0.7, 2), (3.0, 2)])
+def test_the_recorded_value_selects_the_option_whose_range_holds_it(recorded, share, right):
+    recorded.value("share", share)
+    share_question()
+    records = recorded.records()
+    assert hook().right_options(records["predictions"]["share"], records) == [right]
+
+
+def test_a_claim_selects_the_option_keyed_to_its_truth(recorded):
+    recorded.value("a", 1.0)
+    predictions.check(
+        "which",
+        "Is a small?",
+        [
+            predictions.holds("a_small", "yes", "It is: {{ claim: a_small }}."),
+            predictions.fails("a_small", "no", "That would hold if a were large."),
+        ],
+        section="Parameter census",
+    )
+    h = hook()
+    recorded.claim("a_small", "a", "<", 2, "a is small")
+    records = recorded.records()
+    assert h.right_options(records["predictions"]["which"], records) == [0]
+    recorded.claim("a_small", "a", ">", 2, "a is small")  # the same sentence, on a machine where it fails
+    records = recorded.records()
+    assert h.right_options(records["predictions"]["which"], records) == [1]
+
+
+def test_the_page_shows_a_form_with_the_selected_answer_hidden_until_committed(recorded):
+    recorded.value("share", 0.66)
+    share_question()
+    html, problems, unsettled = hook().render(page(recorded.records(), "<p>{{ predict: share }}</p>"), "01-anatomy")
+    assert problems == [] and unsettled == []
+    assert '<form class="bertlab-predict bertlab-predict--predict"' in html and 'data-right="1"' in html
+    assert "{{ predict" not in html
+    assert html.count('class="bertlab-predict__explain" hidden') == 3
+    assert '<div class="bertlab-predict__answer" hidden>' in html
+    assert 'href="#cell-id=abc"' in html  # the measurement: the code cell that follows
+    assert "It is {{ share }}." in html  # filled by the claims hook, like any prose
+
+
+@pytest.mark.parametrize(
+    ("explain", "stray"),
+    [
+        ("It is 0.66 of a layer.", ["0.66"]),
+        ("About 2 in 3.", ["2", "3"]),
+        ("It is {{ share }}, between 0.5 and 0.7.", []),  # the labels' numbers
+        ("$W_1$ holds $8H^2$ entries in float32, {{ share }}.", []),  # names and exponents
+    ],
+)
+def test_a_number_written_in_digits_is_refused_unless_a_label_shows_it(recorded, explain, stray):
+    recorded.value("share", 0.66)
+    share_question()
+    question = recorded.records()["predictions"]["share"]
+    question["options"][1]["explain"] = explain
+    assert hook().stray_numbers(question) == stray
+
+
+def test_the_build_names_each_mistake_in_a_lessons_questions(recorded):
+    recorded.value("share", 0.66)
+    share_question(section="No such section")
+    predictions.predict(
+        "unplaced",
+        "Never placed?",
+        [predictions.holds("x", "yes", "Yes."), predictions.fails("x", "no", "No.")],
+        section="Parameter census",
+    )
+    records = recorded.records()
+    records["predictions"]["share"]["options"][0]["explain"] = "Below 0.42."
+    prose = "<p>{{ predict: share }}</p><p>{{ predict: nowhere }}</p>"
+    _, problems, _ = hook().render(page(records, prose), "01-anatomy")
+    text = "\n".join(problems)
+    assert "{{ predict: nowhere }} names no question" in text
+    assert "unplaced is declared and never placed" in text
+    assert "numbers written in digits (0.42)" in text
+    assert "no section of the lesson has the heading 'No such section'" in text
+
+
+def test_numbers_that_select_no_single_answer_fail_the_strict_build_and_mark_a_learners_page(recorded, monkeypatch):
+    recorded.value("share", 0.66)
+    recorded.value("other", 5.0)
+    predictions.predict(
+        "share",
+        "What share?",
+        [
+            predictions.between("share", None, 0.5, "below 0.5", "Small."),
+            predictions.between("other", None, 1, "other below 1", "Other."),
+        ],
+        section="Parameter census",
+    )
+    h = hook()
+    html, problems, unsettled = h.render(page(recorded.records(), "<p>{{ predict: share }}</p>"), "01-anatomy")
+    assert problems == [] and unsettled == ["share (options none right)"]
+    assert 'data-right=""' in html and "do not select a single answer" in html
+
+    class Page:
+        file = type("F", (), {"src_uri": "lessons/01-anatomy.py"})()
+        title = "Lesson 1"
+        url = "lessons/01-anatomy/"
+
+    h.on_config({})
+    assert "bertlab-predict__unsettled" in h.on_page_content(
+        page(recorded.records(), "{{ predict: share }}"), Page(), {}, None
+    )
+    monkeypatch.setenv("BERTLAB_CLAIMS", "strict")
+    with pytest.raises(Exception, match="select no single answer"):
+        h.on_page_content(page(recorded.records(), "{{ predict: share }}"), Page(), {}, None)
+
+
+def test_a_question_needs_options_with_distinct_labels_and_explanations(recorded):
+    with pytest.raises(ValueError, match="at least two"):
+        predictions.predict("q", "?", [predictions.holds("c", "yes", "Yes.")], section="S")
+    with pytest.raises(ValueError, match="share a label"):
+        predictions.check("q", "?", [predictions.holds("c", "a", "A."), predictions.fails("c", "a", "B.")], section="S")
+    with pytest.raises(ValueError, match="explanation"):
+        predictions.holds("c", "yes", " ")
+    with pytest.raises(ValueError, match="empty range"):
+        predictions.between("v", 1, 1, "one", "One.")
