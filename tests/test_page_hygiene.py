@@ -2,7 +2,8 @@
 
 - no ``Out[N]:`` prompt beside an output a reader cannot see;
 - one printout in one block: no two outputs of the same stream side by side;
-- no stray value under a printout: a cell that printed shows no ``repr`` of its last expression;
+- no stray value under a printout: a cell that printed shows no ``repr`` of its last expression,
+  and a printout shows no raw ``repr`` (``tensor(0.66)``) beside its formatted numbers;
 - the 404 page's links work from any depth: each is absolute from the site's root, and exists;
 - the sitemap is filled or not there;
 - every heat map has a colour bar: the lessons' and notebooks' figures, and the grader's.
@@ -62,7 +63,17 @@ def output_problems(page_html: str) -> list[str]:
             if hygiene.is_result(child) and any(hygiene.is_stream(c) for c in children[:index]):
                 text = hygiene.visible_text(child)
                 found.append(f"output area {number}: a stray value {text[:40]!r} under a printout")
+            if hygiene.is_stream(child):
+                found += [
+                    f"output area {number}: a raw repr in a printout: {line.strip()[:80]!r}"
+                    for line in hygiene.visible_text(child).splitlines()
+                    if RAW_REPR.search(line)
+                ]
     return found
+
+
+# A value printed as Python shows it, not formatted: `print(f"{x:.3f}", y)` with y a tensor.
+RAW_REPR = re.compile(r"\b(tensor|np\.float\d*|np\.int\d*|array)\(")
 
 
 def _child(kind: str, text: str, prompt: str = "") -> str:
@@ -90,6 +101,8 @@ def test_the_checks_find_each_planted_defect():
     assert any("split across blocks" in f for f in found), found
     assert any("stray value 'True'" in f for f in found), found
     assert any("empty Out[11]: prompt" in f for f in found), found
+    raw = output_problems(_area(_child("stream", "share 0.667 tensor(0.6663)\n")))
+    assert raw == ["output area 1: a raw repr in a printout: 'share 0.667 tensor(0.6663)'"], raw
     # A value a cell shows on its own, with its prompt, is what the cell is for.
     assert output_problems(_area(_child("result", "tensor([1., 2.])", "Out[3]:"))) == []
 
