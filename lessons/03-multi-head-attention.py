@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from bertlab.capture import capture
 from bertlab.experiments import claims, products
 from bertlab.experiments.heads import median_times, ov_circuits, projection_variants
+from bertlab.experiments.layernorm_eps import float32_step
 from bertlab.masks import additive_mask
 from bertlab.reference import load_model, load_tokenizer
 
@@ -93,7 +94,8 @@ print(f"reshape(B, A, T, d) without the transpose vs q: max abs diff {(wrong - q
 # mean 0 and variance 1, then $q \cdot k$ has variance $d$, and large scores push the softmax into
 # regions where it is nearly one-hot and its gradients vanish. A quick check with random vectors,
 # then the effect on the pretrained layer, measured by the entropy of each query's attention
-# distribution (lower = more peaked):
+# distribution (lower = more peaked): the unscaled scores give the more peaked rows
+# {{ claim: unscaled_rows_more_peaked }}.
 
 # %%
 g = torch.Generator().manual_seed(0)
@@ -115,6 +117,8 @@ def mean_entropy(s):
 
 print(f"mean attention entropy with scaling {mean_entropy(scores):.3f} nats, without {mean_entropy(raw):.3f} nats "
       f"(uniform over the mean sentence length: {torch.log(pad.sum(1).float()).mean():.3f})")
+claims.claim("unscaled_rows_more_peaked", mean_entropy(raw), "<", mean_entropy(scores),
+             "without the 1/sqrt(d) scaling the pretrained layer's attention rows have a lower mean entropy")
 
 # %% [markdown]
 # ## The additive mask
@@ -150,7 +154,7 @@ print(f"largest probability on a padding key: {on_padding.max().item():.1e}")
 # A padding mask depends only on the key, so all $T$ rows of a sentence are the same, and
 # broadcasting does the rest: added to the (B, A, T, T) scores, a (B, 1, 1, T) mask is copied
 # over the heads and the queries, a (B, 1, T, T) one over the heads only, and the sums are equal
-# bit for bit:
+# bit for bit {{ claim: mask_shapes_add_alike }}:
 
 # %%
 import transformers
@@ -185,7 +189,7 @@ print(f"entries where a query row differs from the first: {rows_differ}; "
 # $-\infty$: after the softmax it still gets $e^{0}/Z$ of the attention, $Z$ being the row's sum
 # of exponentials, as much as a real key whose score happens to be 0. **Multiplying the
 # probabilities** by 0/1 after the softmax does remove padding, but the rows then sum to less
-# than 1 and have to be divided by their new sums. On this layer, the share of attention that
+# than 1 {{ claim: product_rows_below_one }} and have to be divided by their new sums. On this layer, the share of attention that
 # lands on padding (mean over the real queries of padded sentences), and how far the layer's
 # output $y$ for real tokens moves from the pretrained model's, continuing the layer with
 # its own `attention.output`, `intermediate` and `output`:
@@ -232,19 +236,29 @@ print(f"renormalised product vs additive mask: max abs diff of the probabilities
 # the prose below: scores * mask leaves padding attention, the renormalised product is the same
 assert padding_share(probs_times_scores) > 0 and probs_times_probs.sum(-1)[real_rows].min() < 1
 assert torch.allclose(probs_renormalised, probs, atol=1e-6)
+product_sums = probs_times_probs.sum(-1)[real_rows & padded_rows[:, None, None]]  # rows of padded sentences
+claims.value("product_row_sum_mean", product_sums.mean(), "{:.2f}")
+claims.claim("product_rows_below_one", 1 - product_sums.mean(), ">", 0.1,
+             "without renormalising, the real query rows of padded sentences lose over a tenth of their sum on average")
+renorm_gap = (probs_renormalised - probs).abs().max()
+claims.claim("renormalised_matches_additive", renorm_gap, "<", 16 * float32_step(probs),
+             "the renormalised product is within sixteen float32 steps of the additive mask's probabilities")
 
 # %% [markdown]
 # Multiplying the scores leaves padding a share of the attention (printed) and moves the
 # layer's output for the real tokens, by the amount printed. Multiplying the probabilities
-# without renormalising removes padding but leaves rows that sum to less than 1; renormalised, it
-# gives the additive mask's probabilities up to float rounding. The additive form gets there in
+# without renormalising removes padding but leaves rows that sum to less than 1 (on average
+# {{ product_row_sum_mean }} over the real queries of the padded sentences)
+# {{ claim: product_rows_below_one }};
+# renormalised, it gives the additive mask's probabilities up to float rounding
+# {{ claim: renormalised_matches_additive }}. The additive form gets there in
 # one operation: a single broadcast add on the scores, after which the softmax's own division by
 # $Z$ does the renormalising, since $e^{s + \text{min}}$ underflows to exactly 0 and drops out of
 # $Z$. The product form needs a multiply, a second sum over the keys and a division, each over
 # the whole (B, A, T, T) tensor, in every layer.
 
 # %% [markdown]
-# Why the most negative *finite* float rather than $-\infty$? A row whose keys are all masked
+# Why `torch.finfo(torch.float32).min`, a *finite* float, rather than $-\infty$? A row whose keys are all masked
 # would be $-\infty - (-\infty) = $ NaN inside the softmax; with a finite value it stays a number:
 
 # %%
@@ -266,6 +280,9 @@ mass = (probs_bool * (1 - pad)[:, None, None, :]).sum(-1, keepdim=True)  # (B, A
 mass = mass[padded].masked_select(real_queries[padded]).mean()
 ctx_bool = (probs_bool @ v).transpose(1, 2).reshape(B, T, H)
 print(f"bool mask: mean attention mass on padding, over real queries of padded sentences: {mass.item():.1%}")
+claims.value("bool_mask_padding_share", 100 * mass, "{:.0f}%")
+claims.claim("bool_mask_leaves_padding_share", mass, ">", 0.01,
+             "with a bool mask added, padding keeps more than 1% of the attention of real queries")
 print(f"bool mask: context vs the model's, max abs diff {(ctx_bool - call.output[0]).abs().max().item():.2f}")
 
 # %% [markdown]
@@ -339,7 +356,8 @@ print(f"context by hand vs attention.self's output: max abs diff {(context - cal
 #
 # So $W^O$ is where the heads' outputs are combined, and the combination is this sum: each head's
 # output goes through its own rows $W^O_i$, which no other head uses, and the results are added.
-# No head's term depends on another head's output; they meet only in the sum. Elhage et al.
+# No head's term depends on another head's output; they meet in the sum and nowhere else, and
+# the heads run apart and summed reproduce the layer {{ claim: separate_heads_reproduce }}. Elhage et al.
 # (2021, "A Mathematical Framework for Transformer Circuits",
 # transformer-circuits.pub) use this to read heads as independent units that each add their own
 # vector into the residual stream. In Hugging Face's `nn.Linear` convention $W^O_i$ is the column
@@ -362,6 +380,8 @@ with torch.no_grad():
     library_dense = attn.output.dense(call.output[0])  # W_O applied to the concatenated heads
     library_out = cap.layer(LAYER, "attention.output").output  # after the first Add & Norm
 print(f"sum of {A} separate heads vs attention.output.dense(context): max abs diff {(projected - library_dense).abs().max().item():.1e}")
+claims.claim("separate_heads_reproduce", (projected - library_dense).abs().max(), "<", 16 * float32_step(library_dense),
+             "the heads run separately and summed are within sixteen float32 steps of the layer's W^O output")
 print(f"LayerNorm(sum + x) vs the attention sub-layer's output:      max abs diff "
       f"{(attn.output.LayerNorm(projected + x) - library_out).abs().max().item():.1e}")
 
@@ -382,11 +402,16 @@ with torch.no_grad():
 assert ranks.max() <= d
 print(f"layer {LAYER}: each OV matrix is {tuple(ov.shape[1:])}; rank per head: {ranks.tolist()}")
 print(f"head size d = {d}; all {A} heads summed: rank {full.item()} of {H}")
+claims.value("ov_rank_max", ranks.max(), "{:.0f}")
+claims.value("ov_rank_sum", full, "{:.0f}")
+claims.claim("ov_rank_is_d", ranks.max(), "==", d, "the largest rank of a head's OV matrix is d, the bound")
+claims.claim("heads_together_reach_more", full, ">", d, "the heads of a layer summed have a rank above d")
 
 # %% [markdown]
-# Every head's map has rank at most $d$ (the printout shows whether each head uses all $d$
-# dimensions), so no single head can move more than a $d$-dimensional slice of information;
-# summed, the heads of a layer reach the rank printed on the second line.
+# Every head's map has rank at most $d$, and the largest here is {{ ov_rank_max }}
+# {{ claim: ov_rank_is_d }} (the printout shows whether each head uses all $d$ dimensions), so no
+# single head can move more than a $d$-dimensional slice of information; summed, the heads of a
+# layer reach rank {{ ov_rank_sum }} {{ claim: heads_together_reach_more }}.
 #
 # ## What $W^O$ adds over concatenating the heads
 #
@@ -485,7 +510,7 @@ claims.claim("own_slot_fit_falls_short", moved_fit, ">", moved_removed / 3,
 #
 # ## What the heads look at
 #
-# The attention patterns of the twelve heads of this layer, for one sentence (real tokens only):
+# The attention patterns of the twelve heads of this layer, for one sentence (padding left out):
 
 # %% alt="A grid of heat maps, one per attention head of one layer, for one corpus sentence: rows are the query tokens, columns the key tokens, and the colour is the attention probability from 0 to 1."
 s = 1
@@ -552,7 +577,8 @@ claims.claim("per_head_most_kernels", work["per head"].kernels, "==", 3 * A * wo
 #   head $i$ is rows $i\,d \dots (i+1)\,d-1$ of `query.weight` (likewise `key`, `value`), and its
 #   block of $W^O$ is the matching columns of `attention.output.dense.weight`.
 # - Running the heads separately on their own slices and summing reproduced the pretrained
-#   layer (differences printed above), and each head's $W_i^V W^O_i$ has rank at most $d$.
+#   layer {{ claim: separate_heads_reproduce }}, and each head's $W_i^V W^O_i$ has rank at most
+#   $d$ {{ claim: ov_rank_is_d }}.
 # - $W^O$ is more than a way to add the heads up: it sends each head's output into directions
 #   spread over all $H$ features, far from the head's own slot {{ claim: wo_blocks_leave_their_slots }},
 #   and this model's later layers rely on it: maps that keep each head in its slot, even fitted
@@ -562,10 +588,12 @@ claims.claim("per_head_most_kernels", work["per head"].kernels, "==", 3 * A * wo
 #   of {{ heads_kernels }} {{ claim: per_head_most_kernels }}; the timings above are this
 #   machine's, this build's.
 # - Along the way: the scores are scaled by $1/\sqrt{d}$, padding is removed by an **additive**
-#   float mask (a bool mask is silently wrong; multiplying the scores by 0/1 leaves padding a
+#   float mask (a bool mask is silently wrong, leaving padding {{ bool_mask_padding_share }} of
+#   the attention {{ claim: bool_mask_leaves_padding_share }}; multiplying the scores by 0/1 leaves padding a
 #   share of the attention; multiplying the probabilities needs a renormalisation to give the
-#   same result), the softmax runs over the keys, and attention dropout acts on the
-#   probabilities only in training.
+#   same result {{ claim: product_rows_below_one }} {{ claim: renormalised_matches_additive }}),
+#   the softmax runs over the keys, and attention dropout acts on the probabilities in training,
+#   not in eval mode.
 #
 # **Exercise:** [03-self-attention](../exercises/03-self-attention/03-self-attention.ipynb): open it
 # with `make lab`, then grade it with `bertlab grade 03`.
