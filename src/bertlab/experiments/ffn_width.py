@@ -234,8 +234,8 @@ def lookup_models(hidden: int) -> dict[str, nn.Module]:
     """The compared networks, built from the global RNG (seed it first).
 
     A linear map (no hidden layer), the FFN with ``H`` and with ``4H`` hidden units, and four
-    narrow residual FFNs, which have as many parameters as the wide one (``4 * (2H^2 + 2H)`` vs
-    ``8H^2 + 5H``) but spend them on depth instead of width.
+    narrow residual FFNs, which have about as many parameters as the wide one (``4 * (2H^2 + 2H)``
+    vs ``8H^2 + 5H``: 2,176 against 2,128 at H = 16) but spend them on depth instead of width.
     """
     return {
         "linear H -> H": nn.Linear(hidden, hidden),
