@@ -147,9 +147,10 @@ def cache_key(root: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def run_collect(root: Path) -> dict[str, str]:
-    """The samples from a new child process (no cache)."""
-    found = subprocess.run([sys.executable, __file__, str(root)], check=False, cwd=root, capture_output=True, text=True)
+def run_collect(root: Path, env: dict[str, str] | None = None) -> dict[str, str]:
+    """The samples from a new child process (no cache), run with ``env`` (default: this process's)."""
+    command = [sys.executable, __file__, str(root)]
+    found = subprocess.run(command, check=False, cwd=root, capture_output=True, text=True, env=env)
     if found.returncode:
         raise RuntimeError(f"producing the pages' example output failed:\n{found.stderr[-3000:]}")
     return json.loads(found.stdout)
