@@ -43,7 +43,7 @@ class JudgesOnDaskWorker(WorkerPlugin):
 
     def setup(self, worker) -> None:
         jobs = max(1, worker.state.nthreads)
-        self.pool = JudgePool(judge_env(jobs))
+        self.pool = JudgePool(judge_env(jobs, long_lived=True))
         for _ in range(jobs):
             self.pool.warm_up()  # returns at once: the judges load in the background
 

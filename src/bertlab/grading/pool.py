@@ -212,9 +212,18 @@ def share_cores(env, jobs: int) -> None:
         env.setdefault(name, threads)
 
 
-def judge_env(jobs: int, model: str | None = None) -> dict:
-    """The environment of judges of which ``jobs`` run side by side."""
+# Set by the pools whose judges outlive one command (warm judges, --watch, a cluster's workers):
+# what only some notebooks need is computed once at start, not on the first grade that needs it.
+WARM_ALL = "BERTLAB_JUDGE_WARM_ALL"
+
+
+def judge_env(jobs: int, model: str | None = None, long_lived: bool = False) -> dict:
+    """The environment of judges of which ``jobs`` run side by side; ``long_lived`` judges, which
+    outlive one command, compute at start what only some notebooks need (``judge_process._warm_up``)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "MPLBACKEND": "Agg"}
+    env.pop(WARM_ALL, None)
+    if long_lived:
+        env[WARM_ALL] = "1"
     share_cores(env, jobs)
     spin_briefly(env)
     if model:

@@ -246,7 +246,7 @@ class Server:
     def __init__(self, jobs: int, model: str | None, idle_seconds: float):
         self.jobs, self.idle_seconds = jobs, idle_seconds
         self.fingerprint = fingerprint(model)
-        self.pool = JudgePool(judge_env(jobs, model))
+        self.pool = JudgePool(judge_env(jobs, model, long_lived=True))
         self.slots = threading.BoundedSemaphore(jobs)
         self.lock = threading.Lock()
         self.busy = self.graded = 0

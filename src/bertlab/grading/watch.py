@@ -48,7 +48,7 @@ def watch(
         stop: polled between checks for changes; True ends the watch (Ctrl-C does too).
     """
     tasks = notebooks.select(notebooks.discover(path), wanted)
-    pool = JudgePool(judge_env(1, model))
+    pool = JudgePool(judge_env(1, model, long_lived=True))
     pool.warm_up()
     try:
         stamps = {}
