@@ -27,7 +27,7 @@ LAYERS = [
     {"diagnose", "experiments"},
     {"checks"},
     {"grading"},
-    {"cli", "instructor", "doctor", "release", "progress", "nbgrader_verdicts", "nbgrader_feedback", ""},
+    {"cli", "instructor", "doctor", "release", "progress", "hints", "nbgrader_verdicts", "nbgrader_feedback", ""},
 ]
 
 

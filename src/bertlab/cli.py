@@ -49,6 +49,15 @@ def _parser() -> argparse.ArgumentParser:
         "--verbose", action="store_true", help="print every failure message, not just the first per task"
     )
     grade.add_argument(
+        "--hint",
+        type=int,
+        choices=(1, 2, 3),
+        metavar="N",
+        help="show step N (1 to 3) of each failure's hint ladder: 1 what to look at, 2 where the lessons "
+        "explain it, 3 the fix in words (default: the next step, 1 at a check's first failure, one more at "
+        "each failing grade after it, back to 1 once the task passes)",
+    )
+    grade.add_argument(
         "--progress-dir",
         type=Path,
         metavar="DIR",
@@ -236,6 +245,8 @@ def _grade(args) -> int:
         print("bertlab grade: stopped (Ctrl-C); nothing was written", file=sys.stderr)
         return 130
     print(json.dumps(report.to_dict(), indent=2) if args.json else render(report, verbose=args.verbose))
+    if not args.json:
+        _show_hints(args, report, progress)
     _write_progress(args, report, progress)
     return 0 if report.all_passed else 1
 
@@ -286,6 +297,7 @@ def _watch(args, options: dict, say) -> int:
 
     def show(report, seconds: float) -> None:
         print(render(report, verbose=args.verbose), flush=True)
+        _show_hints(args, report, say)
         if seconds:
             say(f"graded {seconds:.1f} s after the save")
         _write_progress(args, report, say)
@@ -307,6 +319,24 @@ def _progress_dir(args) -> Path | None:
     if root is None or args.path.resolve() != (root / "exercises").resolve() or not (root / "site").is_dir():
         return None
     return root / "site"
+
+
+def _show_hints(args, report, say) -> None:
+    """Print a step of each failure's hint ladder (``--hint N``, else the next one) and keep the
+    counts beside progress.json (without a progress directory, every failure starts at step 1)."""
+    from bertlab import hints, progress
+
+    out = _progress_dir(args)
+    counts = progress.read_hints(out) if out is not None else {}
+    shown, kept = hints.advance(report, counts, forced=args.hint, verbose=args.verbose)
+    text = hints.render(shown, forced=args.hint)
+    if text:
+        print("\n" + text, flush=True)
+    if out is not None and kept != counts:
+        try:
+            progress.write_hints(out, kept)
+        except OSError as err:
+            say(f"bertlab grade: could not keep the hint steps: {err}")
 
 
 def _write_progress(args, report, say) -> None:
