@@ -179,3 +179,33 @@ def test_a_question_needs_options_with_distinct_labels_and_explanations(recorded
         predictions.holds("c", "yes", " ")
     with pytest.raises(ValueError, match="empty range"):
         predictions.between("v", 1, 1, "one", "One.")
+
+
+# -- notebook 07: a guess before the checks, its answer from the learner's own numbers -------------
+
+
+def test_notebook_seven_asks_for_a_guess_before_each_why_check_and_reveals_it_after():
+    import nbformat
+
+    for folder in ("solutions", "exercises"):
+        nb = nbformat.read(ROOT / folder / "07-why-measured" / "07-why-measured.ipynb", as_version=4)
+        ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+        for task, first_check in (("7_3", "test-7-3-values"), ("7_5", "test-7-5-values")):
+            at = next(i for i, c in enumerate(nb.cells) if f"GUESS_{task} = None" in c.source)
+            assert at < ids.index(first_check), (folder, task)
+            assert "nbgrader" not in nb.cells[at].metadata, "a guess cell is the learner's: ungraded, editable"
+            reveal_cell = nb.cells[ids.index("predictions")]
+            assert ids.index("predictions") > ids.index("plot") and f"reveal(GUESS_{task}" in reveal_cell.source
+
+
+def test_a_guess_is_shown_and_revealed_against_the_measured_option(capsys):
+    options = {"a": "falls", "b": "stays"}
+    assert predictions.guess("What happens?", options, None) is None
+    assert "Write your letter" in capsys.readouterr().out
+    assert predictions.guess("What happens?", options, "a") == "a"
+    assert "Your prediction: 'a'" in capsys.readouterr().out
+    assert predictions.reveal("a", options, "a", "r ends at 1e-7", "lesson 8") is True
+    assert "right" in capsys.readouterr().out
+    assert predictions.reveal("b", options, "a", "r ends at 1e-7", "lesson 8, Attention alone") is False
+    out = capsys.readouterr().out
+    assert "r ends at 1e-7, so 'a', falls" in out and "Reread lesson 8, Attention alone" in out
