@@ -125,8 +125,7 @@ for _id, _tasks, _description, _lesson, _section in [
     (
         "layernorm-before-residual",
         ADD_NORM,
-        "LayerNorm applied BEFORE the residual add, LayerNorm(dense(x)) + input_tensor, instead of "
-        "LayerNorm(dense(x) + input_tensor)",
+        "LayerNorm applied BEFORE the residual add, LayerNorm(dense(x)) + input_tensor, instead of to the sum",
         LESSON,
         "Post-LN",
     ),
@@ -191,7 +190,7 @@ for _id, _description in [
     (
         "dropout-on-residual-sum",
         "dropout applied to the residual SUM, LayerNorm(dropout(dense(x) + input_tensor)) (in train mode), "
-        "which also drops the residual path, instead of LayerNorm(dropout(dense(x)) + input_tensor)",
+        "which also drops the residual path, instead of to the dense output alone",
     ),
     (
         "dropout-on-sublayer-input",

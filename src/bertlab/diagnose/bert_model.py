@@ -239,8 +239,7 @@ register(
         "extended-mask-wrong-sign",
         ("6.4",),
         "an additive mask of the WRONG SIGN: finfo.min on the real tokens and 0 on padding (m * finfo.min), "
-        "or the most positive float on padding ((m - 1) * finfo.min), so attention goes to the padding; "
-        "the right mask is (1 - m) * finfo.min",
+        "or the most positive float on padding ((m - 1) * finfo.min), so attention goes to the padding",
         LESSON,
         "The attention mask",
     )
@@ -262,13 +261,13 @@ for _id, _description, _section in [
     (
         "second-residual-from-input",
         "the second residual taken from the LAYER'S INPUT, output(intermediate(a), hidden_states), instead of "
-        "from the attention sub-layer's output a: output(intermediate(a), a)",
+        "from the attention sub-layer's output a",
         "The second Add & Norm",
     ),
     (
         "ffn-fed-layer-input",
         "the feed-forward network fed the LAYER'S INPUT, intermediate(hidden_states), instead of the attention "
-        "sub-layer's output a: intermediate(a)",
+        "sub-layer's output a",
         "One layer by four calls",
     ),
     (

@@ -256,7 +256,7 @@ for _id, _tasks, _primitive, _description, _lesson, _section in [
         (LAYER,),
         None,
         "a layer whose second residual is the LAYER'S INPUT, layer_norm(W_2(...) + hidden_states), instead of "
-        "the attention sub-layer's output, layer_norm(W_2(...) + attention_output)",
+        "the attention sub-layer's output",
         ADD_NORM,
         "The second Add & Norm",
     ),
@@ -265,7 +265,7 @@ for _id, _tasks, _primitive, _description, _lesson, _section in [
         (LAYER,),
         None,
         "a layer whose feed-forward network reads the LAYER'S INPUT, linear(hidden_states, intermediate.dense), "
-        "instead of the attention sub-layer's output, linear(attention_output, intermediate.dense)",
+        "instead of the attention sub-layer's output",
         ADD_NORM,
         "One layer by four calls",
     ),
@@ -283,7 +283,7 @@ for _id, _tasks, _primitive, _description, _lesson, _section in [
         (LAYER,),
         None,
         "a layer that normalises BEFORE the residual add, layer_norm(W(...)) + residual, instead of "
-        "layer_norm(W(...) + residual) (Post-LN), in one Add & Norm or both",
+        "normalising the sum (Post-LN), in one Add & Norm or both",
         ADD_NORM,
         "Post-LN",
     ),
