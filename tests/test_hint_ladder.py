@@ -21,6 +21,7 @@ from bertlab.grading.results import CheckResult
 from bertlab.grading.runner import Report, TaskResult
 from tests.conftest import ROOT
 from tests.test_mistake_links import headings
+from tests.test_progress import graded  # noqa: F401  (a fixture: notebooks graded once)
 
 SCALING = ("03-multi-head-attention", "Scaled scores")
 
@@ -327,3 +328,28 @@ def test_hint_counts_are_read_safely(tmp_path):
     assert progress.read_hints(tmp_path) == {}
     progress.write_hints(tmp_path, {"3.2 no-scaling": 2})
     assert progress.read_hints(tmp_path) == {"3.2 no-scaling": 2}
+
+
+# -- the same, from a graded notebook's verdicts --------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_graded_notebooks_verdicts_climb_their_ladders(graded):  # noqa: F811
+    """Task 3 graded with the scaling left out, Task 4 as released (stubs), Task 5 solved: the
+    judge's verdicts name what the ladders need (mistake, lesson, section, grade cell)."""
+    data, _, _ = graded
+    report = Report(
+        [
+            TaskResult(t["task"], t["score"], t["max_score"], t["status"], [CheckResult(**c) for c in t["checks"]])
+            for t in data["tasks"]
+        ]
+    )
+    counts = {"5.1 test-5-1-values": 2}  # Task 5 failed before; it passes now
+    seen = []
+    for _ in range(3):
+        shown, counts = hints.advance(report, counts)
+        seen.append({s.key: (s.step, s.ladder.subject) for s in shown})
+    assert seen == [
+        {"3.1 no-scaling": (n, "known mistake `no-scaling`"), "4.1 test-4-1-names": (n, "Task 4.1")} for n in (1, 2, 3)
+    ]
+    assert "5.1 test-5-1-values" not in counts
