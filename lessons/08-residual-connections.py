@@ -223,7 +223,8 @@ for k in ("layer", "attention_skip", "ffn_skip"):
     claims.value(f"{k}_mean_cosine", by_kind[k].mean(), "{:.3f}")
 for s in ("attention_skip", "ffn_skip"):
     worse_in = by_kind[s] < by_kind["layer"]  # (L,): layers where losing the skip hurts more
-    claims.value(f"{s}_worse_layers", worse_in.sum(), "{:.0f}")
+    n_worse = int(worse_in.sum())  # the prose's words follow the count: "in all 6 layers" only when it is all
+    claims.value(f"{s}_worse_where", f"in all {L} layers" if n_worse == L else f"in {n_worse} of the {L} layers")
     claims.claim(f"{s}_worse_on_average", by_kind[s].mean(), "<", by_kind["layer"].mean(),
                  f"removing {s}'s skip hurts more than removing the layer, averaged over the layers")
     print(f"{s}: hurts more than removing the whole layer in {counted(torch.nonzero(worse_in).flatten().tolist(), 'layer')}")
@@ -231,6 +232,8 @@ claims.value("layers", L, "{:.0f}")
 damage = {k: 1 - v for k, v in by_kind.items()}  # (L,) each: 1 - mean cosine, how far a lesion moves the outputs
 claims.claim("skip_not_worse_everywhere", (damage["layer"] / damage["attention_skip"]).max(), ">", 1,
              "in some layer, removing attention's skip hurts less than removing the layer")
+claims.claim("ffn_skip_worse_everywhere", (damage["ffn_skip"] / damage["layer"]).min(), ">", 1,
+             "in every layer, removing the FFN's skip hurts more than removing the layer")
 last_kept = next(r.effect.top_kept for r in table if r.kind == "layer" and r.layer == L - 1)
 claims.value("last_layer_top_kept", last_kept, "{:.0%}")
 claims.claim("last_layer_moves_most", damage["layer"][-1], ">", damage["layer"][:-1].max(),
@@ -245,10 +248,10 @@ claims.claim("last_layer_keeps_most_queries", last_kept, ">", 0.5,
 # keeping the block is worse than removing the whole layer *on average over the layers*: mean
 # cosine {{ attention_skip_mean_cosine }} without attention's skip
 # {{ claim: attention_skip_worse_on_average }} and {{ ffn_skip_mean_cosine }} without the FFN's
-# {{ claim: ffn_skip_worse_on_average }}, against {{ layer_mean_cosine }} without the layer. It is
-# not so in every layer: losing attention's skip hurts more in {{ attention_skip_worse_layers }}
-# of the {{ layers }} layers {{ claim: skip_not_worse_everywhere }}, losing the FFN's in
-# {{ ffn_skip_worse_layers }} (the table lists each). In those layers the block passes on its
+# {{ claim: ffn_skip_worse_on_average }}, against {{ layer_mean_cosine }} without the layer. Layer
+# by layer, losing the FFN's skip hurts more than losing the whole layer {{ ffn_skip_worse_where }}
+# {{ claim: ffn_skip_worse_everywhere }}, losing attention's {{ attention_skip_worse_where }}
+# {{ claim: skip_not_worse_everywhere }} (the table lists each). Without its skip the block passes on its
 # update alone, and an update on its own is not a stream of the kind the following layers were
 # trained to read. Removing the last layer moves the embedding more than removing any other
 # {{ claim: last_layer_moves_most }} (the output space is that layer's), yet most queries
@@ -454,8 +457,9 @@ claims.claim("orthogonal_gradient_near_identity", plain["identity"].grad[0] / pl
 #   alone does not prevent it.
 # - Removing a whole layer or one block at test time changes the sentence embeddings but mostly
 #   not the search results; removing a skip connection is worse than removing the layer on
-#   average over the layers {{ claim: attention_skip_worse_on_average }}, though not in every
-#   layer {{ claim: skip_not_worse_everywhere }} (the table above).
+#   average over the layers {{ claim: attention_skip_worse_on_average }}: the FFN's
+#   {{ ffn_skip_worse_where }} {{ claim: ffn_skip_worse_everywhere }}, attention's
+#   {{ attention_skip_worse_where }} {{ claim: skip_not_worse_everywhere }} (the table above).
 # - Any single attention head can be masked with a small effect
 #   {{ claim: any_head_less_than_any_layer }}; the last layer's heads matter most
 #   {{ claim: last_layer_heads_matter_most }}.
