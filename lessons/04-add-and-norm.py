@@ -185,12 +185,13 @@ for seed in range(DRAWS):
 print(f"p = {p}: zeroed fraction of the branch {zeroed:.3f}; "
       f"mean cosine of the token vectors to eval mode {cos_branch:.4f}")
 print(f"dropout after the LayerNorm instead: mean cosine to eval mode {cos_after:.4f}")
-print(f"1 - cosine: {1 - cos_after:.4f} after the LayerNorm, {1 - cos_branch:.4f} on the branch "
-      f"({(1 - cos_after) / (1 - cos_branch):.1f} times as far)")
+far_after, far_branch = (float(f"{1 - c:.3g}") for c in (cos_after, cos_branch))  # as printed: the ratio is theirs
+print(f"1 - cosine: {far_after:.3g} after the LayerNorm, {far_branch:.3g} on the branch "
+      f"({far_after / far_branch:.1f} times as far)")
 claims.value("dropout_draws", DRAWS, "{:.0f}")
 claims.value("dropout_branch_cosine", cos_branch, "{:.4f}")
 claims.value("dropout_after_ln_cosine", cos_after, "{:.4f}")
-claims.value("dropout_after_ln_times", (1 - cos_after) / (1 - cos_branch), "{:.0f}")
+claims.value("dropout_after_ln_times", far_after / far_branch, "{:.1f}")
 claims.claim("dropout_after_ln_worse", 1 - cos_after, ">", 1 - cos_branch,
              "dropout after the LayerNorm moves the token vectors more than dropout on the branch")
 
@@ -347,8 +348,8 @@ for i, x_i in enumerate(cap.hidden_states):
 # also drop features of the residual stream, the one path that is supposed to carry $x$ through
 # unchanged: over the draws above, the token vectors keep a mean cosine of
 # {{ dropout_after_ln_cosine }} to eval mode, against {{ dropout_branch_cosine }} with dropout on
-# the branch: about {{ dropout_after_ln_times }} times as far from eval mode, measured as
-# $1 - \cos$ {{ claim: dropout_after_ln_worse }}.
+# the branch: {{ dropout_after_ln_times }} times as far from eval mode, measured as $1 - \cos$
+# (the ratio of the two printed above) {{ claim: dropout_after_ln_worse }}.
 #
 # Do the weights of a pretrained model still work in an arrangement other than the one they were
 # trained in?
