@@ -100,6 +100,9 @@ def test_the_page_shows_a_form_with_the_selected_answer_hidden_until_committed(r
     assert '<div class="bertlab-predict__answer" hidden>' in html
     assert 'href="#cell-id=abc"' in html  # the measurement: the code cell that follows
     assert "It is {{ share }}." in html  # filled by the claims hook, like any prose
+    script = html[html.index("<script") :]
+    assert "{{" not in script, "the claims hook would fill the published script's placeholders"
+    assert hook().read(html)["predictions"]["share"]["options"][1]["explain"] == "It is {{ share }}."
 
 
 @pytest.mark.parametrize(

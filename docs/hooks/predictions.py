@@ -180,6 +180,9 @@ def render(page_html: str, stem: str) -> tuple[str, list[str], list[str]]:
         return form(stem, name, question, right[0] if len(right) == 1 else None, measurement)
 
     page_html = PLACEHOLDER.sub(replace, page_html)
+    # The explanations' placeholders inside the published script stay as they are: written
+    # "{\u007b", which JSON reads as "{{" and the claims hook does not take for a placeholder.
+    page_html = SCRIPT.sub(lambda found: found.group(0).replace("{{", "{\\u007b"), page_html)
     problems += [
         f"{name} is declared and never placed as {{{{ predict: {name} }}}}" for name in questions if name not in placed
     ]
