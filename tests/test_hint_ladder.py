@@ -8,6 +8,7 @@ Fast: the grader's side is fed ``CheckResult``s as a judge writes them (no noteb
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import re
 
@@ -242,6 +243,20 @@ def test_each_mistake_and_each_grade_cell_climbs_its_own_ladder():
         [("3.2 no-scaling", 2)],
         [("3.2 test-3-2-values", 1)],
         [("3.2 test-3-2-values", 2)],
+    ]
+
+
+def test_a_failure_naming_no_mistake_climbs_the_ladder_of_the_stage_that_failed():
+    """The judge says which stage failed: two grade cells failing at the same stage are one check."""
+    at_masks = [
+        dataclasses.replace(_failed(name, mistake=None, lesson=(None, None)), tasks=["3.2"], stage="masks")
+        for name in ("test-3-2-masks", "test-3-2-all")
+    ]
+    at_dropout = dataclasses.replace(at_masks[1], stage="dropout")
+    assert _grades(_report(at_masks[0]), _report(at_masks[1]), _report(at_dropout)) == [
+        [("3.2 masks", 1)],
+        [("3.2 masks", 2)],
+        [("3.2 dropout", 1)],
     ]
 
 

@@ -124,6 +124,8 @@ def test_progress_json_has_every_graded_task(graded):
     assert re.search(r"values differ .*\n  max abs diff \S+ at \(batch \d+, ", mistaken["message"])
     assert mistaken["lesson"] == f"lessons/{mistake.lesson}/#{progress.heading_id(mistake.section)}"
     assert mistaken["section"] == mistake.section
+    first_failed = _first_failure(next(t for t in report["tasks"] if t["task"] == ATTENTION))
+    assert first_failed["stage"] == "values" and first_failed["tasks"] and first_failed["tasks"][0].startswith("3.")
     image = (out / mistaken["heatmap"]).read_bytes()
     assert image.startswith(PNG)
     first = _first_failure(next(t for t in report["tasks"] if t["task"] == ATTENTION))

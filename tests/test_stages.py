@@ -121,3 +121,14 @@ def test_the_contributor_page_says_which_file_holds_each_module_stage():
         if not str(inspect.getsourcefile(getattr(ModuleTask, STAGES[name].method))).endswith(path)
     }
     assert wrong == {}
+
+
+def test_a_failed_check_says_which_stage_failed():
+    from bertlab.checks import CheckFailed
+
+    def layer_norm(x, weight, bias, eps):
+        return x  # runs, right shapes, wrong values
+
+    with pytest.raises(CheckFailed) as failed:
+        TASKS["1.2"].run(layer_norm)
+    assert failed.value.stage == "values"

@@ -117,7 +117,7 @@ class Shown:
 
     notebook: str  # the graded task folder, as ``bertlab grade`` names it ("03-self-attention")
     task: str  # "3.2"
-    key: str  # what the count is kept under: "3.2 no-scaling", or "3.2 test-3-2-values"
+    key: str  # what the count is kept under: "3.2 no-scaling", or "3.2 masks" (the stage that failed)
     step: int
     ladder: Ladder
 
@@ -137,7 +137,8 @@ def _ladder(task: str, check) -> tuple[str, Ladder] | None:
         if ladder is not None:
             return f"{task} {check.mistake}", ladder
     ladder = for_task(task)
-    return (f"{task} {check.name}", ladder) if ladder is not None else None
+    # the stage that failed, where the judge says (older results: the grade cell)
+    return (f"{task} {getattr(check, 'stage', None) or check.name}", ladder) if ladder is not None else None
 
 
 def advance(

@@ -43,9 +43,12 @@ class CheckFailed(AssertionError):
     ``values`` holds the compared tensors when values differ (for ``heatmap``), else None.
     Whatever decides on a failure reads its fields, never its text: ``mistake`` (a known
     mistake's id), ``cause`` (``"values"`` when outputs differ from HF's, ``"raised"`` when the
-    learner's code raised, else None) and ``values``. The text is written once, by ``Task.fail``,
-    and grows only by ``adding`` lines under it.
+    learner's code raised, else None), ``values`` and ``stage`` (the stage that failed, set by
+    ``Task.run``). The text is written once, by ``Task.fail``, and grows only by ``adding`` lines
+    under it.
     """
+
+    stage: str | None = None
 
     def __init__(
         self, message: str, mistake: str | None = None, values: Difference | None = None, cause: str | None = None
@@ -149,7 +152,11 @@ class Task:
         # learner's class, so nothing is answered from an earlier run.
         try:
             for name in stages:
-                getattr(self, stages_mod.STAGES[name].method)(obj, ctx)
+                try:
+                    getattr(self, stages_mod.STAGES[name].method)(obj, ctx)
+                except CheckFailed as err:
+                    err.stage = err.stage or name
+                    raise
         except CheckFailed as err:
             heatmap.show_in_notebook(err)  # the picture beside the message, in a Jupyter kernel only
             raise

@@ -36,11 +36,10 @@ class _LearnerNames(dict):
         return self.learner.lookup(name)  # KeyError when the learner never defined it
 
 
-def _run_grade_cell(source: str, learner: Learner, name: str) -> list[str]:
-    """Run a grade cell's code, the learner's names proxied; the ids of the tasks it checked."""
+def _run_grade_cell(source: str, learner: Learner, name: str, ran: list[str]) -> None:
+    """Run a grade cell's code, the learner's names proxied; ``ran`` gets the id of each task it
+    checks, as it starts (a failing check's task too)."""
     from bertlab.checks import check
-
-    ran: list[str] = []
 
     def checking(*args, **kwargs) -> None:
         ran.append(str(kwargs.get("task", args[0] if args else "")))
@@ -48,7 +47,6 @@ def _run_grade_cell(source: str, learner: Learner, name: str) -> list[str]:
 
     code = compile(source, f"<grade cell {name}>", "exec")
     exec(code, {"check": checking, "__builtins__": builtins}, _LearnerNames(learner))
-    return ran
 
 
 def _message(err: BaseException, first_error: str | None) -> str:
@@ -103,11 +101,12 @@ def judge_notebook(
                 result.checks.append(CheckResult(grade_id, False, 0.0, points, tampered, "tampering"))
                 continue
             output = io.StringIO()
+            checked: list[str] = []
             try:
                 if learner.gone is not None:
                     raise learner.gone
                 with contextlib.redirect_stdout(output):
-                    checked = _run_grade_cell(cell.source, learner, grade_id)
+                    _run_grade_cell(cell.source, learner, grade_id, checked)
             except LearnerGone as err:
                 result.stopped = err.status
                 gone_in = gone_in or cell_named(cell)
@@ -130,6 +129,8 @@ def judge_notebook(
                         _heatmap(err),
                         lesson=known.lesson if known else None,
                         section=known.section if known else None,
+                        tasks=checked,
+                        stage=getattr(err, "stage", None),
                     )
                 )
             else:

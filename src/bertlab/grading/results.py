@@ -24,7 +24,8 @@ class CheckResult:
     cause: str | None = None  # the limit that stopped the notebook: "timeout" or "memory" (else None)
     lesson: str | None = None  # where the known mistake is explained: a lesson's slug ...
     section: str | None = None  # ... and its section's title
-    tasks: list[str] = field(default_factory=list)  # the tasks whose checks the grade cell ran
+    tasks: list[str] = field(default_factory=list)  # the tasks whose checks the grade cell ran (up to a failure)
+    stage: str | None = None  # the stage that failed (bertlab.checks.stages), when a check failed
 
 
 @dataclass
