@@ -81,6 +81,22 @@ print("tokenizer's token_type_ids in this batch:", batch["token_type_ids"].uniqu
 # Indexing a table with a tensor of ids gathers one row per id. We add the three lookups in the
 # order the library does, normalise with the biased variance and the configured $\varepsilon$,
 # and compare with the module called on `input_ids` alone.
+#
+# {{ predict: embeddings_residual }}
+
+# %% tags=["remove-input"]
+# A question before the measurement below; the build selects its answer from the claim recorded there.
+from bertlab.experiments import predictions as ask
+
+ask.predict("embeddings_residual", "Every sub-layer of the encoder computes $\\mathrm{LN}(x + F(x))$. Which "
+            "formula reproduces `model.embeddings`, with $z$ the sum of the three lookups?", [
+    ask.holds("embeddings_have_no_residual", "$\\mathrm{LN}(z)$: no residual", "$\\mathrm{LN}(z)$ matches "
+              "the module to {{ no_skip_diff }}, $z + \\mathrm{LN}(z)$ is off by {{ with_skip_diff }}. There is "
+              "no stream yet to carry around the embeddings: their LayerNorm starts it."),
+    ask.fails("embeddings_have_no_residual", "$z + \\mathrm{LN}(z)$: a residual, as in the layers", "That "
+              "would hold if the embeddings were a sub-layer adding an update to a stream that already exists, "
+              "like attention or the FFN. They compute the stream's first value, $x_0$."),
+], section="The embeddings by hand")
 
 # %%
 eps = model.config.layer_norm_eps
@@ -295,6 +311,20 @@ claims.claim("order_moves_pair_vector_more_than_types", min(order_moves), ">", m
 # other one, and everything else acts on each token separately. If every token gets the *same*
 # position vector, the model cannot tell a sentence from a reordering of it. We test this by
 # passing `position_ids` of all zeros and swapping two words.
+#
+# {{ predict: order_without_positions }}
+
+# %% tags=["remove-input"]
+# Answered by the cosines measured below (recorded at the end of the lesson).
+ask.predict("order_without_positions", "With every token given the same position, the first, how do the sentence embeddings of "
+            "\"the dog bit the man\" and \"the man bit the dog\" compare?", [
+    ask.between("order_blind_gap", None, 1e-5, "the same, up to rounding", "Attention compares every token "
+                "with every other one whatever their places, and the rest acts on each token alone: without "
+                "positions the model reads a bag of words. One minus their cosine is {{ order_blind_gap }}; "
+                "with the default positions it is {{ order_default_gap }}."),
+    ask.between("order_blind_gap", 1e-5, None, "still clearly different", "That would hold if attention or "
+                "the FFN knew where a token stands. Only the position vectors tell them."),
+], section="Positions are the only source of word order")
 
 # %%
 def sentence_embedding(text, position_ids=None):
@@ -337,6 +367,8 @@ with torch.no_grad():
 
 # %% [markdown]
 # ## What the position table learned
+#
+# {{ predict: position_similarity }}
 #
 # Cosine similarity between the learned position vectors. Adjacent positions have the most
 # similar vectors {{ claim: adjacent_positions_most_similar }} and similarity falls with distance
@@ -489,6 +521,60 @@ print(f"p = {p}: fraction zeroed {1 - kept.float().mean().item():.4f}; "
 #
 # **Exercise:** [02-embeddings](../exercises/02-embeddings/02-embeddings.ipynb): open it with
 # `make lab`, then grade it with `bertlab grade 02`.
+#
+# ## Check yourself
+#
+# {{ predict: check_largest_term }}
+#
+# {{ predict: check_segment_b }}
+#
+# {{ predict: check_position_directions }}
+
+# %% tags=["remove-input"]
+# The numbers the questions of this page rest on, measured above, and the questions.
+_ = claims.value("order_blind_gap", abs(1 - cos_blind), "{:.1e}")
+_ = claims.value("order_default_gap", 1 - cos_normal, "{:.1e}")
+_ = claims.value("near_minus_far_cosine", by_distance[:5].mean() - by_distance[19:40].mean(), "{:.2f}")
+_ = claims.value("near_cosine", by_distance[:5].mean(), "{:.2f}")
+_ = claims.value("far_cosine", by_distance[19:40].mean(), "{:.2f}")
+_ = claims.value("word_over_other_norms", part_norms["word"].mean()
+                 / max(part_norms["position"].mean(), part_norms["token type"].mean()), "{:.1f}")
+ask.predict("position_similarity", "The position vectors are learned from scratch. How similar are the "
+            "vectors of two positions, as their distance grows?", [
+    ask.between("near_minus_far_cosine", 0, None, "more similar when nearer", "The mean cosine of positions "
+                "up to five apart is {{ near_cosine }}, of positions twenty to forty apart {{ far_cosine }}: "
+                "near in the sentence is near in the table."),
+    ask.between("near_minus_far_cosine", None, 0, "no more similar when nearer", "That would hold if "
+                "training had left the randomly initialised rows as they were. It shaped them by where words "
+                "stand."),
+], section="What the position table learned")
+ask.check("check_largest_term", "Of the three vectors added into $z_t$ (word, position, token type), which is "
+          "the largest on average?", [
+    ask.between("word_over_other_norms", 1.25, None, "the word vector", "Its mean norm is {{ word_norm }}, "
+                "against {{ position_norm }} for the position vector and {{ type_norm }} for the token-type "
+                "vector {{ claim: word_table_dominates }}."),
+    ask.between("word_over_other_norms", 0.8, 1.25, "all three about the same", "That would hold if the "
+                "tables had been trained to balance each other. Nothing asks them to: the word table "
+                "carries most of what a token is."),
+    ask.between("word_over_other_norms", None, 0.8, "the position or the token-type vector", "That would "
+                "hold if where a token stands mattered more to the model than what it is."),
+], section="How big is each part?")
+ask.check("check_segment_b", "In a sentence pair `[CLS] A [SEP] B [SEP]`, where does the second segment's token type begin?", [
+    ask.holds("b_starts_after_first_sep", "right after the first `[SEP]`", "The `[SEP]` that closes A still "
+              "has A's type; B starts at position {{ b_start }}, right after it "
+              "{{ claim: b_starts_after_first_sep }}."),
+    ask.fails("b_starts_after_first_sep", "at the first `[SEP]`, or elsewhere", "That would hold if the "
+              "separator belonged to the sentence after it. The tokenizer gives it to the sentence it closes."),
+], section="Token types in use: a sentence pair")
+ask.check("check_position_directions", "Positions are added to the word vectors, not concatenated. Do the "
+          "trained word vectors use the directions the positions occupy?", [
+    ask.holds("words_avoid_position_directions", "little: they mostly avoid them", "The positions occupy "
+              "{{ k_pos }} directions, and the word vectors keep {{ word_in_pos }} of their variance there, "
+              "against {{ word_in_random }} in as many random directions "
+              "{{ claim: words_avoid_position_directions }}."),
+    ask.fails("words_avoid_position_directions", "as much as any other directions", "That would hold if "
+              "adding mixed the two beyond repair. Training keeps them apart in the one width they share."),
+], section="Added, not concatenated")
 
 # %% tags=["remove-input"]
 claims.publish()  # the numbers and claims above, for the build that renders this page
