@@ -89,6 +89,8 @@ print(f"reshape(B, A, T, d) without the transpose vs q: max abs diff {(wrong - q
 #
 # ## Scaled scores
 #
+# {{ predict: unscaled_attention }}
+#
 # Each head compares every query with every key: $S = QK^\top/\sqrt{d}$, shape (B, A, T, T).
 # Vaswani et al. motivate the $1/\sqrt{d}$: if the components of $q$ and $k$ are independent with
 # mean 0 and variance 1, then $q \cdot k$ has variance $d$, and large scores push the softmax into
@@ -270,6 +272,28 @@ print("softmax of an all finfo.min row:", torch.softmax(torch.full((4,), torch.f
 # and `False` to 0. Real keys get $+1$ and padding keys $+0$, which for the softmax is the same
 # as lowering padding by just 1 instead of removing it: each padding key keeps its weight divided
 # by $e$, and padding is attended to as if it were (slightly discounted) text:
+#
+# {{ predict: bool_mask_padding }}
+
+# %% tags=["remove-input"]
+# A question before the measurement below; the build selects its answer from the share measured
+# there (recorded at the end of the lesson).
+from bertlab.experiments import predictions as ask
+
+ask.predict("bool_mask_padding", "With the bool mask added, what share of a real query's attention goes to "
+            "the padding keys, on average over the padded sentences?", [
+    ask.between("bool_padding_percent", None, 1, "almost none, below 1%", "That would hold if `False` "
+                "became a large negative number, as in the additive mask. It becomes zero: padding is lowered "
+                "by one against the real keys, not removed."),
+    ask.between("bool_padding_percent", 1, 5, "1% to 5%", "A padding key keeps its weight divided by $e$; "
+                "a share this small would take sentences with little padding."),
+    ask.between("bool_padding_percent", 5, 30, "5% to 30%", "Padding keeps {{ bool_padding_share }} of the "
+                "attention: each padding key keeps its weight divided by $e$, and the padded sentences of the "
+                "corpus have many padding keys."),
+    ask.between("bool_padding_percent", 30, None, "30% or more", "That would hold if padding were not "
+                "lowered at all. Real keys get one more than padding keys, which divides padding's weight "
+                "by $e$."),
+], section="The additive mask")
 
 # %%
 bool_mask = pad.bool()[:, None, None, :]  # (B, 1, 1, T): True for real tokens
@@ -393,6 +417,21 @@ print(f"LayerNorm(sum + x) vs the attention sub-layer's output:      max abs dif
 # matrix, but it passes through $d$ dimensions, so its rank is at most $d$ (Elhage et al. 2021
 # call it the head's OV circuit). `ov_circuits` builds these matrices for every head of
 # the layer; `torch.linalg.matrix_rank` measures them:
+#
+# {{ predict: ov_rank }}
+
+# %% tags=["remove-input"]
+ask.predict("ov_rank", "$W_i^V W^O_i$ is an $H \\times H$ matrix. What is the largest rank among the heads' "
+            "matrices?", [
+    ask.between("ov_rank_largest", None, d, "below $d$, the head size", "That would hold if training had "
+                "left some of a head's dimensions unused. It did not: the largest rank is {{ ov_rank_largest }}."),
+    ask.between("ov_rank_largest", d, d + 1, "exactly $d$, the head size", "The map passes through the "
+                "head's $d$ dimensions, so its rank is at most $d$, and the largest is {{ ov_rank_largest }}: "
+                "no head moves more than a $d$-dimensional slice."),
+    ask.between("ov_rank_largest", d + 1, None, "above $d$, up to $H$", "That would hold if a head's "
+                "matrix were a full $H \\times H$ map. It is a product through $d$ dimensions; only the heads "
+                "together, summed, reach {{ ov_rank_together }}."),
+], section="Each head writes through a narrow channel")
 
 # %%
 with torch.no_grad():
@@ -597,6 +636,58 @@ claims.claim("per_head_most_kernels", work["per head"].kernels, "==", 3 * A * wo
 #
 # **Exercise:** [03-self-attention](../exercises/03-self-attention/03-self-attention.ipynb): open it
 # with `make lab`, then grade it with `bertlab grade 03`.
+#
+# ## Check yourself
+#
+# {{ predict: check_fused_kernels }}
+#
+# {{ predict: check_wo_slots }}
+#
+# {{ predict: check_mask_shape }}
+
+# %% tags=["remove-input"]
+# The numbers the questions of this page rest on, measured above, and the questions.
+entropy = {"scaled": mean_entropy(scores), "unscaled": mean_entropy(raw)}
+_ = claims.value("entropy_scaled", entropy["scaled"], "{:.2f}")
+_ = claims.value("entropy_unscaled", entropy["unscaled"], "{:.2f}")
+_ = claims.value("entropy_unscaled_minus_scaled", entropy["unscaled"] - entropy["scaled"], "{:.2f}")
+_ = claims.value("bool_padding_percent", 100 * mass, "{:.0f}")
+_ = claims.value("bool_padding_share", 100 * mass, "{:.0f}%")
+_ = claims.value("ov_rank_largest", ranks.max(), "{:.0f}")
+_ = claims.value("ov_rank_together", full, "{:.0f}")
+ask.predict("unscaled_attention", "Without dividing the scores by $\\sqrt{d}$, are the pretrained layer's "
+            "attention rows sharper or flatter?", [
+    ask.between("entropy_unscaled_minus_scaled", None, 0, "sharper: more peaked rows", "Unscaled scores are "
+                "larger, and the softmax turns larger gaps into more peaked rows: the mean entropy falls from "
+                "{{ entropy_scaled }} to {{ entropy_unscaled }} nats."),
+    ask.between("entropy_unscaled_minus_scaled", 0, None, "flatter: closer to uniform", "That would hold if "
+                "the scale made scores larger. It divides them by $\\sqrt{d}$: without it the gaps between "
+                "scores grow, and the softmax sharpens."),
+], section="Scaled scores")
+ask.check("check_fused_kernels", "Computed head by head, the queries, keys and values take the same "
+          "multiply-adds as one fused product. How many product kernels do they take?", [
+    ask.holds("per_head_most_kernels", "$3A$ times as many as fused", "One per head and role: "
+              "{{ heads_kernels }} against {{ fused_kernels }} fused {{ claim: per_head_most_kernels }}, "
+              "each call with its fixed overhead."),
+    ask.fails("per_head_most_kernels", "as many as fused", "That would hold if the library fused the small "
+              "products by itself. Each product of the loop is a kernel call of its own."),
+], section="Why one matrix: one product instead of many")
+ask.check("check_wo_slots", "Without $W^O$, head $i$ would write into its own slot of $d$ features. With "
+          "$W^O$, where does a head's output go?", [
+    ask.holds("wo_blocks_leave_their_slots", "spread over all $H$ features", "A head's block of $W^O$ "
+              "keeps at most {{ wo_slot_share_max }} of its output in its own slot, about what a random "
+              "direction would ({{ wo_random_share }}) {{ claim: wo_blocks_leave_their_slots }}."),
+    ask.fails("wo_blocks_leave_their_slots", "mostly into its own slot", "That would hold if $W^O$ only "
+              "added the heads up. It also sends each head's output into directions of the whole stream."),
+], section="What $W^O$ adds over concatenating the heads")
+ask.check("check_mask_shape", "The mask reaches the scores with one row per query. Would a mask with a "
+          "single row, broadcast over the queries, give the same scores?", [
+    ask.holds("mask_shapes_add_alike", "yes, bit for bit", "Padding is a property of the keys, the same for "
+              "every query: every row of the mask is the same {{ claim: mask_rows_alike }}, so the two shapes "
+              "add alike {{ claim: mask_shapes_add_alike }}."),
+    ask.fails("mask_shapes_add_alike", "no: each query needs its own row", "That would hold for a causal "
+              "mask, where each query sees other keys. BERT's padding mask hides the same keys from every query."),
+], section="The mask's shape on its way to the scores")
 
 # %% tags=["remove-input"]
 claims.publish()  # the numbers and claims above, for the build that renders this page
