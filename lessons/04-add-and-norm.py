@@ -168,6 +168,23 @@ for label, candidate in {
 # the first Add & Norm, averaged over {{ dropout_draws }} draws so that the comparison is about
 # dropout, not about one mask (a mask depends on the random generator, which differs between
 # machines); how far a draw moves the tokens is measured as $1 - \cos$ to eval mode:
+#
+# {{ predict: dropout_after_ln }}
+
+# %% tags=["remove-input"]
+# A question before the measurement below; the build selects its answer from the claim recorded there.
+from bertlab.experiments import predictions as ask
+
+ask.predict("dropout_after_ln", "Moved after the LayerNorm, onto the sum itself, does the same dropout move "
+            "the token vectors more or less than on the branch?", [
+    ask.holds("dropout_after_ln_worse", "more", "On the branch, dropout thins only the update and the "
+              "residual input passes untouched: the mean cosine to eval mode is {{ dropout_branch_cosine }} "
+              "there, {{ dropout_after_ln_cosine }} after the LayerNorm, {{ dropout_after_ln_times }} times as "
+              "far {{ claim: dropout_after_ln_worse }}."),
+    ask.fails("dropout_after_ln_worse", "less, or as much", "That would hold if the update were as large as "
+              "the stream it is added to. It is smaller, so zeroing features of the update moves a token less "
+              "than zeroing features of the whole sum."),
+], section="Dropout on the branch, never on the residual")
 
 # %%
 p = so.dropout.p
@@ -204,6 +221,19 @@ claims.claim("dropout_after_ln_worse", 1 - cos_after, ">", 1 - cos_branch,
 # tensor is kept for a backward pass. Which modules read the flag? The lines of transformers'
 # BERT source that read it, and the dropout modules, which read it inside PyTorch
 # (`bertlab.experiments.eval_no_grad`):
+#
+# {{ predict: train_mode_without_dropout }}
+
+# %% tags=["remove-input"]
+ask.predict("train_mode_without_dropout", "Set every dropout probability to zero and put the model in "
+            "training mode: are its outputs those of eval mode?", [
+    ask.holds("train_mode_is_dropout_only", "yes, exactly", "In BERT only the dropouts read the `training` "
+              "flag: with them at zero, train mode gives eval mode's outputs bit for bit "
+              "{{ claim: train_mode_is_dropout_only }}."),
+    ask.fails("train_mode_is_dropout_only", "no: training mode changes more than dropout", "That would hold "
+              "for a model with batch normalisation, whose statistics depend on the mode. BERT's LayerNorm "
+              "does not read the flag."),
+], section="`model.eval()` or `torch.no_grad()`?")
 
 # %%
 from bertlab.experiments import eval_no_grad
@@ -387,6 +417,36 @@ for name, formula in ARRANGEMENTS.items():
 #
 # **Exercise:** [04-attention-output](../exercises/04-attention-output/04-attention-output.ipynb):
 # open it with `make lab`, then grade it with `bertlab grade 04`.
+#
+# ## Check yourself
+#
+# {{ predict: check_no_grad_values }}
+#
+# {{ predict: check_no_grad_saves }}
+#
+# {{ predict: check_graph_size }}
+
+# %% tags=["remove-input"]
+ask.check("check_no_grad_values", "Does `torch.no_grad()` change the values a model returns?", [
+    ask.holds("no_grad_same_values", "no, they are exactly the same", "It stops autograd from recording; "
+              "the arithmetic is the same {{ claim: no_grad_same_values }}."),
+    ask.fails("no_grad_same_values", "yes, a little", "That would hold if `no_grad` switched dropout off, or "
+              "computed in another precision. It does neither: `model.eval()` is what switches dropout off."),
+], section="`model.eval()` or `torch.no_grad()`?")
+ask.check("check_no_grad_saves", "Under `torch.no_grad()`, how many tensors are saved for a backward pass?", [
+    ask.holds("no_grad_keeps_nothing", "none", "No graph is built, so nothing is kept for backward "
+              "{{ claim: no_grad_keeps_nothing }}; with gradients, {{ saved_count }} tensors are saved."),
+    ask.fails("no_grad_keeps_nothing", "fewer than with gradients, but some", "That would hold if `no_grad` "
+              "only pruned the graph. It builds none."),
+], section="`model.eval()` or `torch.no_grad()`?")
+ask.check("check_graph_size", "With gradients on, how do the activations kept for backward compare with the "
+          "size of the model's output?", [
+    ask.holds("graph_keeps_more_than_output", "many times larger", "Every layer keeps its inputs, scores and "
+              "intermediate activations for backward: {{ saved_mb }} MB, {{ saved_vs_output }} times the "
+              "output's size {{ claim: graph_keeps_more_than_output }}."),
+    ask.fails("graph_keeps_more_than_output", "about the output's size", "That would hold if backward "
+              "needed only the output. It needs what each operation received."),
+], section="`model.eval()` or `torch.no_grad()`?")
 
 # %% tags=["remove-input"]
 claims.publish()  # the numbers and claims above, for the build that renders this page
