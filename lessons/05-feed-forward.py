@@ -286,6 +286,20 @@ plt.show()
 # (and restores the original afterwards); `drift` compares the final hidden states and the
 # sentence embeddings with the unchanged model ("same neighbour": the fraction of corpus
 # sentences whose nearest other sentence stays the same).
+#
+# {{ predict: relu_or_tanh }}
+
+# %% tags=["remove-input"]
+from bertlab.experiments import predictions as ask
+
+ask.predict("relu_or_tanh", "Put ReLU in every layer in place of the pretrained model's GELU: do the outputs "
+            "move more or less than with the tanh approximation of GELU?", [
+    ask.holds("tanh_moves_less_than_relu", "more with ReLU", "The tanh form differs from the erf GELU by at "
+              "most {{ gelu_gap }}, ReLU by up to {{ relu_gelu_gap }} for negative inputs: ReLU moves the "
+              "outputs more {{ claim: tanh_moves_less_than_relu }}."),
+    ask.fails("tanh_moves_less_than_relu", "less with ReLU", "That would hold if the negative inputs, where "
+              "ReLU and GELU differ, were rare. They are not: ReLU zeroes what GELU lets through."),
+], section="Exact GELU")
 
 # %%
 swaps = {
@@ -336,6 +350,21 @@ claims.claim("relu_moves_less_than_none", gaps["ReLU"], "<", gaps["no activation
 # So BERT's GELU is an inherited choice backed by Hendrycks & Gimpel's experiments, not by a
 # BERT ablation. What the trained model shows is where GELU and ReLU differ for its inputs: the
 # pre-activations $hW_1 + b_1$ of the FFN of layer {{ gelu_layer }}, over real tokens:
+#
+# {{ predict: negative_pre_activations }}
+
+# %% tags=["remove-input"]
+# A question before the measurement below; the build selects its answer from the share recorded there.
+ask.predict("negative_pre_activations", "What share of these pre-activations are negative, where GELU and "
+            "ReLU part ways?", [
+    ask.between("pre_negative_share", None, 0.25, "under a quarter", "That would hold if most units fired "
+                "for most tokens. A token uses a fraction of the units; the rest sit below zero."),
+    ask.between("pre_negative_share", 0.25, 0.5, "a quarter to a half", "That would hold if a unit were as "
+                "often on as off. Most are off for most tokens."),
+    ask.between("pre_negative_share", 0.5, None, "more than half", "{{ pre_negative }} are negative "
+                "{{ claim: most_pre_activations_negative }}: most units are off for most tokens, and there "
+                "GELU's small negative outputs differ from ReLU's zeros."),
+], section="Why GELU")
 
 # %%
 with torch.no_grad():
@@ -524,6 +553,37 @@ claims.claim("deep_within_ten_percent", abs(gap), "<", 0.1,
 #
 # **Exercise:** [05-feed-forward](../exercises/05-feed-forward/05-feed-forward.ipynb): open it with
 # `make lab`, then grade it with `bertlab grade 05`.
+#
+# ## Check yourself
+#
+# {{ predict: check_ffn_most_parameters }}
+#
+# {{ predict: check_units_kept }}
+#
+# {{ predict: check_no_activation }}
+
+# %% tags=["remove-input"]
+_ = claims.value("pre_negative_share", negative, "{:.2f}")  # answers the question on GELU
+ask.check("check_ffn_most_parameters", "Which sub-layer holds most of a layer's parameters?", [
+    ask.holds("ffn_holds_most_of_layer", "the FFN", "Its two matrices are $4H$ wide on one side: the FFN "
+              "holds {{ ffn_layer_share }} of a layer {{ claim: ffn_holds_most_of_layer }}."),
+    ask.fails("ffn_holds_most_of_layer", "attention", "That would hold if attention's four matrices were "
+              "as wide as the FFN's two. They are $H \\times H$, the FFN's $H \\times 4H$ and $4H \\times H$."),
+], section="Parameter share")
+ask.check("check_units_kept", "Keeping only some of the $4H$ units, which choice loses the least?", [
+    ask.holds("per_token_beats_fixed", "the units each token uses most", "A token uses its own few units: "
+              "keeping each token's largest beats one fixed set for all {{ claim: per_token_beats_fixed }}."),
+    ask.fails("per_token_beats_fixed", "one fixed set of units for every token", "That would hold if every "
+              "token used the same units. Each token uses its own."),
+], section="Why 4H, and back to H")
+ask.check("check_no_activation", "Which moves the pretrained model's outputs more: ReLU in place of GELU, or "
+          "no activation at all?", [
+    ask.holds("relu_moves_less_than_none", "no activation at all", "Without a nonlinearity the two matrices "
+              "collapse into one linear map: that moves the outputs most "
+              "{{ claim: relu_moves_less_than_none }}."),
+    ask.fails("relu_moves_less_than_none", "ReLU", "That would hold if GELU were close to linear on this "
+              "model's inputs. It is not: it switches most units off."),
+], section="Exact GELU")
 
 # %% tags=["remove-input"]
 claims.publish()  # the numbers and claims above, for the build that renders this page
