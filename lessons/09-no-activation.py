@@ -52,6 +52,21 @@ trace = lesions.run(model, batch)  # intact pass, every stream and update kept
 # We take layer 3, record its attention probabilities, and rebuild its update $a$ from the
 # equation above: the per-head OV matrices (`ov_circuits`, lesson 3) applied to $X$, averaged
 # with the recorded $P_i$, plus the constant bias term.
+#
+# {{ predict: frozen_attention_doubles }}
+
+# %% tags=["remove-input"]
+# A question before the measurement below; the build selects its answer from the claim recorded there.
+from bertlab.experiments import predictions as ask
+
+ask.predict("frozen_attention_doubles", "With the attention probabilities $P_i$ frozen at those recorded, "
+            "double the input $X$: what does the part of the update that moves with $X$ do?", [
+    ask.holds("frozen_map_is_linear", "it doubles, to rounding", "With $P_i$ fixed, the update is a sum of "
+              "matrix products of $X$: a linear map {{ claim: frozen_map_is_linear }}. The softmax that "
+              "computes $P_i$ is where attention bends."),
+    ask.fails("frozen_map_is_linear", "it changes in some other way", "That would hold if something after "
+              "the softmax bent the values: nothing does, no activation follows $W^O$."),
+], section="Attention is linear once the weights are fixed")
 
 # %%
 LAYER = 3
@@ -168,6 +183,19 @@ print(f"residual stream:   {neg_stream:.1%} of the coordinates are negative")
 # $\mathrm{LN}(\mathrm{ReLU}(h) + f)$, first in every layer, then in one layer at a time. For
 # scale, the lesion of lesson 8 that removes the whole attention block of a layer. Effects as in
 # lesson 8: cosine of each sentence's embedding to the intact one, and the search results.
+#
+# {{ predict: relu_where }}
+
+# %% tags=["remove-input"]
+ask.predict("relu_where", "In every layer at once, which ReLU leaves less of the sentence embeddings: one "
+            "after $W^O$, or one on what the skip connections carry?", [
+    ask.holds("skip_relu_worse_everywhere", "the ReLU on the skips", "The skips carry the whole stream, "
+              "the model's memory of every earlier layer: cutting its negative half leaves a mean cosine of "
+              "{{ relu_skip_cosine }}, against {{ relu_wo_cosine }} for the ReLU after $W^O$ "
+              "{{ claim: skip_relu_worse_everywhere }}."),
+    ask.fails("skip_relu_worse_everywhere", "the ReLU after $W^O$", "That would hold if the update mattered "
+              "more than the stream it is added to. The stream carries everything the layers wrote before."),
+], section="The experiment: put the ReLUs in")
 
 # %%
 base = lesions.baseline(model, batch, queries)
@@ -263,6 +291,39 @@ claims.claim("skip_relu_shuffles_scores", relu_skip.score_correlation, "<", relu
 # **Exercise:** [07-why-measured](../exercises/07-why-measured/07-why-measured.ipynb): open it with
 # `make lab`, then grade it with `bertlab grade 07`.
 #
+# ## Check yourself
+#
+# {{ predict: check_softmax_bends }}
+#
+# {{ predict: check_relu_against_removal }}
+#
+# {{ predict: check_skip_relu_each_layer }}
+
+# %% tags=["remove-input"]
+ask.check("check_softmax_bends", "Recompute the probabilities on $2X$ instead of freezing them: does the update "
+          "stay on the linear prediction?", [
+    ask.holds("softmax_is_the_nonlinearity", "no: the softmax moves it off", "The update moves by "
+              "{{ softmax_gap }} of its norm from the linear prediction "
+              "{{ claim: softmax_is_the_nonlinearity }}: the softmax is attention's nonlinearity."),
+    ask.fails("softmax_is_the_nonlinearity", "yes, it stays close", "That would hold if the softmax were "
+              "close to linear over the scores. Doubling the scores sharpens it."),
+], section="Attention is linear once the weights are fixed")
+ask.check("check_relu_against_removal", "In any one layer, does a ReLU after $W^O$ cost more or less than "
+          "removing that layer's whole attention block?", [
+    ask.holds("wo_relu_milder_than_removing", "less", "The ReLU keeps the positive half of the update; "
+              "removing the block keeps none of it {{ claim: wo_relu_milder_than_removing }}."),
+    ask.fails("wo_relu_milder_than_removing", "more", "That would hold if a half-cut update misled the "
+              "next layers more than no update. It keeps part of what they expect."),
+], section="The experiment: put the ReLUs in")
+ask.check("check_skip_relu_each_layer", "One layer at a time, is the ReLU on the skips the costlier edit?", [
+    ask.holds("skip_relu_worse_every_layer", "yes, in every layer", "In every layer, the ReLU on the "
+              "skips costs more than the ReLU after $W^O$ {{ claim: skip_relu_worse_every_layer }}: the "
+              "stream matters wherever it is cut."),
+    ask.fails("skip_relu_worse_every_layer", "not in every layer", "That would hold if some layer's update "
+              "carried more than the stream it joins. None does here."),
+], section="The experiment: put the ReLUs in")
+
+# %% [markdown]
 # ## References
 #
 # - Elhage, N., Nanda, N., Olsson, C., et al. (2021). A Mathematical Framework for Transformer
