@@ -139,9 +139,10 @@ def figures(markdown: str, results: dict) -> str:
 
     def figure(found: re.Match) -> str:
         key = found.group(1)
-        if key not in KEYS or value(results, key) is None:
+        measured = value(results, key) if key in KEYS else None
+        if measured is None:
             raise PluginError(f"{PAGE}: {found.group(0)} names no measured figure of bench/results.json")
-        return shown(value(results, key), KEYS[key][0])
+        return shown(measured, KEYS[key][0])
 
     return FIGURE.sub(figure, markdown)
 
