@@ -17,25 +17,15 @@ import json
 import os
 import re
 import tempfile
-import unicodedata
 from datetime import UTC, datetime
 from pathlib import Path
+
+from bertlab.headings import heading_id
 
 FILE = "progress.json"
 HINTS = "hints.json"  # how far up each failing check's hint ladder the learner is (bertlab.hints)
 IMAGES = "heatmaps"  # <progress dir>/heatmaps/<task>.png (progress/ is the page itself)
 VERSION = 1
-
-
-def heading_id(section: str) -> str:
-    """The id the site gives a lesson heading (Python-Markdown's slug, as on the built lesson pages).
-
-    "Scaled scores" -> ``scaled-scores``; "Task 1.1: `softmax`" -> ``task-11-softmax``: accents
-    folded to ASCII, punctuation dropped, lower case, runs of spaces and hyphens as one "-".
-    """
-    text = unicodedata.normalize("NFKD", section).encode("ascii", "ignore").decode("ascii")
-    text = re.sub(r"[^\w\s-]", "", text).strip().lower()
-    return re.sub(r"[-\s]+", "-", text)
 
 
 def lesson_url(lesson: str, section: str) -> str:

@@ -24,7 +24,7 @@ browser (``docs/assets/predictions.js``) and the Progress page counts the answer
 from __future__ import annotations
 
 from bertlab.experiments import claims
-from bertlab.progress import heading_id
+from bertlab.headings import heading_id
 
 KINDS = ("predict", "check")
 
