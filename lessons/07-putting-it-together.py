@@ -252,6 +252,22 @@ for i, j in enumerate(best.tolist()):
 # token (`[CLS]` itself, `[SEP]`, punctuation, the content tokens), averaged over the heads and
 # over the corpus sentences, layer by layer (`bertlab.experiments.cls_attention`); the last line
 # is the share a uniform attention row would give each kind:
+#
+# {{ predict: cls_last_layer }}
+
+# %% tags=["remove-input"]
+# A question before the measurement below; the build selects its answer from the claim recorded there.
+from bertlab.experiments import predictions as ask
+
+ask.predict("cls_last_layer", "In the last layer, which kind of key token gets the largest share of "
+            "`[CLS]`'s attention?", [
+    ask.holds("cls_last_layer_reads_content", "the content tokens", "In the last layer `[CLS]` reads the "
+              "sentence: the content tokens get {{ cls_content_last }} of its attention "
+              "{{ claim: cls_last_layer_reads_content }}."),
+    ask.fails("cls_last_layer_reads_content", "`[CLS]` itself, `[SEP]` or punctuation", "That would hold "
+              "if `[CLS]` kept to the special tokens to the end, as it does in earlier layers. In the last "
+              "one it turns to the content."),
+], section="What [CLS] attends to, and why this model averages instead")
 
 # %%
 from bertlab.experiments import cls_attention
@@ -313,6 +329,19 @@ claims.claim("cls_earlier_layers_attend_to_itself", self_over_content, ">", 1,
 # each of their sentences, is its partner its nearest other sentence, and how far does the
 # partner's cosine stand above the mean cosine with the other sentences, with each kind of vector
 # from the same forward pass?
+#
+# {{ predict: pooling_partners }}
+
+# %% tags=["remove-input"]
+ask.predict("pooling_partners", "Which vector sets a sentence's topical partner further above the other "
+            "sentences: the mean of the token vectors, or the `[CLS]` vector?", [
+    ask.holds("mean_pooling_separates_partners", "the mean of the token vectors", "The model was "
+              "fine-tuned through mean pooling: the partner stands {{ contrast_mean }} above the others with "
+              "the mean, {{ contrast_cls }} with `[CLS]` {{ claim: mean_pooling_separates_partners }}."),
+    ask.fails("mean_pooling_separates_partners", "the `[CLS]` vector", "That would hold for a model "
+              "fine-tuned through its `[CLS]` vector, as BERT's classifiers are. This one was trained through "
+              "the mean."),
+], section="What [CLS] attends to, and why this model averages instead")
 
 # %%
 cls_vectors = cls_attention.cls_vectors(library.last_hidden_state)  # (B, H): x_{L,0}, unit length
@@ -373,6 +402,19 @@ claims.claim("cls_vectors_alike", alike["[CLS] vector"], ">", alike["mean poolin
 # (`torch.utils.flop_counter`, which counts $2nkm$ per product) checks the table on layer 0 of
 # the pretrained model, part by part (`bertlab.experiments.layer_cost`), for a few lengths; the
 # time is measured beside it, fastest of three runs:
+#
+# {{ predict: layer_cost_part }}
+
+# %% tags=["remove-input"]
+ask.predict("layer_cost_part", "For the course's sentences, which part of a layer does most of its "
+            "multiply-adds?", [
+    ask.holds("ffn_dominates_here", "the FFN", "At these lengths the terms in $H^2$ dominate, and the FFN's "
+              "two $4H$-wide products are most of them: {{ ffn_share_here }} of the layer "
+              "{{ claim: ffn_dominates_here }}."),
+    ask.fails("ffn_dominates_here", "attention's scores and weighted sum, or the projections", "That would "
+              "hold for sentences far longer than the width, where the $T^2$ terms grow past the rest. The "
+              "course's sentences are short."),
+], section="What one layer costs, and which part dominates")
 
 # %%
 H, I = model.config.hidden_size, model.config.intermediate_size
@@ -475,6 +517,40 @@ claims.claim("quadratic_small_here", quadratic_share, "<", 0.02,
 # **Exercise:** [06-bert-model](../exercises/06-bert-model/06-bert-model.ipynb): open it with
 # `make lab`, then grade it with `bertlab grade 06`.
 #
+# ## Check yourself
+#
+# {{ predict: check_cls_earlier_layers }}
+#
+# {{ predict: check_mean_pooling_partners }}
+#
+# {{ predict: check_crossover }}
+
+# %% tags=["remove-input"]
+ask.check("check_cls_earlier_layers", "Before the last layer, does `[CLS]` attend more to itself or to the "
+          "content tokens?", [
+    ask.holds("cls_earlier_layers_attend_to_itself", "to itself", "Until the last layer `[CLS]` attends "
+              "more to itself than to the content {{ claim: cls_earlier_layers_attend_to_itself }}: its own "
+              "vector is not a summary of the sentence."),
+    ask.fails("cls_earlier_layers_attend_to_itself", "to the content tokens", "That would hold if `[CLS]` "
+              "gathered the sentence layer after layer. It does so only in the last layer."),
+], section="What [CLS] attends to, and why this model averages instead")
+ask.check("check_mean_pooling_partners", "With mean pooling, is every topical sentence's partner its nearest "
+          "other sentence?", [
+    ask.holds("mean_pooling_finds_every_partner", "yes, every one", "Mean pooling finds {{ found_mean }} "
+              "partners of {{ topical }} {{ claim: mean_pooling_finds_every_partner }}."),
+    ask.fails("mean_pooling_finds_every_partner", "not every one", "That would hold if the sentence "
+              "embeddings ranked by shared words. They rank by topic."),
+], section="What [CLS] attends to, and why this model averages instead")
+ask.check("check_crossover", "At what length would a layer's $T^2$ terms overtake the rest, against the "
+          "model's longest input?", [
+    ask.holds("crossover_beyond_max_positions", "beyond its longest input", "At $T = 6H$, "
+              "{{ six_h }} tokens, past the {{ max_positions }} positions the model has "
+              "{{ claim: crossover_beyond_max_positions }}."),
+    ask.fails("crossover_beyond_max_positions", "within it", "That would hold for a model narrower than its "
+              "longest input divided by six. This one's width puts the crossover past its positions."),
+], section="What one layer costs, and which part dominates")
+
+# %% [markdown]
 # ## References
 #
 # - Reimers, N., & Gurevych, I. (2019). Sentence-BERT: Sentence Embeddings using Siamese
