@@ -42,7 +42,9 @@ def _run_grade_cell(source: str, learner: Learner, name: str, ran: list[str]) ->
     from bertlab.checks import check
 
     def checking(*args, **kwargs) -> None:
-        ran.append(str(kwargs.get("task", args[0] if args else "")))
+        task = str(kwargs.get("task", args[0] if args else ""))
+        if task not in ran:  # a hidden test checks the same task again: one task, listed once
+            ran.append(task)
         check(*args, **kwargs)
 
     code = compile(source, f"<grade cell {name}>", "exec")
