@@ -153,6 +153,7 @@ def _shows_answer(page, name: str, question: dict, lesson: dict, pick: int, righ
     assert ("Right" in verdict) is (pick == right)
     assert form.locator(f"input[value='{pick}']").is_checked()
     assert form.locator("input:disabled").count() == len(question["options"])
+    assert not form.locator("button[type=submit]").is_visible(), "committed: no second answer"
     explain = form.locator(".bertlab-predict__explain").nth(right)
     assert explain.is_visible()
     numbers = [lesson["values"][m.group(3)]["text"] for m in QUOTED.finditer(question["options"][right]["explain"])]
