@@ -144,7 +144,7 @@ class AsArray:
 
     The tensor crosses as tensors do, once per learner process and then by key
     (``wire.SentTensors``); an array would be pickled whole with every call (notebook 01 sent each
-    layer's weights as arrays 56 times: 300 MB a notebook). Each call gets an array of its own.
+    layer's weights as arrays 56 times: 326 MB a notebook). Each call gets an array of its own.
     """
 
     __slots__ = ("tensor",)
