@@ -531,6 +531,21 @@ print(f"learning rate at step 1: {PEAK * schedule.lr_lambdas[0](1):.1e}, at step
 # runs of one depth and arrangement are computed side by side as one batched computation; each
 # run's layer computes what transformers' `BertLayer` computes with its weights (the module's
 # tests check it).
+#
+# {{ predict: deep_post_ln_warmup }}
+
+# %% tags=["remove-input"]
+# A question before the measurement below; the build selects its answer from the claim recorded there.
+from bertlab.experiments import predictions as ask
+
+ask.predict("deep_post_ln_warmup", "Trained without warm-up, how do the deepest Post-LN stacks end, against "
+            "the same stacks with warm-up?", [
+    ask.holds("deep_post_ln_fails_without_warmup", "at a higher loss", "Without warm-up the deepest "
+              "Post-LN stacks end at a mean loss of {{ deep_post_none }}, with it at {{ deep_post_warm }} "
+              "{{ claim: deep_post_ln_fails_without_warmup }}: the first large steps unsettle them."),
+    ask.fails("deep_post_ln_fails_without_warmup", "as low, or lower", "That would hold if the first steps "
+              "at the full learning rate did no lasting harm. In deep Post-LN stacks they do."),
+], section="Training from scratch, with and without warm-up")
 
 # %% alt="Three panels, one per depth of the stacks: the training loss against the step, log scale, for Post-LN and Pre-LN, each with and without learning-rate warm-up; thin lines are single seeds, thick lines their mean, and a dotted line marks the loss of a uniform guess."
 from bertlab.experiments import ln_training
@@ -648,6 +663,19 @@ claims.claim("warmup_lowers_every_final",
 # LayerNorm's normalisation but drops its learned $\gamma$ and $\beta$. For each run: the stream's
 # size (mean L2 norm of the real tokens of every hidden state) and the cosine of each sentence
 # embedding to the intact model's.
+#
+# {{ predict: skip_all_layernorms }}
+
+# %% tags=["remove-input"]
+ask.predict("skip_all_layernorms", "Skip every Add & Norm LayerNorm of the trained model: how related are its "
+            "sentence embeddings to the intact model's?", [
+    ask.holds("skip_all_unrelated", "almost unrelated", "Without the LayerNorms the stream grows after "
+              "every layer {{ claim: skip_all_stream_grows }}, and the weights after each one receive tokens "
+              "of a size they never saw: the embeddings become almost unrelated "
+              "{{ claim: skip_all_unrelated }}."),
+    ask.fails("skip_all_unrelated", "still close", "That would hold if LayerNorm only rescaled what the "
+              "next layer would read anyway. The next weights expect centred, unit-variance tokens."),
+], section="The trained model without its LayerNorms")
 
 # %% alt="Left: mean token norm of the stream after the embeddings and after each layer, log scale, for the intact model and with all attention-side, all FFN-side or all Add and Norm LayerNorms skipped, or with gamma and beta dropped. Right: mean sentence cosine to the intact model when a single LayerNorm is skipped, per layer, one bar per kind."
 from bertlab.experiments import layernorm_skip
@@ -781,6 +809,37 @@ claims.claim("few_large_shifts", beta_max, ">", 10 * beta_mean_max,
 # **Next:** [Lesson 7: Putting it together](07-putting-it-together.py) composes the whole
 # encoder from the pieces of lessons 2 to 6; exercise 06 (the whole model) follows it.
 #
+# ## Check yourself
+#
+# {{ predict: check_pre_ln_without_warmup }}
+#
+# {{ predict: check_warmup_everywhere }}
+#
+# {{ predict: check_ffn_side_layernorm }}
+
+# %% tags=["remove-input"]
+ask.check("check_pre_ln_without_warmup", "Without warm-up, does Pre-LN learn the toy task at every depth?", [
+    ask.holds("pre_ln_learns_without_warmup", "yes, at every depth", "Pre-LN ends below a quarter of the "
+              "chance loss at every depth without warm-up {{ claim: pre_ln_learns_without_warmup }}: the "
+              "skip carries the gradient past every LayerNorm."),
+    ask.fails("pre_ln_learns_without_warmup", "not at the largest depth", "That would hold if Pre-LN "
+              "suffered from depth as Post-LN does. Its skips stay unnormalised, straight to the output."),
+], section="Training from scratch, with and without warm-up")
+ask.check("check_warmup_everywhere", "With warm-up, which of the stacks learn the toy task?", [
+    ask.holds("warmup_learns_everywhere", "every depth and arrangement", "With warm-up every run ends below "
+              "a quarter of the chance loss {{ claim: warmup_learns_everywhere }}."),
+    ask.fails("warmup_learns_everywhere", "the shallow ones only", "That would hold if depth alone kept "
+              "Post-LN from learning. Warm-up lets the deep stacks learn too."),
+], section="Training from scratch, with and without warm-up")
+ask.check("check_ffn_side_layernorm", "Skipped one at a time, which LayerNorm costs the trained model more?", [
+    ask.holds("ffn_side_hurts_more", "the one after the FFN's add, in every layer", "In every layer, "
+              "skipping the FFN-side LayerNorm moves the embeddings more than the attention-side one "
+              "{{ claim: ffn_side_hurts_more }}."),
+    ask.fails("ffn_side_hurts_more", "the one after attention's add, somewhere", "That would hold if "
+              "attention's update disturbed the stream's size more than the FFN's. The FFN writes more."),
+], section="The trained model without its LayerNorms")
+
+# %% [markdown]
 # ## References
 #
 # - Ba, J. L., Kiros, J. R., & Hinton, G. E. (2016). Layer Normalization. arXiv:1607.06450.
