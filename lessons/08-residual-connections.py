@@ -95,6 +95,21 @@ print(f"relative_residual                 = {hidden0[0, row].item():.6f}")
 # The same measure for every hidden state of every variant, averaged over the corpus sentences.
 # "Random init" is a `BertModel` with the same config and freshly initialised weights (the
 # library's initialisation, seed 0).
+#
+# {{ predict: attention_only_collapse }}
+
+# %% tags=["remove-input"]
+# A question before the measurement below; the build selects its answer from the claim recorded there.
+from bertlab.experiments import predictions as ask
+
+ask.predict("attention_only_collapse", "Attention only, no skip and no FFN, in every layer of the pretrained "
+            "model: how far from all alike do a sentence's token vectors end?", [
+    ask.holds("no_skip_reaches_zero", "all but alike: r near zero", "Each attention row is an average of "
+              "the tokens, and averages of averages converge: without the skip, r ends at "
+              "{{ no_skip_r_last }} {{ claim: no_skip_reaches_zero }}, against at least {{ skip_r_min }} with it."),
+    ask.fails("no_skip_reaches_zero", "still clearly apart", "That would hold if attention kept each token's "
+              "own vector. Without the skip nothing does: each layer's output is a weighted average."),
+], section="Four variants, pretrained and at initialisation")
 
 # %%
 random_model = rank_collapse.random_model(model.config, seed=0)
@@ -193,6 +208,18 @@ claims.claim("skip_stays_far_from_zero", with_skip, ">", 0.1,
 # the sentence the intact model ranked first. "top kept" is the fraction of queries whose first
 # result is unchanged, and "score r" the correlation between the lesioned and the intact
 # query-to-sentence cosine scores (1: the search scores move together).
+#
+# {{ predict: layer_removed_most }}
+
+# %% tags=["remove-input"]
+ask.predict("layer_removed_most", "Remove one whole layer of the pretrained model: which layer's removal "
+            "moves the sentence embeddings most?", [
+    ask.holds("last_layer_moves_most", "the last layer", "Nothing comes after the last layer to make up "
+              "for it: its removal moves the embeddings most {{ claim: last_layer_moves_most }}."),
+    ask.fails("last_layer_moves_most", "an earlier layer", "That would hold if an early layer's loss grew "
+              "through the layers after it. The skips carry the stream past a missing layer; the later "
+              "layers mostly nudge it."),
+], section="Lesions: remove one piece of the pretrained model")
 
 # %%
 queries = corpus.batch(tokenizer, lesions.QUERIES)  # (Q, T') tensors
@@ -301,6 +328,17 @@ claims.claim("last_layer_heads_matter_most", head_damage[-1].mean(), ">", head_d
 # LayerNorm: $\lVert a_t \rVert / \lVert x_t \rVert$ for attention and $\lVert f_t \rVert /
 # \lVert h_t \rVert$ for the FFN ($h$ is the stream between the two blocks). Lesson 4 measured
 # the same ratios from the recorded modules.
+#
+# {{ predict: attention_update_size }}
+
+# %% tags=["remove-input"]
+ask.predict("attention_update_size", "How large is attention's update next to the stream it is added to?", [
+    ask.holds("attention_update_below_stream", "smaller, in every layer", "In every layer the update is "
+              "smaller than the stream {{ claim: attention_update_below_stream }}, though not negligible: "
+              "no block's update falls below {{ update_ratio_min }} of its stream, on average over the tokens."),
+    ask.fails("attention_update_below_stream", "as large or larger, in some layer", "That would hold if a "
+              "layer rewrote the stream. Each nudges a stream that mostly flows past it."),
+], section="How much each block writes")
 
 # %% alt="Bar chart per layer of two mean norm ratios, the attention update over its residual input and the feed-forward update over its residual input, with a dashed line at ratio one."
 ratios = lesions.update_ratios(trace)  # {"attention": (L,), "ffn": (L,)}
@@ -475,6 +513,41 @@ claims.claim("orthogonal_gradient_near_identity", plain["identity"].grad[0] / pl
 # exercise 07 ([07-why-measured](../exercises/07-why-measured/07-why-measured.ipynb)) follows it
 # and measures the claims of both lessons.
 #
+# ## Check yourself
+#
+# {{ predict: check_skip_keeps_apart }}
+#
+# {{ predict: check_block_writes_more }}
+#
+# {{ predict: check_projection_gradient }}
+
+# %% tags=["remove-input"]
+ask.check("check_skip_keeps_apart", "With its skip connections, how far from all alike do the pretrained "
+          "model's token vectors stay?", [
+    ask.holds("skip_stays_far_from_zero", "far apart, layer after layer", "The skip adds each token's own "
+              "vector back after every average: r stays at least {{ skip_r_min }} "
+              "{{ claim: skip_stays_far_from_zero }}."),
+    ask.fails("skip_stays_far_from_zero", "they collapse all the same", "That would hold if the FFN, not the "
+              "skip, were what kept tokens apart. The variants with a skip are the ones that stay apart."),
+], section="Four variants, pretrained and at initialisation")
+ask.check("check_block_writes_more", "Which block writes the larger update next to its stream, on average over "
+          "the layers?", [
+    ask.holds("ffn_writes_more_than_attention", "the FFN", "The FFN's mean ratio is above attention's "
+              "{{ claim: ffn_writes_more_than_attention }}."),
+    ask.fails("ffn_writes_more_than_attention", "attention", "That would hold if mixing tokens changed a "
+              "token more than transforming its features. Here the FFN writes more."),
+], section="How much each block writes")
+ask.check("check_projection_gradient", "A shortcut that changes width needs a projection instead of the "
+          "identity. In a stack without normalisation, what does it do to the gradient reaching the first "
+          "block?", [
+    ask.holds("projection_shrinks_gradient", "it shrinks it more than tenfold", "Each projection scales "
+              "what passes through it, and the scalings multiply over the stack "
+              "{{ claim: projection_shrinks_gradient }}."),
+    ask.fails("projection_shrinks_gradient", "it leaves it about the same", "That would hold if the "
+              "projections were orthogonal: those keep the gradient near the identity's."),
+], section="Why the stream keeps one width")
+
+# %% [markdown]
 # ## References
 #
 # - Dong, Y., Cordonnier, J.-B., & Loukas, A. (2021). Attention is not all you need: pure
