@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from bs4 import BeautifulSoup
 
+from tests.conftest import ROOT
 from tests.test_site import Reader, _Quiet, site  # noqa: F401  (a fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("site")]
@@ -29,15 +30,8 @@ CLAIMS_SCRIPT = re.compile(r'<script type="application/vnd\.bertlab\.claims\+jso
 # {{ name }} or {{ 05-feed-forward: name }}, and {{ claim: ... }}
 QUOTED = re.compile(r"\{\{\s*(claim\s*:\s*)?(?:(\d\d-[a-z0-9-]+)\s*:\s*)?([A-Za-z_][\w.]*)\s*\}\}")
 DIGITS = re.compile(r"(?<![\w.^])\d+(?:\.\d+)?(?![\w])")
-# The lessons that must have their questions (more are added lesson by lesson).
-WITH_QUESTIONS = (
-    "01-anatomy",
-    "02-embeddings",
-    "03-multi-head-attention",
-    "04-add-and-norm",
-    "05-feed-forward",
-    "09-no-activation",
-)
+# Every lesson asks its questions.
+WITH_QUESTIONS = tuple(p.stem for p in sorted((ROOT / "lessons").glob("[0-9][0-9]-*.py")))
 LESSON = "01-anatomy"
 
 
