@@ -144,6 +144,22 @@ claims.claim("unbiased_moves_more_than_eps", (y_unbiased - y_module).abs().max()
 # each LayerNorm's change also moves the input of every later one. So: a copy of the model with
 # every LayerNorm (the embeddings' included) at $10^{-5}$, run beside the original in float64
 # (`bertlab.experiments.eps_end_to_end`):
+#
+# {{ predict: eps_neighbours }}
+
+# %% tags=["remove-input"]
+# A question before the measurement below; the build selects its answer from the claim recorded there.
+from bertlab.experiments import predictions as ask
+
+ask.predict("eps_neighbours", "Give every LayerNorm PyTorch's default $\\varepsilon$ instead of BERT's: do "
+            "any corpus sentences change their nearest neighbour?", [
+    ask.holds("eps_neighbours_kept", "none does", "The change reaches the output, but the sentence "
+              "embeddings barely turn, by at most {{ e2e_cos_gap }} in cosine "
+              "{{ claim: eps_sentences_barely_turn }}: every sentence keeps its nearest neighbour "
+              "{{ claim: eps_neighbours_kept }}."),
+    ask.fails("eps_neighbours_kept", "some do", "That would hold if $\\varepsilon$ were comparable to the "
+              "variances LayerNorm divides by. Both values are far below them."),
+], section="Why $10^{-12}$, and what $10^{-5}$ does to the whole model")
 
 # %%
 import numpy as np
