@@ -17,14 +17,18 @@ from tests.conftest import ROOT
 
 
 def prose(lesson: str) -> str:
-    """The lesson's comment text (markdown cells and code comments), whitespace collapsed."""
+    """The lesson's comment text (markdown cells and code comments), whitespace collapsed, without
+    the claims' check marks (``{{ claim: ... }}``: the build's own test of the same sentence)."""
     lines = (ROOT / "lessons" / lesson).read_text().splitlines()
     text = " ".join(line[1:].strip() for line in lines if line.startswith("#"))
+    text = re.sub(r"\s*\{\{ claim: [^}]*\}\}", "", text)
     return re.sub(r"\s+", " ", text)
 
 
-def says(lesson: str, sentence: str):
-    assert sentence in prose(lesson), f"{lesson} no longer says {sentence!r}: re-check the claim and this test"
+def says(lesson: str, *parts: str):
+    """Each of ``parts``, pieces of one sentence, is in the lesson's prose."""
+    for part in parts:
+        assert part in prose(lesson), f"{lesson} no longer says {part!r}: re-check the claim and this test"
 
 
 # --- lesson 5: why 4H and back to H --------------------------------------------------------
@@ -49,7 +53,7 @@ def cosines(model, batch, ks):
 
 
 def test_ffn_error_falls_with_k_and_vanishes_at_4h(errors):
-    says(FFN, "The error falls as $k$ grows, for every choice, and is 0 at $k = 4H$ (all units kept).")
+    says(FFN, "The error falls as $k$ grows, for every choice", "and is 0 at $k = 4H$ (all units kept).")
     for s in ffn_width.STRATEGIES:
         curve = errors[s].mean(1)  # (len(ks),)
         assert bool((curve[1:] < curve[:-1]).all()), (s, curve)
@@ -59,8 +63,9 @@ def test_ffn_error_falls_with_k_and_vanishes_at_4h(errors):
 def test_ffn_per_token_beats_fixed_beats_random(errors, cosines, ks):
     says(
         FFN,
-        "each token's own top $k$ leaves a smaller error than the fixed subset, and the fixed subset "
-        "a smaller one than a random subset; the sentence cosines come in the same order.",
+        "each token's own top $k$ leaves a smaller error than the fixed subset",
+        "and the fixed subset a smaller one than a random subset",
+        "the sentence cosines come in the same order",
     )
     for row in range(len(ks) - 1):  # every k below 4H
         err = [errors[s][row].mean() for s in ("per-token", "fixed", "random")]
@@ -72,8 +77,8 @@ def test_ffn_per_token_beats_fixed_beats_random(errors, cosines, ks):
 def test_ffn_wider_hidden_layer_stores_more():
     says(
         FFN,
-        "the FFN with $4H$ hidden units stores the table far better than the one with $H$, and any "
-        "hidden layer beats the linear map",
+        "the FFN with $4H$ hidden units stores the table far better than the one with $H$",
+        "and any hidden layer beats the linear map",
     )
     results = {r.name: r for r in ffn_width.train_lookup(hidden=16, pairs=256, steps=300, seeds=(0, 1))}  # the lesson's
     wide, narrow = results["H -> 4H -> H (GELU)"], results["H -> H -> H (GELU)"]
@@ -81,7 +86,7 @@ def test_ffn_wider_hidden_layer_stores_more():
     assert wide.mean_loss < narrow.mean_loss / 2 < narrow.mean_loss < linear.mean_loss
     # "about as many parameters as the wide one", "end within 10% of the wide FFN's loss"
     assert abs(deep.parameters - wide.parameters) / wide.parameters < 0.05
-    says(FFN, "end within 10% of the wide FFN's loss (last line above)")
+    says(FFN, "end within 10% of the wide FFN's loss (", "apart, last line above)")
     assert abs(deep.mean_loss - wide.mean_loss) / wide.mean_loss < 0.1
 
 
@@ -103,12 +108,11 @@ def runs(model, batch):
 def test_ln_all_skipped_stream_grows_and_embeddings_lost(runs):
     says(
         LN,
-        "With all of them skipped, the stream grows after every layer (left, log scale) and the sentence "
-        "embeddings end up with the lowest cosine of the table, almost unrelated to the intact ones.",
+        "With all of them skipped, the stream grows after every layer (left, log scale)",
+        "the sentence embeddings end up almost unrelated to the intact ones, mean cosine",
     )
     skip_all = runs["all"]
     assert bool((skip_all.norms[1:] > skip_all.norms[:-1]).all())
-    assert skip_all.mean_cosine == min(r.mean_cosine for r in runs.values())
     assert skip_all.mean_cosine < 0.1
 
 
@@ -125,8 +129,8 @@ def test_ln_output_side_hurts_more_in_every_layer(model, runs):
 def test_ln_normalising_without_gamma_beta_is_not_enough(runs):
     says(
         LN,
-        "with $\\gamma$ and $\\beta$ dropped the stream has a constant size, yet the mean cosine is "
-        "lower than with every attention-side LayerNorm skipped.",
+        "with $\\gamma$ and $\\beta$ dropped the stream has a constant size, yet the mean cosine,",
+        "is lower than with every attention-side LayerNorm skipped",
     )
     norms = runs["all, without gamma and beta"].norms[1:]
     assert (norms.max() - norms.min()) / norms.mean() < 1e-3
@@ -169,8 +173,8 @@ def test_width_identity_keeps_direction_projections_lose_it(widths):
 def test_width_post_ln_r2(widths):
     says(
         RES,
-        "the $R^2$ from the input falls faster with depth than with identities (left), while the "
-        "orthogonal projections keep about as much as the identity.",
+        "the $R^2$ from the input falls faster with depth than with identities (left)",
+        "while the orthogonal projections keep about as much as the identity.",
     )
     ident, proj, orth = (widths[s, "Post-LN"].r2 for s in ("identity", "projection", "orthogonal"))
     assert bool((proj[1:] < ident[1:]).all())
@@ -178,7 +182,10 @@ def test_width_post_ln_r2(widths):
 
 
 def test_width_plain_sum_gradient_fades_with_projections(widths):
-    says(RES, "the gradient reaching the first block is smaller than with identities by the factor printed")
+    says(
+        RES,
+        "the gradient reaching the first block with default projections is smaller than with identities by a factor",
+    )
     assert widths["projection", "none"].grad[0] < widths["identity", "none"].grad[0] / 10
     assert widths["projection", "none"].grad_ratio < widths["identity", "none"].grad_ratio
 
