@@ -101,11 +101,17 @@ def folds(task_id: str) -> str:
     return "\n\n".join(blocks)
 
 
+_KEEP_WHOLE = re.compile(r"\[[^\]]*\]\([^)]*\)|`[^`]*`")  # a link, a code span: one line each
+_GLUE = "\u00a0"  # a space textwrap does not break at, put back after
+
+
 def _wrap(text: str, indent: str = "") -> str:
-    """``text`` in lines of at most 100 characters (links and code spans are never split inside a word)."""
+    """``text`` in lines of at most 100 characters; a link or a code span stays on one line (a link's
+    words are the section title a test compares with the lesson's heading)."""
+    glued = _KEEP_WHOLE.sub(lambda m: m.group(0).replace(" ", _GLUE), text)
     return textwrap.fill(
-        text, 100, initial_indent=indent, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
-    )
+        glued, 100, initial_indent=indent, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
+    ).replace(_GLUE, " ")
 
 
 # -- the grader's feedback ------------------------------------------------------------------
