@@ -15,11 +15,9 @@ from bertlab.checks.harness import (
 
 
 class ModuleBase(Task):
-    """A task whose learner object is an ``nn.Module`` class mirroring one of HF's.
-
-    Subclasses name the HF module (``hf_path``), how HF calls it (``captured_inputs``), a random
-    input generator and the names of its outputs.
-    """
+    """What a module task declares (below) and the helpers every stage family calls: build the
+    learner's module, load the pretrained weights into it, call it through the harness, and find
+    HF's module to compare with."""
 
     hf_path: str  # e.g. "encoder.layer.{layer}.attention.self"; no "{layer}" for single modules
     outputs: dict[str, tuple[str, ...]]  # output name -> dim names, in the order HF returns them
