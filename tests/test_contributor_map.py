@@ -23,7 +23,18 @@ PAGES = [ROOT / "CONTRIBUTING.md", ROOT / "docs" / "how-it-is-built.md"]
 OUTPUTS = {"bench/results/profile-grade.svg": "make profile"}
 # From the bottom: a module imports only from its own layer and the ones below.
 LAYERS = [
-    {"reference", "model_files", "bert", "capture", "corpus", "masks", "pooling", "settings", "headings"},
+    {
+        "reference",
+        "model_files",
+        "bert",
+        "capture",
+        "corpus",
+        "masks",
+        "pooling",
+        "settings",
+        "headings",
+        "notebook_guesses",
+    },
     {"diagnose", "experiments"},
     {"checks"},
     {"grading"},

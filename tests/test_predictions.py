@@ -15,6 +15,7 @@ import json
 
 import pytest
 
+from bertlab import notebook_guesses
 from bertlab.experiments import claims, predictions
 from tests.conftest import ROOT
 
@@ -203,12 +204,26 @@ def test_notebook_seven_asks_for_a_guess_before_each_why_check_and_reveals_it_af
 
 def test_a_guess_is_shown_and_revealed_against_the_measured_option(capsys):
     options = {"a": "falls", "b": "stays"}
-    assert predictions.guess("What happens?", options, None) is None
+    assert notebook_guesses.guess("What happens?", options, None) is None
     assert "Write your letter" in capsys.readouterr().out
-    assert predictions.guess("What happens?", options, "a") == "a"
+    assert notebook_guesses.guess("What happens?", options, "a") == "a"
     assert "Your prediction: 'a'" in capsys.readouterr().out
-    assert predictions.reveal("a", options, "a", "r ends at 1e-7", "lesson 8") is True
+    assert notebook_guesses.reveal("a", options, "a", "r ends at 1e-7", "lesson 8") is True
     assert "right" in capsys.readouterr().out
-    assert predictions.reveal("b", options, "a", "r ends at 1e-7", "lesson 8, Attention alone") is False
+    assert notebook_guesses.reveal("b", options, "a", "r ends at 1e-7", "lesson 8, Attention alone") is False
     out = capsys.readouterr().out
     assert "r ends at 1e-7, so 'a', falls" in out and "Reread lesson 8, Attention alone" in out
+
+
+def test_the_guess_cells_import_nothing_a_graded_notebook_may_not():
+    """The judge refuses a notebook that imports the grader's code: the guess cells' import must
+    pass that scan, or every grade of notebook 07 would be lost as tampering."""
+    import nbformat
+
+    from bertlab.grading import tamper
+
+    for kind in ("solutions", "exercises"):
+        nb = nbformat.read(ROOT / kind / "07-why-measured" / "07-why-measured.ipynb", as_version=4)
+        guessing = [c for c in nb.cells if c.cell_type == "code" and "notebook_guesses" in c.source]
+        assert guessing, f"{kind}: no cell imports the guesses"
+        assert tamper.scan(nb) is None, kind

@@ -132,3 +132,10 @@ def test_a_failed_check_says_which_stage_failed():
     with pytest.raises(CheckFailed) as failed:
         TASKS["1.2"].run(layer_norm)
     assert failed.value.stage == "values"
+    # as a grade cell calls it: check() re-raises the failure with its frames hidden
+    from bertlab.checks import check
+
+    with pytest.raises(CheckFailed) as failed:
+        check("1.2", layer_norm)
+    assert failed.value.stage == "values"
+    assert failed.value.adding("a line").stage == "values"

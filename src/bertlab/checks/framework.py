@@ -67,7 +67,9 @@ class CheckFailed(AssertionError):
         """This failure with ``lines`` under it (under its headline alone with ``headline_only``),
         its fields kept; ``mistake`` names a known mistake found since."""
         text = self.headline if headline_only else str(self)
-        return CheckFailed("\n  ".join([text, *filter(None, lines)]), mistake or self.mistake, self.values, self.cause)
+        added = CheckFailed("\n  ".join([text, *filter(None, lines)]), mistake or self.mistake, self.values, self.cause)
+        added.stage = self.stage
+        return added
 
     def _render_traceback_(self) -> list[str]:
         """What IPython (JupyterLab) shows for this exception: the learner's own lines, then the

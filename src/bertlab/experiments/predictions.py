@@ -85,37 +85,3 @@ def check(name: str, question: str, options: list[dict], section: str) -> None:
 
 
 # -- in the exercise notebooks -------------------------------------------------------------------
-# Where a notebook asks a "why" (Task 7's experiments), an ungraded cell asks the learner to
-# predict before measuring: the guess is a letter written in that cell, so the notebook itself
-# keeps it. After the measurements, ``reveal`` sets it beside the option the learner's own
-# numbers select. Neither changes a grade.
-
-
-def guess(question: str, options: dict[str, str], choice: str | None) -> str | None:
-    """Show a notebook's prediction question and the learner's ``choice`` (a key of ``options``)."""
-    print(question)
-    for key, text in options.items():
-        print(f"  {key!r}: {text}")
-    if choice is None:
-        print("Write your letter in this cell, then run it again, before you measure.")
-    elif choice not in options:
-        print(f"{choice!r} is not one of {', '.join(map(repr, options))}: write one of them.")
-    else:
-        print(f"Your prediction: {choice!r}, {options[choice]}. Your measurements will tell (end of the notebook).")
-    return choice
-
-
-def reveal(choice: str | None, options: dict[str, str], measured: str, numbers: str, reread: str) -> bool:
-    """The learner's prediction beside ``measured``, the option their own numbers select.
-
-    ``numbers`` says what the learner's code measured; ``reread`` names the lesson section that
-    explains it, for a prediction that was wrong.
-    """
-    print(f"Your measurements: {numbers}, so {measured!r}, {options[measured]}.")
-    if choice is None:
-        print("You made no prediction.")
-    elif choice == measured:
-        print(f"You predicted {choice!r}: right.")
-    else:
-        print(f"You predicted {choice!r}, {options.get(choice, 'not an option')}. Reread {reread}.")
-    return choice == measured
