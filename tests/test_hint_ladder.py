@@ -365,6 +365,6 @@ def test_a_graded_notebooks_verdicts_climb_their_ladders(graded):  # noqa: F811
         shown, counts = hints.advance(report, counts)
         seen.append({s.key: (s.step, s.ladder.subject) for s in shown})
     assert seen == [
-        {"3.1 no-scaling": (n, "known mistake `no-scaling`"), "4.1 test-4-1-names": (n, "Task 4.1")} for n in (1, 2, 3)
+        {"3.1 no-scaling": (n, "known mistake `no-scaling`"), "4.1 names": (n, "Task 4.1")} for n in (1, 2, 3)
     ]
     assert "5.1 test-5-1-values" not in counts
