@@ -164,3 +164,8 @@ def pytest_collection_modifyitems(session, items):
         # not it says so: `make check` (``-m "not slow"``) must not build or grade them.
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+
+
+# Last, after the environment above is set: the bad submissions' two runs, graded once per session
+# for the two modules that read them (tests/bad_submission_runs.py says why here).
+from tests.bad_submission_runs import bad_submissions_course, limits_run, main_run  # noqa: E402, F401

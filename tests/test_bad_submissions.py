@@ -11,29 +11,17 @@ despite its catastrophic neighbours and left the learner's files byte for byte a
 
 from __future__ import annotations
 
-import hashlib
-import inspect
 import re
-import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import pytest
 
-from bertlab.grading import grade
-from tests.submissions import CASES, RUNS, Case, build_course, check_cases
+from tests.bad_submission_runs import GROUP, Graded
+from tests.submissions import CASES, RUNS, Case, check_cases
 
 # A whole run is graded in the setup of its first test: allow it far more than one test's time.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
+# The runs are tests/bad_submission_runs.py's session fixtures, shared with the portable path's tests.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600), pytest.mark.xdist_group(GROUP)]
 
-# Per-run grading options. "main": long enough that no honest notebook times out on a busy
-# machine. "limits": what the endless loops and the runaway allocation run into (the right
-# notebook graded beside them still fits in it).
-OPTIONS: dict[str, dict[str, float | None]] = {
-    "main": {"timeout": 300.0, "memory_mb": None},
-    "limits": {"timeout": 45.0, "memory_mb": 3000},
-}
 # Cases after which the learner's process cannot go on; the other cases of their run show that the
 # rest of the run is still graded.
 CATASTROPHES = {
@@ -48,55 +36,6 @@ CONTROLS = {"main": "05-right-feed-forward", "limits": "05-right-beside-limits"}
 MAX_MESSAGE_CHARS = 5000
 TRACEBACK = "Traceback (most recent call last)"
 GRADER_FRAME = re.compile(r'File "[^"]*bertlab[/\\]')
-
-
-@dataclass
-class Graded:
-    """One ``grade()`` run: its report by task, the submitted files' digests, its duration."""
-
-    tasks: dict
-    before: dict[Path, str]
-    after: dict[Path, str]
-    seconds: float
-    options: dict
-
-
-def digest(folder: Path) -> dict[Path, str]:
-    return {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def memory_parameter() -> str | None:
-    """The name of ``grade()``'s memory limit parameter, if it has one (it is being added)."""
-    names = [name for name in inspect.signature(grade).parameters if name.startswith("memory")]
-    return names[0] if names else None
-
-
-@pytest.fixture(scope="session")
-def course(tmp_path_factory) -> dict[str, Path]:
-    return build_course(tmp_path_factory.mktemp("course"))
-
-
-def grade_run(folder: Path, run: str) -> Graded:
-    # grade()'s keyword arguments, the memory limit's name found at run time: values of several types
-    options: dict[str, Any] = {"timeout": OPTIONS[run]["timeout"], "jobs": 2}
-    memory = memory_parameter()
-    if memory and OPTIONS[run]["memory_mb"]:
-        options[memory] = OPTIONS[run]["memory_mb"]
-    before = digest(folder)
-    start = time.perf_counter()
-    report = grade(folder, [], **options)
-    seconds = time.perf_counter() - start
-    return Graded({t.task: t for t in report.tasks}, before, digest(folder), seconds, options)
-
-
-@pytest.fixture(scope="session")
-def main_run(course) -> Graded:
-    return grade_run(course["main"], "main")
-
-
-@pytest.fixture(scope="session")
-def limits_run(course) -> Graded:
-    return grade_run(course["limits"], "limits")
 
 
 def describe(task) -> str:

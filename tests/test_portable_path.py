@@ -1,20 +1,22 @@
 """The portable path grades as the Linux path does, with what macOS lacks removed from every process.
 
-Each grading below is a ``bertlab grade --cold`` command, run once on each path over the same
-folders: the bad submissions that exercise the process machinery (``os._exit``, ``sys.exit``,
-endless loops, runaway memory); the course's solutions and released exercises on the portable path
-(``test_grading.py`` grades them on the Linux path), under the ``default`` kernel set and one
-thread, so that the one grading of the course proves both that the portable path and a learner's
-oldest kernels give full marks (``test_grades_under_kernels.py`` relies on it). The portable
-verdicts must be right, and equal
-to the Linux path's: the same points and messages for every grade cell. Warm judges, ``--watch`` and
-Ctrl-C on the portable path are tested with the Linux path's tests, parametrized by path
-(``test_warm_judges.py``, ``test_watch.py``).
+Each grading below is a ``bertlab grade --cold`` command on the portable path: the bad submissions
+that exercise the process machinery (``os._exit``, ``sys.exit``, endless loops, runaway memory),
+and the course's solutions and released exercises (``test_grading.py`` grades them on the Linux
+path), the latter under the ``default`` kernel set and one thread, so that the one grading of the
+course proves both that the portable path and a learner's oldest kernels give full marks
+(``test_grades_under_kernels.py`` relies on it). The portable verdicts must be right, and equal to
+the Linux path's: the same points and messages for every grade cell. The Linux path's verdicts are
+the bad-submission runs' (``tests/bad_submission_runs.py``: the same ``grade()`` with the same
+options, graded once for both modules), not a second grading of the same cases. Warm judges,
+``--watch`` and Ctrl-C on the portable path are tested with the Linux path's tests, parametrized by
+path (``test_warm_judges.py``, ``test_watch.py``).
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -25,13 +27,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.bad_submission_runs import GROUP, OPTIONS, Graded
 from tests.conftest import ROOT
 from tests.grading_paths import PATHS, gone_within, judge_of, path_env, processes_with
 from tests.kernels import Condition
 from tests.submissions import CASES, build_course
-from tests.test_bad_submissions import OPTIONS, describe, problems_with
+from tests.test_bad_submissions import describe, problems_with
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+# In the bad submissions' group: the Linux path's verdicts are their runs, graded on this worker.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800), pytest.mark.xdist_group(GROUP)]
 
 TASKS = sorted(p.name for p in (ROOT / "solutions").iterdir() if (p / f"{p.name}.ipynb").is_file())
 PROCESS_CASES = {
@@ -78,7 +82,7 @@ def grade(folder: Path, path: str, run: str) -> dict:
     """``bertlab grade --cold`` on ``path``: its JSON report; fails if it changed a submitted file
     or left a process running."""
     marker = uuid.uuid4().hex
-    options = {**OPTIONS["main"], **OPTIONS.get(run, {}), **RUN_OPTIONS.get(run, {})}
+    options = {**OPTIONS["main"], **OPTIONS.get(run, {})}
     args = [
         "grade",
         "--cold",
@@ -109,21 +113,12 @@ def grade(folder: Path, path: str, run: str) -> dict:
     return {t["task"]: t for t in json.loads(proc.stdout)["tasks"]}
 
 
-# The endless loops end at the time limit, once per path: a shorter one than the bad submissions'
-# run keeps this module's minutes down; the right notebook beside them still fits in it.
-RUN_OPTIONS = {"limits": {"timeout": 30.0}}
-
-
 @pytest.fixture(scope="module")
 def graded(folders) -> dict[tuple[str, str], dict]:
-    """Each run on each path; the course's solutions and exercises on the portable path only (the
-    Linux path's full marks and zeros for them are ``test_grading.py``'s)."""
-    return {
-        (path, run): grade(folder, path, run)
-        for path in PATHS
-        for run, folder in folders.items()
-        if path == "portable" or run not in COURSE
-    }
+    """Each run on the portable path (the Linux path's are the bad submissions' runs; its full
+    marks and zeros for the course are ``test_grading.py``'s)."""
+    assert PATHS == ("linux", "portable"), PATHS
+    return {("portable", run): grade(folder, "portable", run) for run, folder in folders.items()}
 
 
 def verdict(task: dict) -> list[tuple]:
@@ -168,9 +163,19 @@ def test_process_cases_get_their_verdict_on_the_portable_path(graded, case):
     assert not problems, f"{case.why}\n\n" + "\n".join(problems) + "\n\n" + describe(result)
 
 
+def linux_verdicts(run: Graded, names) -> dict[str, dict]:
+    """The Linux path's report of ``names`` in a bad-submission run, shaped as the JSON report."""
+    return {
+        name: {"status": t.status, "checks": [dataclasses.asdict(c) for c in t.checks]}
+        for name, t in run.tasks.items()
+        if name in names
+    }
+
+
 @pytest.mark.parametrize("run", ["main", "limits"])
-def test_both_paths_give_the_same_points_and_messages(graded, run):
-    linux, portable = graded["linux", run], graded["portable", run]
+def test_both_paths_give_the_same_points_and_messages(graded, run, request):
+    portable = graded["portable", run]
+    linux = linux_verdicts(request.getfixturevalue(f"{run}_run"), set(portable))
     assert sorted(linux) == sorted(portable)
     # Runaway memory is stopped when a reading first exceeds the limit: where in the notebook
     # that falls depends on timing on either path, so only its end is compared.
