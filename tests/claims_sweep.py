@@ -84,6 +84,32 @@ def sweep(conds: list[Condition] | None = None, only: list[str] | None = None) -
     return run_all(lambda c: run(c, lessons), conditions() if conds is None else conds)
 
 
+def built_condition(env: dict[str, str]) -> Condition:
+    """The condition a site built in ``env`` runs its lessons under: the kernel set and the number
+    of threads torch picks there (``make site`` sets neither)."""
+    code = "import torch; print(torch.backends.cpu.get_cpu_capability(), torch.get_num_threads())"
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    capability, threads = proc.stdout.split()
+    return Condition(capability.lower(), int(threads))
+
+
+def site_run(site: Path, lessons: list[Path]) -> dict[str, dict]:
+    """Each lesson's claims as a built site's page carries them, shaped as ``run``'s: the build
+    is strict, so a page it wrote is a lesson that ran through."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("claims_hook", ROOT / "docs" / "hooks" / "claims.py")
+    assert spec is not None and spec.loader is not None
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    found = {}
+    for lesson in lessons:
+        records = hook.read((site / "lessons" / lesson.stem / "index.html").read_text(encoding="utf-8"))
+        missing = None if records else "the built page carries no claim records"
+        found[lesson.stem] = {"claims": records["claims"] if records else {}, "error": missing}
+    return found
+
+
 def summarise(runs: dict[str, dict[str, dict]]) -> dict[str, dict]:
     """Per claim (``"stem: name"``): its verdicts, its margin over the runs, and the conditions run."""
     from bertlab.experiments.claims import holds, margin

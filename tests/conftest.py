@@ -26,6 +26,13 @@ if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
 # What only the test workers need: the site is built in the learner's environment, without it.
 SHARED_CORES_ENV = set(os.environ) - _before
 
+
+def learner_env() -> dict[str, str]:
+    """This process's environment without what only the test workers need: what ``make site``
+    and ``make start`` run in."""
+    return {k: v for k, v in os.environ.items() if k not in SHARED_CORES_ENV}
+
+
 ROOT = Path(__file__).resolve().parents[1]
 # Warm judges a developer started (`make start`) are never used by the tests: only those a test
 # starts itself, in a folder of its own.

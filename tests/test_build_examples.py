@@ -15,13 +15,12 @@ from __future__ import annotations
 import argparse
 import html
 import importlib.util
-import os
 import re
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import SHARED_CORES_ENV
+from tests.conftest import learner_env
 from tests.test_site import site  # noqa: F401  (a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -177,7 +176,7 @@ def fresh() -> dict[str, str]:
     """What the code prints now: the samples made again in a new process, not from the build's cache."""
     cells = {f"grade-cells {p.parent.name}": examples.grade_cells(ROOT, p.parent.name) for p in released()}
     # In the environment the site is built in: without the thread settings of test workers.
-    env = {k: v for k, v in os.environ.items() if k not in SHARED_CORES_ENV}
+    env = learner_env()
     return {**examples.run_collect(ROOT, env), **cells}
 
 

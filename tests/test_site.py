@@ -23,7 +23,7 @@ from urllib.parse import urljoin, urlsplit
 import pytest
 from filelock import FileLock
 
-from tests.conftest import SHARED_CORES_ENV
+from tests.conftest import learner_env
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -60,7 +60,7 @@ def _build(out: Path) -> str | None:
     proc = subprocess.run(
         ["make", "--no-print-directory", "-o", ".venv/.installed", "site", f"SITE_DIR={out}"],
         cwd=ROOT,
-        env={k: v for k, v in os.environ.items() if k not in SHARED_CORES_ENV},
+        env=learner_env(),
         capture_output=True,
         text=True,
     )
