@@ -93,15 +93,21 @@ def built_condition(env: dict[str, str]) -> Condition:
     return Condition(capability.lower(), int(threads))
 
 
-def site_run(site: Path, lessons: list[Path]) -> dict[str, dict]:
-    """Each lesson's claims as a built site's page carries them, shaped as ``run``'s: the build
-    is strict, so a page it wrote is a lesson that ran through."""
+def claims_hook():
+    """The site's claims hook (``docs/hooks/claims.py``), loaded as a module: hooks are not a package."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("claims_hook", ROOT / "docs" / "hooks" / "claims.py")
     assert spec is not None and spec.loader is not None
-    hook = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hook)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def site_run(site: Path, lessons: list[Path]) -> dict[str, dict]:
+    """Each lesson's claims as a built site's page carries them, shaped as ``run``'s: the build
+    is strict, so a page it wrote is a lesson that ran through."""
+    hook = claims_hook()
     found = {}
     for lesson in lessons:
         records = hook.read((site / "lessons" / lesson.stem / "index.html").read_text(encoding="utf-8"))

@@ -15,7 +15,6 @@ the "site" group) and the course's prose:
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
@@ -24,19 +23,13 @@ from types import SimpleNamespace
 import pytest
 
 from bertlab.experiments import claims
+from tests.claims_sweep import claims_hook as hook
 from tests.comparisons import CLAIM, sources, unclaimed
 from tests.conftest import ROOT
 from tests.test_site import site  # noqa: F401  (a fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("site")]
 BASELINE = ROOT / "tests" / "unclaimed_comparisons.txt"
-
-
-def hook():
-    spec = importlib.util.spec_from_file_location("claims_hook", ROOT / "docs" / "hooks" / "claims.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def lesson_pages(built: Path) -> dict[str, str]:
