@@ -86,7 +86,7 @@ class Learner:
         try:
             if not self.started:
                 self._started()
-            wire.write_frame(self.to_learner, wire.dump_request(message, self.proxies, pretrained, self.sent, lend))
+            wire.write_frame(self.to_learner, wire.request_parts(message, self.proxies, pretrained, self.sent, lend))
             self._wait()
             reply = wire.load_reply(wire.read_frame(self.from_learner), self._proxy)
             if reply[0] == "ok" and expect is not None:
@@ -105,7 +105,7 @@ class Learner:
         learner's code ran. Anything else is the grader's own failure, never the learner's."""
         try:
             self._wait()
-            hello = wire.read_frame(self.from_learner).decode(errors="replace")
+            hello = bytes(wire.read_frame(self.from_learner)).decode(errors="replace")
         except wire.ChannelClosed:
             if self.gone is not None:  # the deadline or the memory limit
                 raise

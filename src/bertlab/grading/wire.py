@@ -43,26 +43,42 @@ class MalformedAnswer(ValueError):
     the grader's. The text names what is wrong, for the learner to read."""
 
 
-def write_frame(fd: int, payload: bytes) -> None:
-    data = struct.pack("<Q", len(payload)) + payload
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+# A frame's parts are written as they lie in memory (``os.writev``), a tensor's bytes straight from
+# its storage, and read into one buffer allocated for the whole frame: a large answer (a model's
+# gradients, 90 MB) is copied by the kernel and once into its own tensors, not five times more
+# by joins and concatenations on either side.
+_IOV_MAX = 1024  # the fewest buffers one writev takes on the platforms the course runs on
 
 
-def read_exactly(fd: int, size: int) -> bytes:
-    chunks, left = [], size
-    while left:
-        chunk = os.read(fd, min(left, 1 << 20))
-        if not chunk:
+def write_frame(fd: int, payload: bytes | list) -> None:
+    """Write one frame: ``payload``'s length (8 bytes, little-endian), then ``payload``, which is
+    bytes or a list of buffers (bytes, contiguous uint8 arrays) written one after another."""
+    parts = [payload] if isinstance(payload, (bytes, bytearray, memoryview)) else payload
+    views = [memoryview(part).cast("B") for part in parts]
+    views = [memoryview(struct.pack("<Q", sum(v.nbytes for v in views))), *(v for v in views if v.nbytes)]
+    while views:
+        written = os.writev(fd, views[:_IOV_MAX])
+        while written:  # drop what went out; the first view left may have gone out in part
+            if written >= len(views[0]):
+                written -= len(views.pop(0))
+            else:
+                views[0], written = views[0][written:], 0
+
+
+def read_exactly(fd: int, size: int) -> memoryview:
+    """``size`` bytes from ``fd``, read into one buffer. Its pages are not written before the bytes
+    arrive (``torch.empty``), so a frame that claims more than is sent costs no memory it did not fill."""
+    buffer = memoryview(torch.empty(size, dtype=torch.uint8).numpy()) if size else memoryview(b"")
+    got = 0
+    while got < size:
+        count = os.readv(fd, [buffer[got : got + (1 << 24)]])
+        if not count:
             raise ChannelClosed("the other process closed the channel")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
+        got += count
+    return buffer
 
 
-def read_frame(fd: int) -> bytes:
+def read_frame(fd: int) -> memoryview:
     (size,) = struct.unpack("<Q", read_exactly(fd, 8))
     if size > MAX_FRAME:
         raise ChannelClosed(f"an answer of {size} bytes is larger than any output of a task")
@@ -142,7 +158,15 @@ class SentTensors:
 def dump_request(
     message, refs: dict[int, int], pretrained=None, sent: SentTensors | None = None, lend: bool = False
 ) -> bytes:
-    """Pickle ``message``; proxies (their ``id()`` a key of ``refs``) cross as their handle.
+    """``request_parts`` joined: the request as one bytes object."""
+    return b"".join(request_parts(message, refs, pretrained, sent, lend))
+
+
+def request_parts(
+    message, refs: dict[int, int], pretrained=None, sent: SentTensors | None = None, lend: bool = False
+) -> list:
+    """Pickle ``message``, as a frame's parts (``write_frame``); proxies (their ``id()`` a key of
+    ``refs``) cross as their handle.
 
     ``pretrained`` (the reference model) crosses as a name: the learner's process has its own
     copy. Large tensors cross once per learner process (``sent``), then by key. Other modules
@@ -177,17 +201,19 @@ def dump_request(
 
     buffer = io.BytesIO()
     _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(message)
-    tensors = dump_answer((list(new), list(new.values())))
-    return struct.pack("<Q", len(tensors)) + tensors + buffer.getvalue()
+    tensors = answer_parts((list(new), list(new.values())))
+    size = sum(memoryview(part).nbytes for part in tensors)
+    return [struct.pack("<Q", size), *tensors, buffer.getbuffer()]
 
 
-def load_request(payload: bytes, objects: dict[int, object], pretrained=None, held: dict | None = None):
+def load_request(payload: bytes | memoryview, objects: dict[int, object], pretrained=None, held: dict | None = None):
     """Inverse of ``dump_request``; ``pretrained()`` gives a fresh copy of the reference model.
 
     ``held`` is the learner's side of ``SentTensors``: every request gets its own copies, so
     nothing a learner's call does to an input reaches the next call; a lent tensor (``lend``) is
     the held one itself, for requests that only read their inputs.
     """
+    payload = memoryview(payload)
     (size,) = struct.unpack("<Q", payload[:8])
     held = {} if held is None else held
     keys, values = load_answer(payload[8 : 8 + size])
@@ -221,7 +247,8 @@ def encode(value, keep) -> object:
     if isinstance(value, torch.Tensor):
         if value.is_sparse or value.layout != torch.strided:
             return keep(value)
-        return value.detach().cpu().as_subclass(torch.Tensor).contiguous().clone()
+        # No copy: the answer is written before any more of the learner's code runs (``answer_parts``).
+        return value.detach().cpu().as_subclass(torch.Tensor).contiguous()
     if isinstance(value, np.ndarray):
         if value.dtype.kind not in "fiub" or value.dtype.byteorder == ">":
             return keep(value)
@@ -265,7 +292,13 @@ _DTYPES = {
 
 
 def dump_answer(message) -> bytes:
-    """``message`` (plain data from ``encode``) as a JSON header and the tensors' bytes.
+    """``answer_parts`` joined: the answer as one bytes object."""
+    return b"".join(answer_parts(message))
+
+
+def answer_parts(message) -> list:
+    """``message`` (plain data from ``encode``) as a JSON header and the tensors' bytes, as a
+    frame's parts (``write_frame``): the tensors' bytes are views of their storage, not copies.
 
     The frame: the header's length (8 bytes, little-endian), the header
     ``{"value": tree, "tensors": [{"dtype", "shape", "nbytes"}, ...]}``, then each tensor's bytes
@@ -273,7 +306,7 @@ def dump_answer(message) -> bytes:
     and a tensor ``{"x": i}``, its index in ``tensors``, the tensors numbered in the order the
     tree meets them; lists, strings, numbers and None are themselves.
     """
-    buffers: list[bytes] = []
+    buffers: list[np.ndarray] = []
     tensors: list[dict] = []
 
     def tree(value):
@@ -283,8 +316,11 @@ def dump_answer(message) -> bytes:
             dtype = str(value.dtype).removeprefix("torch.")
             if dtype not in _DTYPES:
                 raise ValueError(f"a tensor of dtype {dtype} cannot be sent")
-            data = value.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() if value.numel() else b""
-            tensors.append({"dtype": dtype, "shape": list(value.shape), "nbytes": len(data)})
+            flat = value.detach().contiguous().reshape(-1)
+            if flat.stride(0) != 1:  # "contiguous" at any stride: one element or none (an expand)
+                flat = torch.empty(flat.shape, dtype=flat.dtype).copy_(flat)
+            data = flat.view(torch.uint8).numpy()  # a view of the tensor's bytes: no copy
+            tensors.append({"dtype": dtype, "shape": list(value.shape), "nbytes": data.nbytes})
             buffers.append(data)
             return {"x": len(tensors) - 1}
         if isinstance(value, tuple):
@@ -296,7 +332,7 @@ def dump_answer(message) -> bytes:
         raise ValueError(f"{type(value).__name__} is not plain data")
 
     header = json.dumps({"value": tree(message), "tensors": tensors}).encode()
-    return struct.pack("<Q", len(header)) + header + b"".join(buffers)
+    return [struct.pack("<Q", len(header)) + header, *buffers]
 
 
 # Limits on what an answer may hold: beyond them it is no output of a task, and reading it would
@@ -351,13 +387,14 @@ def record(value, fields: dict[str, type | tuple[type, ...]], what: str) -> dict
     return value
 
 
-def load_answer(payload: bytes):
+def load_answer(payload: bytes | memoryview):
     """Inverse of ``dump_answer``; MalformedAnswer (a ValueError) on anything else.
 
     Every field is checked before it is used: the header is JSON of the shape ``dump_answer``
     writes, each tensor's dtype, shape and size agree and its bytes are there, and the value's
     tree uses each tensor once, in order, with nothing left over.
     """
+    payload = memoryview(payload)
     header, offset = _header(payload)
     reader = _TreeReader(_tensors(header["tensors"], payload, offset))
     value = reader.value(header["value"], 0)
@@ -366,7 +403,7 @@ def load_answer(payload: bytes):
     return value
 
 
-def _header(payload: bytes) -> tuple[dict, int]:
+def _header(payload: memoryview) -> tuple[dict, int]:
     """An answer's JSON header, and where its tensors' bytes start."""
     if len(payload) < 8:
         raise MalformedAnswer(f"an answer of {len(payload)} bytes is shorter than its header's 8-byte length")
@@ -374,7 +411,7 @@ def _header(payload: bytes) -> tuple[dict, int]:
     if size > len(payload) - 8:
         raise MalformedAnswer(f"its header is said to be {size} bytes long, and only {len(payload) - 8} follow")
     try:
-        header = json.loads(payload[8 : 8 + size])
+        header = json.loads(bytes(payload[8 : 8 + size]))
     # JSONDecodeError, UnicodeDecodeError and a too long integer are ValueErrors; deep nesting
     # overflows the decoder's stack.
     except (ValueError, RecursionError) as err:
@@ -385,7 +422,7 @@ def _header(payload: bytes) -> tuple[dict, int]:
 _TENSOR_FIELDS: dict[str, type | tuple[type, ...]] = {"dtype": str, "shape": list, "nbytes": int}
 
 
-def _tensors(specs: list, payload: bytes, offset: int) -> list[torch.Tensor]:
+def _tensors(specs: list, payload: memoryview, offset: int) -> list[torch.Tensor]:
     """The tensors ``specs`` (the header's) describe, read from ``payload`` from ``offset`` on."""
     tensors = []
     for index, spec in enumerate(specs):
@@ -550,7 +587,7 @@ def _dict(value: dict, handle) -> dict:
     return dict(zip(keys, (decode(v, handle) for v in value["values"]), strict=True))
 
 
-def load_reply(payload: bytes, handle) -> tuple:
+def load_reply(payload: bytes | memoryview, handle) -> tuple:
     """The learner process's reply to a request, read, decoded (``handle`` as for ``decode``) and
     checked: ``("ok", value)``, ``("missing", name)`` or ``("raise", error type name, text)``, as
     ``learner.Server`` sends them; MalformedAnswer on anything else."""

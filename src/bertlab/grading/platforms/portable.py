@@ -243,7 +243,7 @@ def _learner_main(request: Connection, answer: Connection, lifeline: Connection,
 
     learner.preload()
     try:
-        options = json.loads(wire.read_frame(request.fileno()))
+        options = json.loads(bytes(wire.read_frame(request.fileno())))
     except wire.ChannelClosed:
         return  # a spare that was never used
     os.chdir(options["cwd"])
