@@ -111,12 +111,24 @@ def _changed(before, after, name: str) -> list[str]:
         )
         return [] if same else [name]
     if isinstance(before, np.ndarray) and isinstance(after, np.ndarray):
-        return [] if before.shape == after.shape and np.array_equal(before, after, equal_nan=True) else [name]
+        return [] if before.shape == after.shape and _same_array(before, after) else [name]
     if isinstance(before, dict) and isinstance(after, dict):
         return [n for k in before for n in _changed(before[k], after.get(k), f'{name}["{k}"]')]
     if isinstance(before, (list, tuple)) and isinstance(after, (list, tuple)) and len(before) == len(after):
         return [n for i, (b, a) in enumerate(zip(before, after, strict=True)) for n in _changed(b, a, f"{name}[{i}]")]
     return []
+
+
+def _same_array(before: np.ndarray, after: np.ndarray) -> bool:
+    """Equal values, NaN equal to NaN. The same bytes first: a byte compare is several times faster
+    than ``equal_nan``'s, which the arrays of notebook 01's every call went through."""
+    if before.dtype == after.dtype and before.flags.c_contiguous and after.flags.c_contiguous:
+        if np.array_equal(before.reshape(-1).view(np.uint8), after.reshape(-1).view(np.uint8)):
+            return True
+    try:
+        return bool(np.array_equal(before, after, equal_nan=True))
+    except TypeError:  # equal_nan on a dtype without NaN (strings, objects)
+        return bool(np.array_equal(before, after))
 
 
 def learner_line(tb) -> str:
