@@ -151,6 +151,70 @@ def lesson_url(lesson: Path) -> str:
     return f"lessons/{lesson.stem}/"
 
 
+def notebook_urls() -> list[str]:
+    """The lesson and exercise pages: notebooks rendered by mkdocs-jupyter."""
+    return [lesson_url(lesson) for lesson in lessons()] + [
+        f"exercises/{nb.parent.name}/{nb.stem}/" for nb in exercises()
+    ]
+
+
+# What the page tests read of a page, read in one visit (MathJax typesets each page for a second
+# or more: four tests visiting the same pages each took a minute of the run).
+PAGE_READING = """() => {
+    const text = e => { const c = e.cloneNode(true);
+        c.querySelectorAll("mjx-container, .anchor-link, .headerlink").forEach(x => x.remove());
+        return c.textContent.replace(/\\s+/g, " ").trim(); };
+    const toc = Array.from(document.querySelectorAll(".md-sidebar--secondary a.md-nav__link[href^='#']"))
+        .map(a => { const h = document.getElementById(decodeURIComponent(a.hash.slice(1)));
+                    return [a.hash, text(a), h ? text(h) : null,
+                            a.querySelectorAll("mjx-container").length,
+                            h ? h.querySelectorAll("mjx-container").length : 0]; });
+    // Prose of the markdown cells without the typeset math and code: no TeX may be left.
+    const markdown = Array.from(document.querySelectorAll(".jp-RenderedMarkdown")).map(cell => {
+        const copy = cell.cloneNode(true);
+        copy.querySelectorAll("mjx-container, code, pre").forEach(e => e.remove());
+        return copy.textContent;
+    }).join("\\n");
+    return {
+        toc,
+        markdown,
+        typeset: document.querySelectorAll(".jp-RenderedMarkdown mjx-container").length,
+        tex_errors: document.querySelectorAll("mjx-merror").length,
+        figures: document.querySelectorAll(".jp-OutputArea img").length,
+    };
+}"""
+
+
+@pytest.fixture(scope="session")
+def read_pages(browser, base_url, site) -> dict:
+    """Every page of the site visited once: ``{"pages": {url: reading}, "problems": [...]}``, each
+    reading holding its visible prose, broken images, typeset math, figures and TOC entries, and
+    ``problems`` the requests that failed or left the machine."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    reader = Reader(context, base_url)
+    first_math = next((lesson_url(lesson) for lesson in lessons() if has_math(lesson)), None)
+    readings = {}
+    try:
+        for url in pages(site):
+            page = reader.visit(url)
+            readings[url] = {
+                "prose": page.evaluate(VISIBLE_PROSE),
+                "broken_images": reader.broken_images(),
+                **page.evaluate(PAGE_READING),
+            }
+            if url == first_math:
+                ARTIFACTS.mkdir(exist_ok=True)
+                page.screenshot(path=str(ARTIFACTS / "lesson.png"))
+    finally:
+        context.close()
+    return {"pages": readings, "problems": reader.problems}
+
+
+def reading(read_pages: dict, url: str) -> dict:
+    assert url in read_pages["pages"], f"{url}: no such page on the site"
+    return read_pages["pages"][url]
+
+
 # -- the tests -------------------------------------------------------------------------------
 
 
@@ -177,32 +241,20 @@ def test_home_page_shows_the_diagram(reader, base_url):
     assert not reader.problems, reader.problems
 
 
-def test_lessons_typeset_math_and_show_their_images(reader):
+def test_lessons_typeset_math_and_show_their_images(read_pages):
     assert lessons(), "no lessons/NN-*.py to check"
     with_math = [lesson for lesson in lessons() if has_math(lesson)]
     assert with_math, "no lesson has $...$ math: the MathJax check would prove nothing"
     for lesson in lessons():
-        page = reader.visit(lesson_url(lesson))
-        assert reader.broken_images() == [], f"{lesson.name}: images that did not load"
+        page = reading(read_pages, lesson_url(lesson))
+        assert page["broken_images"] == [], f"{lesson.name}: images that did not load"
         if lesson not in with_math:
             continue
-        assert page.locator(".jp-RenderedMarkdown mjx-container").count() > 0, f"{lesson.name}: no typeset math"
-        assert page.locator("mjx-merror").count() == 0, f"{lesson.name}: MathJax reports a TeX error"
-        # Prose of the markdown cells without the typeset math and code: no TeX may be left.
-        prose = page.eval_on_selector_all(
-            ".jp-RenderedMarkdown",
-            """cells => cells.map(cell => {
-                const copy = cell.cloneNode(true);
-                copy.querySelectorAll("mjx-container, code, pre").forEach(e => e.remove());
-                return copy.textContent;
-            }).join("\\n")""",
-        )
-        raw = re.findall(r"\$[^$]*\$?|\\(?:frac|sqrt|mathrm|text|top|[a-zA-Z]+\{)", prose)
+        assert page["typeset"] > 0, f"{lesson.name}: no typeset math"
+        assert page["tex_errors"] == 0, f"{lesson.name}: MathJax reports a TeX error"
+        raw = re.findall(r"\$[^$]*\$?|\\(?:frac|sqrt|mathrm|text|top|[a-zA-Z]+\{)", page["markdown"])
         assert not raw, f"{lesson.name}: raw TeX visible on the page: {raw[:5]}"
-        if lesson == with_math[0]:
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "lesson.png"))
-    assert not reader.problems, reader.problems
+    assert not read_pages["problems"], read_pages["problems"]
 
 
 def test_search_finds_a_lesson(reader):
@@ -303,16 +355,16 @@ def pages(site: Path) -> list[str]:
     return sorted("" if p == "." else f"{p}/" for p in found)
 
 
-def test_no_page_shows_raw_tex_rest_roles_or_swallowed_list_items(reader, site):
-    urls = pages(site)
+def test_no_page_shows_raw_tex_rest_roles_or_swallowed_list_items(read_pages):
+    urls = list(read_pages["pages"])
     assert len(urls) > 10, f"too few pages to check: {urls}"
     problems = []
     for url in urls:
-        prose = reader.visit(url).evaluate(VISIBLE_PROSE)
+        prose = reading(read_pages, url)["prose"]
         assert prose["texts"], f"{url or 'home'}: no text found"
         problems += [f"{url or 'home'}: {p}" for p in prose_problems(prose["texts"], prose["paragraphs"])]
     assert not problems, "\n".join(problems[:40])
-    assert not reader.problems, reader.problems
+    assert not read_pages["problems"], read_pages["problems"]
 
 
 def drawn_figures(lesson: Path) -> int:
@@ -320,20 +372,19 @@ def drawn_figures(lesson: Path) -> int:
     return sum(1 for line in lesson.read_text().splitlines() if re.match(r"\s*plt\.show\(\)", line))
 
 
-def test_each_lesson_page_shows_every_figure_it_draws(reader):
+def test_each_lesson_page_shows_every_figure_it_draws(read_pages):
     """Under MPLBACKEND=Agg (set for the tests) plt.show() would draw nothing: the build must not care."""
     assert os.environ.get("MPLBACKEND") == "Agg", "the test must run where figures are most easily lost"
     drawn = {lesson: drawn_figures(lesson) for lesson in lessons()}
     assert sum(drawn.values()) > 0, "no lesson draws a figure: the check would prove nothing"
     wrong = []
     for lesson, count in drawn.items():
-        page = reader.visit(lesson_url(lesson))
-        shown = page.locator(".jp-OutputArea img").count()
-        if shown != count:
-            wrong.append(f"{lesson.name}: draws {count}, the page shows {shown}")
-        assert reader.broken_images() == [], f"{lesson.name}: images that did not load"
+        page = reading(read_pages, lesson_url(lesson))
+        if page["figures"] != count:
+            wrong.append(f"{lesson.name}: draws {count}, the page shows {page['figures']}")
+        assert page["broken_images"] == [], f"{lesson.name}: images that did not load"
     assert not wrong, wrong
-    assert not reader.problems, reader.problems
+    assert not read_pages["problems"], read_pages["problems"]
 
 
 class _Images(html.parser.HTMLParser):
@@ -378,23 +429,11 @@ def test_every_fragment_link_points_at_an_id(site):
     assert anchors.broken_anchors(site) == []
 
 
-def test_notebook_tables_of_contents_show_their_headings(reader):
+def test_notebook_tables_of_contents_show_their_headings(read_pages):
     """Each TOC entry of a lesson or exercise page reads as the heading it links to."""
-    notebooks = [lesson_url(lesson) for lesson in lessons()]
-    notebooks += [f"exercises/{nb.parent.name}/{nb.stem}/" for nb in exercises()]
     wrong, entries = [], 0
-    for url in notebooks:
-        page = reader.visit(url)
-        pairs = page.evaluate("""() => {
-            const text = e => { const c = e.cloneNode(true);
-                c.querySelectorAll("mjx-container, .anchor-link, .headerlink").forEach(x => x.remove());
-                return c.textContent.replace(/\\s+/g, " ").trim(); };
-            return Array.from(document.querySelectorAll(".md-sidebar--secondary a.md-nav__link[href^='#']"))
-                .map(a => { const h = document.getElementById(decodeURIComponent(a.hash.slice(1)));
-                            return [a.hash, text(a), h ? text(h) : null,
-                                    a.querySelectorAll("mjx-container").length,
-                                    h ? h.querySelectorAll("mjx-container").length : 0]; });
-        }""")
+    for url in notebook_urls():
+        pairs = reading(read_pages, url)["toc"]
         entries += len(pairs)
         wrong += [
             f"{url}{href}: TOC {toc!r}, heading {heading!r}"
