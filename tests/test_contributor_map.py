@@ -38,7 +38,18 @@ LAYERS = [
     {"diagnose", "experiments"},
     {"checks"},
     {"grading"},
-    {"cli", "instructor", "doctor", "release", "progress", "hints", "nbgrader_verdicts", "nbgrader_feedback", ""},
+    {
+        "cli",
+        "instructor",
+        "doctor",
+        "release",
+        "progress",
+        "hints",
+        "nbgrader_verdicts",
+        "nbgrader_feedback",
+        "kernel_template",
+        "",
+    },
 ]
 
 

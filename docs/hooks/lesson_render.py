@@ -7,7 +7,7 @@ Usage (by ``lessons_parallel.py`` only): ``python lesson_render.py OPTIONS_JSON`
 A few of these processes run side by side, each taking the next lesson when it is done with one, so
 that several lessons execute at once and each process pays for its imports (nbconvert, jupytext,
 mkdocs: two seconds) once, not once per lesson. Every lesson still runs in a kernel of its own, a
-fork of a template that imported torch, transformers and the course once (``lesson_kernel.py``); on
+fork of a template that imported torch, transformers and the course once (``bertlab.kernel_template``); on
 the portable path (macOS, ``BERTLAB_PORTABLE=1``) an ordinary kernel. The cache file holds what
 mkdocs-jupyter (0.26) writes after executing a page: the HTML, its TOC tokens and its title. It is
 written only when the lesson ran through: a lesson that fails is left to the build's own render,
@@ -53,7 +53,7 @@ def serve(options: dict) -> None:
     import os
     import tempfile
 
-    import lesson_kernel
+    from bertlab import kernel_template
     from bertlab.grading import platforms
 
     answers = os.fdopen(os.dup(1), "w")
@@ -62,7 +62,7 @@ def serve(options: dict) -> None:
         _render_each(options, answers)
         return
     with tempfile.TemporaryDirectory(prefix="bertlab-lessons-") as tmp:
-        template = lesson_kernel.start(Path(tmp), options["kernel_name"] or "python3")
+        template = kernel_template.start(Path(tmp), options["kernel_name"] or "python3")
         try:
             _render_each(options, answers)
         finally:

@@ -73,7 +73,6 @@ def conditions(package: Path, kernel_name: str) -> dict[str, object]:
         "lesson_run.py",
         "lessons_parallel.py",
         "lesson_render.py",
-        "lesson_kernel.py",
     ):  # how the lessons are executed
         source.update(Path(__file__).with_name(hook).read_bytes())
     return {

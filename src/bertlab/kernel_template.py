@@ -1,0 +1,269 @@
+"""Jupyter kernels forked from a template that has imported torch, transformers and the course.
+
+A notebook of the course starts by importing torch, transformers' BERT and ``bertlab``: four to six
+seconds of every kernel. A template (``serve``) imports them once and forks a kernel per request.
+Jupyter starts each kernel with a kernelspec's command: ``connect``, a stand-in that asks the
+template for a kernel, passes its environment, directory and standard streams to it, forwards
+signals (an interrupt), and exits when the kernel does; the kernel exits when its stand-in is
+killed. Each notebook still runs in a process of its own, with a new namespace and no model
+loaded: a fork of a process that only imported, and ran no torch operation (so no thread pool
+is forked half-made).
+
+Two users:
+
+- the site build (``docs/hooks/lesson_render.py``) starts a template for its lessons (``start``);
+- ``nbgrader autograde`` (``nbgrader_config.py`` calls ``use_in_nbgrader``): the kernelspec's
+  stand-in (``connect-lazily``) starts the template itself when the first notebook runs, one per
+  nbgrader process, and the template ends with that process.
+
+Where forking after torch's imports is not safe (macOS, and the portable path that stands in for
+it) or no template answers, the stand-in becomes an ordinary kernel: the notebook runs as before,
+only slower to start.
+
+Usage: ``python -m bertlab.kernel_template serve SOCKET OWNER_PID``,
+``... connect SOCKET CONNECTION_FILE [KERNEL_ARGS...]`` or ``... connect-lazily CONNECTION_FILE
+[KERNEL_ARGS...]`` (``--help`` for details).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+NBGRADER_KERNEL = "bertlab-forked"  # the kernelspec nbgrader's Execute runs the notebooks in
+
+
+def start(directory: Path, name: str) -> subprocess.Popen:
+    """Start a template in ``directory`` and point kernelspec ``name`` at it, for this process and
+    the kernels it starts (``JUPYTER_PATH``). Returns the template's process, to be killed."""
+    socket_path = directory / "template.sock"
+    template = _spawn_template(str(socket_path), os.getpid())
+    kernelspec(directory, name, ["connect", str(socket_path)])
+    os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(directory), os.environ.get("JUPYTER_PATH")]))
+    return template
+
+
+def use_in_nbgrader(config, directory: str) -> None:
+    """Make nbgrader's ``Execute`` run each notebook in a forked kernel (``config``: nbgrader's
+    ``c``; ``directory``: where the kernelspec is written, put on ``JUPYTER_PATH``)."""
+    kernelspec(Path(directory), NBGRADER_KERNEL, ["connect-lazily"])
+    os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [directory, os.environ.get("JUPYTER_PATH")]))
+    config.Execute.kernel_name = NBGRADER_KERNEL
+
+
+def kernelspec(directory: Path, name: str, command: list[str]) -> Path:
+    """Write kernelspec ``name`` under ``directory`` (a ``JUPYTER_PATH`` entry) that runs ``command``."""
+    spec = directory / "kernels" / name
+    spec.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "bertlab.kernel_template", *command, "{connection_file}"]
+    (spec / "kernel.json").write_text(
+        json.dumps({"argv": argv, "display_name": "Python 3 (bertlab)", "language": "python"})
+    )
+    return spec
+
+
+def _spawn_template(socket_path: str, owner: int) -> subprocess.Popen:
+    template = subprocess.Popen(
+        [sys.executable, "-m", "bertlab.kernel_template", "serve", socket_path, str(owner)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 10
+    while not os.path.exists(socket_path) and template.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)  # it listens before it imports: a kernel asked for early waits for it
+    return template
+
+
+def _watch(owner: int) -> int | None:
+    """A descriptor that becomes readable when process ``owner`` ends (None: it has ended)."""
+    try:
+        return os.pidfd_open(owner)
+    except ProcessLookupError:
+        return None
+
+
+def serve(socket_path: str, owner: int) -> None:
+    """The template: listen first (a stand-in that comes early waits), import, then fork on demand
+    until ``owner`` (the process the kernels are for) is gone."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        server.bind(socket_path)
+    except OSError:  # another template of the same owner won the race: its stand-ins use that one
+        return
+    try:
+        server.listen(16)
+        _preload()
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # kernels are reaped by the system
+        owner_gone = _watch(owner)
+        while owner_gone is not None:  # a template outlives no owner, however it ended
+            ready, _, _ = select.select([server.fileno(), owner_gone], [], [])
+            if owner_gone in ready:
+                break
+            conn, _ = server.accept()
+            message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 5)
+            if not message or len(fds) != 5:
+                conn.close()
+                continue
+            pid = os.fork()
+            if pid == 0:
+                server.close()
+                conn.close()
+                _kernel(json.loads(message), *fds)
+            for fd in fds:
+                os.close(fd)
+            conn.sendall(f"{pid}\n".encode())
+            conn.close()
+    finally:
+        server.close()
+        Path(socket_path).unlink(missing_ok=True)
+
+
+def _preload() -> None:
+    """What a notebook of the course imports first. The course's reference module first: it keeps
+    Hugging Face offline before transformers is imported. Not pyplot: the kernel chooses
+    matplotlib's backend. (isort: off keeps that order: sorted, bertlab would come last.)"""
+    # isort: off
+    import bertlab.reference
+    import ipykernel.kernelapp  # noqa: F401
+    import matplotlib  # noqa: F401
+    import torch  # noqa: F401
+    import transformers.models.bert.modeling_bert  # noqa: F401
+
+    import bertlab.checks
+    import bertlab.corpus
+    import bertlab.experiments
+    import bertlab.masks  # noqa: F401
+    # isort: on
+
+
+def _kernel(request: dict, stand_in_alive: int, kernel_alive: int, stdin: int, stdout: int, stderr: int) -> None:
+    """The forked kernel: the stand-in's environment, directory, arguments and standard streams,
+    then ipykernel."""
+    try:
+        os.setsid()
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for fd, target in ((stdin, 0), (stdout, 1), (stderr, 2)):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.chdir(request["cwd"])
+
+        def exit_with_stand_in() -> None:
+            os.read(stand_in_alive, 1)  # returns when the stand-in is gone: its end of the pipe closed
+            os._exit(1)
+
+        threading.Thread(target=exit_with_stand_in, daemon=True).start()
+        # ``kernel_alive`` stays open until this process ends: the stand-in waits for that.
+        from ipykernel.kernelapp import IPKernelApp
+
+        sys.argv = [sys.argv[0], "-f", request["connection_file"], *request.get("arguments", [])]
+        IPKernelApp.launch_instance(argv=sys.argv[1:])
+    finally:
+        os._exit(0)
+
+
+def _ordinary_kernel(connection_file: str, arguments: list[str]):
+    os.execv(sys.executable, [sys.executable, "-m", "ipykernel_launcher", "-f", connection_file, *arguments])
+
+
+def _forking_is_safe() -> bool:
+    from bertlab.grading import platforms
+
+    return hasattr(os, "fork") and not platforms.is_portable()
+
+
+def connect(socket_path: str, connection_file: str, arguments: list[str]) -> None:
+    """The stand-in Jupyter starts: a kernel forked by the template, or an ordinary one."""
+    if not _forking_is_safe():
+        _ordinary_kernel(connection_file, arguments)
+    try:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(socket_path)
+    except OSError:
+        _ordinary_kernel(connection_file, arguments)
+    stand_in_r, _stand_in_w = os.pipe()  # the kernel reads EOF when this process ends
+    kernel_r, kernel_w = os.pipe()  # this process reads EOF when the kernel ends
+    request = {"connection_file": connection_file, "cwd": os.getcwd(), "env": dict(os.environ), "arguments": arguments}
+    socket.send_fds(sock, [json.dumps(request).encode()], [stand_in_r, kernel_w, 0, 1, 2])
+    os.close(stand_in_r)
+    os.close(kernel_w)
+    answer = sock.makefile().readline().strip()
+    if not answer.isdigit():
+        _ordinary_kernel(connection_file, arguments)
+    pid = int(answer)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda number, _frame: os.kill(pid, number))
+    while os.read(kernel_r, 1):
+        pass
+    sys.exit(0)
+
+
+def owner_socket(owner: int) -> str:
+    """Where the template of the kernels for process ``owner`` listens: a folder of this user's."""
+    folder = Path(tempfile.gettempdir()) / f"bertlab-kernels-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    return str(folder / f"{owner}.sock")
+
+
+def connect_lazily(connection_file: str, arguments: list[str]) -> None:
+    """The stand-in for the process that started it (nbgrader): its template, started here when
+    this is that process's first kernel."""
+    if _forking_is_safe():
+        owner = os.getppid()
+        socket_path = owner_socket(owner)
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(socket_path)
+        except OSError:  # none yet, or one left by an earlier process of the same pid
+            Path(socket_path).unlink(missing_ok=True)
+            _spawn_template(socket_path, owner)
+        finally:
+            probe.close()
+        connect(socket_path, connection_file, arguments)
+    _ordinary_kernel(connection_file, arguments)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m bertlab.kernel_template",
+        description="Jupyter kernels forked from a template that has imported torch, transformers and the course.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve_parser = commands.add_parser("serve", help="run a template: fork a kernel for each stand-in that asks")
+    serve_parser.add_argument("socket", help="the Unix socket to listen on")
+    serve_parser.add_argument(
+        "owner", type=int, help="the pid of the process the kernels are for: the template ends with it"
+    )
+    for name, text in (
+        ("connect", "the stand-in a kernelspec runs: a kernel from the template at SOCKET"),
+        ("connect-lazily", "the stand-in nbgrader runs: a kernel from its process's template, started if need be"),
+    ):
+        sub = commands.add_parser(name, help=text)
+        if name == "connect":
+            sub.add_argument("socket", help="the template's Unix socket")
+        sub.add_argument("connection_file", help="the kernel's connection file, from Jupyter")
+        sub.add_argument("arguments", nargs=argparse.REMAINDER, help="more arguments for the kernel")
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        serve(args.socket, args.owner)
+    elif args.command == "connect":
+        connect(args.socket, args.connection_file, args.arguments)
+    else:
+        connect_lazily(args.connection_file, args.arguments)
+
+
+if __name__ == "__main__":
+    main()
