@@ -39,6 +39,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("class-agreement"), pyte
 
 HANG_LIMIT = 10  # seconds: the hanging submission's limit, in every grader
 TIMINGS: dict[str, float] = {}
+LOGS: dict[str, str] = {}  # command -> its warnings and errors (shown when its grades differ)
 
 
 def _env() -> dict:
@@ -68,6 +69,7 @@ def _run_together(name: str, commands: list[tuple[list[str], Path]]) -> None:
     errors = [(c, p.communicate()[1], p.returncode) for (c, _), p in zip(commands, procs, strict=True)]
     TIMINGS[name] = TIMINGS.get(name, 0.0) + time.perf_counter() - start
     for command, stderr, code in errors:
+        LOGS[" ".join(command[2:])] = "\n".join(line for line in stderr.splitlines() if "| INFO]" not in line)[-6000:]
         assert code in (0, 1), f"{' '.join(command[2:])} exited {code}:\n{stderr[-4000:]}"
 
 
@@ -269,7 +271,8 @@ def test_same_score_per_grade_cell(graded, index):
     student = graded["students"][index]
     cells = _cells(graded["ways"], student)
     judged = cells["bertlab grade"]
-    assert cells["nbgrader autograde"] == judged, cells
+    logs = "\n".join(f"{command}:\n{tail}" for command, tail in LOGS.items() if student.assignment in command)
+    assert cells["nbgrader autograde"] == judged, f"{cells}\n{logs}"
     assert cells["bertlab autograde"] == judged, cells
     assert cells["bertlab autograde --scheduler"] == judged, cells
     if student.member.kernel_differs:

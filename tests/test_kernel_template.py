@@ -16,6 +16,7 @@ import time
 import pytest
 
 from bertlab import kernel_template
+from bertlab.settings import DEFAULT_TIMEOUT
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow  # each case imports torch and transformers in a template
@@ -115,6 +116,11 @@ def test_the_course_config_runs_notebooks_in_the_forked_kernel(tmp_path, monkeyp
         {"get_config": lambda: config, "__file__": str(tmp_path / "nbgrader_config.py")},
     )
     assert config.Execute.kernel_name == kernel_template.NBGRADER_KERNEL
+    # The first kernel answers once the template has imported the course: nbgrader waits as long
+    # as a notebook may take, not Jupyter's 60 s (a busy machine's first submission was dropped).
+    from nbgrader.preprocessors import Execute
+
+    assert Execute(config=config).startup_timeout == DEFAULT_TIMEOUT > 60
     spec = json.loads(
         (tmp_path / "instructor" / "kernels" / kernel_template.NBGRADER_KERNEL / "kernel.json").read_text()
     )

@@ -40,7 +40,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from bertlab.settings import DEFAULT_TIMEOUT
+
 NBGRADER_KERNEL = "bertlab-forked"  # the kernelspec nbgrader's Execute runs the notebooks in
+STARTUP_TIMEOUT = int(DEFAULT_TIMEOUT)  # seconds nbgrader waits for a kernel: the template's imports included
 
 
 def start(directory: Path, name: str) -> subprocess.Popen:
@@ -59,6 +62,11 @@ def use_in_nbgrader(config, directory: str) -> None:
     kernelspec(Path(directory), NBGRADER_KERNEL, ["connect-lazily"])
     os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [directory, os.environ.get("JUPYTER_PATH")]))
     config.Execute.kernel_name = NBGRADER_KERNEL
+    # The first kernel is ready only when the template has imported torch and the course: on a
+    # busy machine that took more than Jupyter's 60 s, and nbgrader then dropped the whole first
+    # submission. Those imports used to count against the first cell's timeout; they count
+    # against as long a wait here. An instructor's own setting, made after this call, wins.
+    config.Execute.startup_timeout = STARTUP_TIMEOUT
 
 
 def kernelspec(directory: Path, name: str, command: list[str]) -> Path:
