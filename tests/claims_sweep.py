@@ -3,7 +3,9 @@
 ``python -m tests.claims_sweep`` runs each lesson that makes claims as a plain script (the
 experiments, not the page: no kernel, no HTML, figures closed unseen) once per condition of
 ``tests/kernels.py`` (``run_all`` shares the cores), and prints each claim's margin: the smallest ratio
-of its two sides over all the runs (``bertlab.experiments.claims.margin``). ``--write`` records
+of its two sides over all the runs (``bertlab.experiments.claims.margin``). Lesson 6 trains its
+stacks once per kernel set, not once per run: the training runs on one thread at every thread
+count (see ``CHILD``). ``--write`` records
 them in ``tests/claim_margins.json``, the file the contributor page's table is built from.
 ``tests/test_claims_under_kernels.py`` runs the same sweep and fails when a claim's verdict
 differs between runs or its margin is under ``FLOOR``.
@@ -19,6 +21,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from datetime import date
 from pathlib import Path
 
@@ -38,13 +41,28 @@ FLOOR = 1.25
 COUNTED = frozenset({"ffn_dominates_here", "quadratic_small_here", "crossover_beyond_max_positions"})
 
 # The child: run each lesson given on the command line, print {stem: {"claims": .., "error": ..}}.
+# Lesson 6's training (over half the sweep) runs on one thread whatever the process's count
+# (ln_training.train; test_experiments_ln_training holds it to that), so its curves under one
+# kernel set are the same at every thread count: the first run of a kernel set keeps them in
+# TRAINED, the set's runs of other thread counts read them back rather than train again.
 CHILD = """
-import json, runpy, sys
+import json, os, pickle, runpy, sys
+from pathlib import Path
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 plt.show = lambda *args, **kwargs: plt.close("all")
-from bertlab.experiments import claims
+from bertlab.experiments import claims, ln_training
+trained, train = Path(os.environ["TRAINED"]), ln_training.train
+def train_once(setup, depths=(2, 6, 12), seeds=(0, 1, 2)):
+    kept = trained / f"{abs(hash((setup, tuple(depths), tuple(seeds))))}.pickle"
+    if kept.exists():
+        return pickle.loads(kept.read_bytes())
+    curves = train(setup, depths, seeds)
+    kept.with_suffix(".part").write_bytes(pickle.dumps(curves))
+    kept.with_suffix(".part").rename(kept)
+    return curves
+ln_training.train = train_once
 found = {}
 for path in sys.argv[1:]:
     claims._values.clear()
@@ -63,11 +81,14 @@ def lessons_with_claims() -> list[Path]:
     return [p for p in sorted((ROOT / "lessons").glob("[0-9][0-9]-*.py")) if "claims.claim(" in p.read_text()]
 
 
-def run(condition: Condition, lessons: list[Path]) -> dict[str, dict]:
-    """Each lesson's claims (and error, if it stopped) under ``condition``."""
+def run(condition: Condition, lessons: list[Path], trained: Path) -> dict[str, dict]:
+    """Each lesson's claims (and error, if it stopped) under ``condition``; lesson 6's training
+    curves kept in ``trained`` for the kernel set's other runs (see ``CHILD``)."""
     env = condition.env()
     env.pop("BERTLAB_CLAIMS", None)
-    env.update(MPLBACKEND="Agg", HF_HUB_OFFLINE="1", PYTHONHASHSEED="0")
+    kept = trained / condition.capability
+    kept.mkdir(parents=True, exist_ok=True)
+    env.update(MPLBACKEND="Agg", HF_HUB_OFFLINE="1", PYTHONHASHSEED="0", TRAINED=str(kept))
     proc = subprocess.run(
         [sys.executable, "-c", CHILD, *map(str, lessons)], env=env, capture_output=True, text=True, cwd=ROOT
     )
@@ -81,7 +102,8 @@ def sweep(conds: list[Condition] | None = None, only: list[str] | None = None) -
     """``{condition name: {lesson stem: {"claims": .., "error": ..}}}`` over ``conds`` (default: all),
     for the lessons whose stems are ``only`` (default: every lesson that makes claims)."""
     lessons = [p for p in lessons_with_claims() if only is None or p.stem in only]
-    return run_all(lambda c: run(c, lessons), conditions() if conds is None else conds)
+    with tempfile.TemporaryDirectory(prefix="bertlab-sweep-") as trained:
+        return run_all(lambda c: run(c, lessons, Path(trained)), conditions() if conds is None else conds)
 
 
 def built_condition(env: dict[str, str]) -> Condition:

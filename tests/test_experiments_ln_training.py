@@ -96,14 +96,24 @@ def test_a_run_trained_in_a_stack_trains_as_alone_with_torch_adam():
         torch.testing.assert_close(stacked[e], torch.tensor(losses), rtol=1e-4, atol=1e-5)
 
 
-def test_training_is_deterministic_and_keeps_the_thread_count():
+def test_training_is_deterministic_on_one_thread_and_keeps_the_thread_count(monkeypatch):
+    """One thread whatever the caller's count: the claims sweep trains once per kernel set and
+    lets that set's runs of other thread counts reuse the curves (``tests/claims_sweep.py``)."""
+    seen = []  # the thread count each depth trained under
+    real = lt.train_depth
+    monkeypatch.setattr(lt, "train_depth", lambda *args: seen.append(torch.get_num_threads()) or real(*args))
     threads = torch.get_num_threads()
-    first = lt.train(SMALL, depths=(1,), seeds=(0,))
-    second = lt.train(SMALL, depths=(1,), seeds=(0,))
+    torch.set_num_threads(2)
+    try:
+        first = lt.train(SMALL, depths=(1,), seeds=(0,))
+        second = lt.train(SMALL, depths=(1,), seeds=(0,))
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
+    assert seen == [1, 1]
     assert set(first.losses) == {(1, a, s) for a in lt.ARRANGEMENTS for s in lt.SCHEDULES}
     for key, value in first.losses.items():
         assert value.shape == (1, SMALL.steps) and torch.equal(value, second.losses[key])
-    assert torch.get_num_threads() == threads
 
 
 @pytest.mark.slow
