@@ -263,6 +263,10 @@ def test_a_failure_naming_no_mistake_climbs_the_ladder_of_the_stage_that_failed(
 def test_a_failure_naming_no_mistake_shows_its_tasks_ladder():
     shown, _ = hints.advance(_report(_failed(mistake=None, lesson=(None, None))), {})
     assert [s.ladder for s in shown] == [hints.for_task("3.2")]
+    # Its heading names the task once; a known mistake's names the mistake too.
+    assert "Hint 1 of 3 for Task 3.2, what to look at:" in hints.render(shown)
+    named, _ = hints.advance(_report(_failed()), {})
+    assert "Hint 1 of 3 for Task 3.2 (known mistake `no-scaling`), what to look at:" in hints.render(named)
 
 
 def test_no_ladder_when_the_notebook_was_stopped_or_tampered_with():

@@ -199,9 +199,11 @@ def render(shown: Iterable[Shown], forced: int | None = None) -> str:
     """The hints ``bertlab grade`` prints under its table ("" when there are none)."""
     lines: list[str] = []
     for item in shown:
+        task = f"Task {item.task}"
+        about = task if item.ladder.subject == task else f"{task} ({item.ladder.subject})"  # a mistake's ladder
         lines += [
             "",
-            f"Hint {item.step} of {STEPS} for Task {item.task} ({item.ladder.subject}), {TITLES[item.step - 1]}:",
+            f"Hint {item.step} of {STEPS} for {about}, {TITLES[item.step - 1]}:",
             _wrap(item.ladder.step(item.step), "  "),
         ]
         if item.step < STEPS and forced is None:
