@@ -100,12 +100,14 @@ def diagnose(task_id: str, reference_module, inputs, got: dict, expected: dict) 
     """The first mistake of ``task_id`` whose outputs equal ``got`` (and differ from ``expected``)."""
     import torch
 
+    from bertlab.diagnose import simulated
+
     for mistake in for_task(task_id):
         if mistake.outputs is None:
             continue
         try:
             with torch.no_grad():
-                wrong = mistake.outputs(reference_module, inputs)
+                wrong = simulated.outputs(mistake.outputs, mistake.id, reference_module, inputs)
         # A simulation written for the usual call forms may not run on another (the arguments
         # check's inputs_embeds, scaling=None): on those inputs it explains nothing.
         except (TypeError, AttributeError, KeyError, IndexError, ValueError, RuntimeError):
