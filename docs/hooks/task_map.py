@@ -5,7 +5,7 @@ Each task's code is found by its exercise's slug, the key: exercise ``04-attenti
 ``src/bertlab/checks/<key>.py``, ``src/bertlab/diagnose/<key>.py``, ``tests/mutations/<key>.py``
 and ``tests/test_checks_<key>.py``. The table replaces ``<!-- task map -->`` on the page; the build
 fails when a file it names is missing, an exercise has no task, or a file of those folders is
-named after no exercise (``tests/test_task_map.py`` checks the same without a build).
+named after no exercise (``tests/test_contributor_map.py`` checks the same without a build).
 
 The hook does not import the course (torch and all): a child process lists the tasks.
 """
@@ -35,7 +35,7 @@ GUIDE, PASSED = "learner-guide.md", re.compile(r"<!-- passed (\d+\.\d+) -->")
 # checks, and the order the instructor guide names. Neither is typed on a page.
 STAGE_TABLE, STAGE_ORDER = "<!-- stage table -->", "<!-- stage order -->"
 # Files of the keyed folders that belong to no one exercise.
-SHARED = {"src/bertlab/diagnose": {"__init__", "common"}, "tests/mutations": {"__init__"}}
+SHARED = {"src/bertlab/diagnose": {"__init__", "common", "simulated"}, "tests/mutations": {"__init__"}}
 COLUMNS = ("Task", "Lesson", "Notebook", "Checks", "Known mistakes", "Mutation tests", "Check tests")
 
 
