@@ -100,7 +100,7 @@ def test_the_solutions_full_marks_under_other_kernels_are_proved_by_the_portable
     from tests import test_portable_path
 
     assert test_portable_path.COURSE_CONDITION == END_TO_END
-    assert "solutions" in test_portable_path.COURSE
+    assert "solutions" in test_portable_path.KINDS
 
 
 @pytest.mark.parametrize("folder", VALUE_CASES)

@@ -62,20 +62,21 @@ def digest(folder: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory) -> dict[str, Path]:
     """``main``: the bad submissions that end by themselves; ``limits``: those that end at a
-    limit; ``solutions`` and ``exercises``: the course's notebooks, untouched."""
+    limit; ``course``: the course's notebooks, untouched, each task's solution and released
+    exercise side by side (``solutions-<task>``, ``exercises-<task>``): one grading for both."""
     root = tmp_path_factory.mktemp("course")
     cases = [c for c in CASES if c.name in PROCESS_CASES]
     assert {c.name for c in cases} == PROCESS_CASES, "a process case was renamed: update this test"
     runs = build_course(root, cases)
     # Not in root/solutions: build_course keeps there the sources its cases are restored from.
-    course = {kind: root / f"course-{kind}" for kind in ("solutions", "exercises")}
     for task in TASKS:
-        for kind, folder in course.items():
-            shutil.copytree(ROOT / kind / task, folder / task)
-    return {**runs, **course}
+        for kind in KINDS:
+            shutil.copytree(ROOT / kind / task, root / COURSE / f"{kind}-{task}")
+    return {**runs, COURSE: root / COURSE}
 
 
-COURSE = ("solutions", "exercises")  # the runs of the course's own notebooks
+COURSE = "course"  # the run of the course's own notebooks
+KINDS = ("solutions", "exercises")  # what it grades of each task
 
 
 def grade(folder: Path, path: str, run: str) -> dict:
@@ -103,7 +104,7 @@ def grade(folder: Path, path: str, run: str) -> dict:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        env={**path_env(path, COURSE_CONDITION.env() if run in COURSE else None), MARKER: marker},
+        env={**path_env(path, COURSE_CONDITION.env() if run == COURSE else None), MARKER: marker},
         timeout=1200,
     )
     assert proc.stdout.strip(), f"no report on the {path} path:\n{proc.stderr[-3000:]}"
@@ -144,7 +145,7 @@ def test_the_emulation_removes_what_macos_lacks():
 
 @pytest.mark.parametrize("task", TASKS)
 def test_solutions_score_full_marks_and_exercises_zero_on_the_portable_path_under_default_kernels(graded, task):
-    right, stubs = graded["portable", "solutions"][task], graded["portable", "exercises"][task]
+    right, stubs = (graded["portable", COURSE][f"{kind}-{task}"] for kind in KINDS)
     where = f"on the portable path, under {COURSE_CONDITION.name}"
     assert right["status"] == "passed" and right["score"] == right["max_score"] > 0, (where, verdict(right))
     assert stubs["score"] == 0 and stubs["max_score"] == right["max_score"], (where, verdict(stubs))
