@@ -3,10 +3,9 @@
 ``python -m tests.claims_sweep`` runs each lesson that makes claims as a plain script (the
 experiments, not the page: no kernel, no HTML, figures closed unseen) once per condition of
 ``tests/kernels.py`` (``run_all`` shares the cores), and prints each claim's margin: the smallest ratio
-of its two sides over all the runs (``bertlab.experiments.claims.margin``). Lesson 6 trains its
-stacks once per kernel set, not once per run: the training runs on one thread at every thread
-count (see ``CHILD``). ``--write`` records
-them in ``tests/claim_margins.json``, the file the contributor page's table is built from.
+of its two sides over all the runs (``bertlab.experiments.claims.margin``); lesson 6 trains its
+stacks once per kernel set, not once per run (see ``CHILD``). ``--write`` records them in
+``tests/claim_margins.json``, the file the contributor page's table is built from.
 ``tests/test_claims_under_kernels.py`` runs the same sweep and fails when a claim's verdict
 differs between runs or its margin is under ``FLOOR``.
 

@@ -62,10 +62,10 @@ def use_in_nbgrader(config, directory: str) -> None:
     kernelspec(Path(directory), NBGRADER_KERNEL, ["connect-lazily"])
     os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [directory, os.environ.get("JUPYTER_PATH")]))
     config.Execute.kernel_name = NBGRADER_KERNEL
-    # The first kernel is ready only when the template has imported torch and the course: on a
-    # busy machine that took more than Jupyter's 60 s, and nbgrader then dropped the whole first
-    # submission. Those imports used to count against the first cell's timeout; they count
-    # against as long a wait here. An instructor's own setting, made after this call, wins.
+    # The first kernel is ready only when the template has imported torch and the course, which
+    # on a busy machine can take longer than Jupyter's 60 s; nbgrader then drops the whole first
+    # submission (a test class lost one so). Those imports used to count against the first
+    # cell's timeout; here they get as long. An instructor's own setting, made after this call, wins.
     config.Execute.startup_timeout = STARTUP_TIMEOUT
 
 
