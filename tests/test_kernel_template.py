@@ -126,3 +126,24 @@ def test_the_course_config_runs_notebooks_in_the_forked_kernel(tmp_path, monkeyp
     )
     assert spec["argv"][1:4] == ["-m", "bertlab.kernel_template", "connect-lazily"]
     assert os.environ["JUPYTER_PATH"].split(os.pathsep)[0] == str(tmp_path / "instructor")
+
+
+def test_a_malformed_request_leaves_the_template_serving(tmp_path):
+    """A request that is not JSON is refused in the template itself: before, the fork read it,
+    raised, and ran the template's clean-up, which removed the socket every later kernel needs."""
+    import socket
+
+    path = str(tmp_path / "template.sock")
+    template = kernel_template._spawn_template(path, os.getpid())
+    try:
+        for _ in range(2):  # the second is answered only after the imports: the first is then handled
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(path)
+            socket.send_fds(sock, [b"not json"], [0, 1, 2, 0, 1])
+            assert sock.recv(16) == b""  # refused: closed without a kernel's pid
+            sock.close()
+        time.sleep(0.5)  # a fork that had raised would have removed the socket by now
+        assert os.path.exists(path) and template.poll() is None
+    finally:
+        template.kill()
+        template.wait()

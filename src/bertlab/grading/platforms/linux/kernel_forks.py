@@ -44,14 +44,22 @@ def serve(socket_path: str, owner: int) -> None:
                 break
             conn, _ = server.accept()
             message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 5)
-            if not message or len(fds) != 5:
+            try:
+                # Read here, not in the fork: a child that raised would run this function's
+                # clean-up and remove the socket every later stand-in needs.
+                request = json.loads(message) if len(fds) == 5 else None
+            except ValueError:
+                request = None
+            if not isinstance(request, dict):
+                for fd in fds:
+                    os.close(fd)
                 conn.close()
                 continue
             pid = os.fork()
             if pid == 0:
                 server.close()
                 conn.close()
-                _kernel(json.loads(message), *fds)
+                _kernel(request, *fds)
             for fd in fds:
                 os.close(fd)
             conn.sendall(f"{pid}\n".encode())
