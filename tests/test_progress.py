@@ -132,14 +132,18 @@ def test_progress_json_has_every_graded_task(graded):
     assert base64.b64decode(first["heatmap"]) == image, "the page's heatmap is not the one the judge drew"
 
 
-def test_checks_without_differing_values_carry_no_heatmap(graded):
+def test_only_a_first_failure_whose_values_differ_carries_a_heatmap(graded):
+    """The page shows a task's first failure: the judge draws that one's heatmap and no other."""
     report, _, _ = graded
-    checks = [c for t in report["tasks"] for c in t["checks"]]
-    failed = [c for c in checks if not c["passed"]]
-    assert failed and any(c["heatmap"] for c in failed)
-    for check in checks:
-        differs = not check["passed"] and "max abs diff" in check["message"]
-        assert bool(check["heatmap"]) == differs, check["name"]
+    later_failures = 0
+    for task in report["tasks"]:
+        first = _first_failure(task)
+        for check in task["checks"]:
+            differs = check is first and "max abs diff" in check["message"]
+            assert bool(check["heatmap"]) == differs, check["name"]
+            later_failures += check is not first and "max abs diff" in check["message"]
+    assert any(_first_failure(t) and _first_failure(t)["heatmap"] for t in report["tasks"])
+    assert later_failures, "no later failure's values differ: nothing shows that it goes without a heatmap"
 
 
 # -- progress.write on its own: merging, stale pictures ------------------------------------------

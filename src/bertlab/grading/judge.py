@@ -61,8 +61,13 @@ def _message(err: BaseException, first_error: str | None) -> str:
     return text
 
 
-def _heatmap(err: BaseException) -> str | None:
-    """The failure's |got - expected| picture, drawn here from the tensors the check compared."""
+def _heatmap(err: BaseException, result: NotebookResult) -> str | None:
+    """The failure's |got - expected| picture, drawn here from the tensors the check compared.
+
+    Drawn for the notebook's first failure only: the Progress page shows that one
+    (``progress.entry``), and drawing one took a seventh of a wrong notebook's judging."""
+    if any(not c.passed for c in result.checks):
+        return None
     try:
         from bertlab.checks import heatmap
 
@@ -128,7 +133,7 @@ def judge_notebook(
                         points,
                         _message(err, first_error),
                         mistake,
-                        _heatmap(err),
+                        _heatmap(err, result),
                         lesson=known.lesson if known else None,
                         section=known.section if known else None,
                         tasks=checked,

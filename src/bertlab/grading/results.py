@@ -20,7 +20,8 @@ class CheckResult:
     max_points: float
     message: str
     mistake: str | None = None
-    heatmap: str | None = None  # base64 PNG of |got - expected| when values differ (checks.heatmap)
+    # base64 PNG of |got - expected| (checks.heatmap), on a notebook's first failure when its values differ
+    heatmap: str | None = None
     cause: str | None = None  # the limit that stopped the notebook: "timeout" or "memory" (else None)
     lesson: str | None = None  # where the known mistake is explained: a lesson's slug ...
     section: str | None = None  # ... and its section's title
