@@ -261,12 +261,13 @@ minilm = show_census(model, "pretrained all-MiniLM-L6-v2")
 
 # %% [markdown]
 # Devlin et al. report 110 M parameters for BERT-base ($L=12$, $H=768$, 12 heads). Its
-# configuration is the default of `BertConfig`, so we can build an untrained BERT-base locally,
-# without downloading anything, and count:
+# configuration is the default of `BertConfig`, so we can build BERT-base locally, without
+# downloading anything, and count. Only the shapes matter, so it is built on PyTorch's `meta`
+# device, whose tensors have a shape and no values: no weights are drawn or stored.
 
 # %%
-torch.manual_seed(0)
-base = BertModel(BertConfig())  # randomly initialised BERT-base; only the shapes matter here
+with torch.device("meta"):
+    base = BertModel(BertConfig())  # BERT-base's 110 M parameters as shapes, no memory behind them
 base_groups = show_census(base, "BertModel(BertConfig()), BERT-base")
 
 # %% [markdown]

@@ -42,6 +42,7 @@ class Condition:
         }
 
 
+@functools.cache  # a probe starts torch: seconds each, and the answer cannot change within a run
 def _dispatched(capability: str) -> str:
     """The kernel set torch uses when asked for ``capability`` (a lower one where the CPU lacks it)."""
     code = "import torch; print(torch.backends.cpu.get_cpu_capability())"
