@@ -92,8 +92,10 @@ def _import_fails():
 
 
 def _hangs():
-    """The released stubs plus a cell that never ends, before every grade cell."""
-    return sub.insert_after(sub.exercise(FFN), "bert-intermediate", "while True:\n    pass\n")
+    """The released stubs plus a cell that never ends, before every grade cell. It waits rather
+    than spins: each grader stops it at its limit all the same, and the endless loop that keeps a
+    core busy is the bad submissions' case (tests/submissions.py), graded on both paths."""
+    return sub.insert_after(sub.exercise(FFN), "bert-intermediate", "import time\n\nwhile True:\n    time.sleep(1)\n")
 
 
 MEMBERS: list[Member] = [
