@@ -262,8 +262,8 @@ minilm = show_census(model, "pretrained all-MiniLM-L6-v2")
 # %% [markdown]
 # Devlin et al. report 110 M parameters for BERT-base ($L=12$, $H=768$, 12 heads). Its
 # configuration is the default of `BertConfig`, so we can build BERT-base locally, without
-# downloading anything, and count. Only the shapes matter, so it is built on PyTorch's `meta`
-# device, whose tensors have a shape and no values: no weights are drawn or stored.
+# downloading anything, and count. A count needs the shapes alone, so the model is built on
+# PyTorch's `meta` device, whose tensors have a shape and no values: no weights are drawn or stored.
 
 # %%
 with torch.device("meta"):
