@@ -530,7 +530,7 @@ def test_runs_where_transformers_cannot_be_imported(tmp_path, model, batch):
         import bertlab.bert
         from bertlab import corpus
         model, tokenizer = bertlab.bert.load_model(), bertlab.bert.load_tokenizer()
-        print("COMPILER", "torch._dynamo" in sys.modules)  # drawing into meta tensors imports it
+        print("COMPILER", "torch._dynamo" in sys.modules)  # what building on the meta device imported
         with torch.no_grad():
             out = model(**corpus.batch(tokenizer), output_hidden_states=True, output_attentions=True)
         torch.save({{"last": out.last_hidden_state, "pooled": out.pooler_output, "attentions": out.attentions}},
