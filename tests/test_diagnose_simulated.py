@@ -21,9 +21,12 @@ def counting():
 def test_the_same_reference_and_inputs_simulate_once():
     simulate, calls = counting()
     layer = torch.nn.Linear(4, 4)
-    first = simulated.outputs(simulate, "m", layer, {"x": torch.ones(2, 4), "flag": None})
-    again = simulated.outputs(simulate, "m", layer, {"x": torch.ones(2, 4), "flag": None})  # equal, not the same
+    inputs = lambda: {"x": torch.ones(2, 4), "flag": None, "scale": torch.tensor(0.5)}  # noqa: E731  (0-d too)
+    first = simulated.outputs(simulate, "m", layer, inputs())
+    again = simulated.outputs(simulate, "m", layer, inputs())  # equal, not the same
     assert len(calls) == 1 and again is first
+    simulated.outputs(simulate, "m", layer, {**inputs(), "scale": torch.tensor(0.25)})
+    assert len(calls) == 2
 
 
 def test_other_inputs_another_mistake_or_a_changed_weight_simulate_again():

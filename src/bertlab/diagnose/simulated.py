@@ -26,9 +26,12 @@ _kept: weakref.WeakKeyDictionary[torch.nn.Module, dict[tuple, dict]] = weakref.W
 def _feed(h, value) -> bool:
     """Add ``value`` to the digest ``h``; False where it is of a kind the key cannot stand for."""
     if isinstance(value, torch.Tensor):
-        t = value.detach().cpu().contiguous()
-        h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
-        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        try:  # flat first: a 0-d tensor has no bytes view; other layouts have no bytes at all
+            data = value.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+        except (RuntimeError, TypeError):
+            return False  # computed every time, never a failed simulation
+        h.update(f"T{value.dtype}{tuple(value.shape)}".encode())
+        h.update(data)
         return True
     if value is None or isinstance(value, bool | int | float | str):
         h.update(f"{type(value).__name__}:{value!r};".encode())
