@@ -31,15 +31,19 @@ CONFINED = """
 import json, os, sys
 from bertlab.grading.platforms.linux import landlock
 root, work = sys.argv[1], sys.argv[2]
-assert landlock.confine(work, [os.path.join(root, "lib", "pkg", "denied")])
+assert landlock.confine(work, [root, "/usr", "/lib", "/lib64"], [os.path.join(root, "lib", "pkg", "denied")])
 seen = {}
-for name in ["lib/pkg/denied/mod.py", "lib64/pkg/denied/mod.py", "lib/pkg/ok.py", "lib/other.txt"]:
+for name in ["lib/pkg/denied/mod.py", "lib64/pkg/denied/mod.py", "lib/pkg/ok.py", "lib/other.txt", "../elsewhere.txt"]:
     try:
         with open(os.path.join(root, name)) as f:
             seen[name] = f.read()
     except PermissionError:
         seen[name] = "refused"
-seen["listed"] = os.listdir(os.path.join(root, "lib", "pkg", "denied"))
+for name in ["lib/pkg/denied", "lib/pkg"]:
+    try:
+        seen["listed " + name] = os.listdir(os.path.join(root, name))
+    except PermissionError:
+        seen["listed " + name] = "refused"
 for name, folder in [("write inside", work), ("write outside", root)]:
     try:
         with open(os.path.join(folder, "new.txt"), "w") as f:
@@ -53,13 +57,14 @@ print(json.dumps(seen))
 
 @needs_landlock
 def test_confine_denies_reads_beneath_a_folder_however_it_is_reached(tmp_path):
-    """Landlock only grants: the rest of the tree is granted piece by piece, and a link to a folder
-    on the way (as a venv's ``lib64 -> lib``) must not grant that folder whole."""
+    """Landlock only grants: the rest of a readable tree is granted piece by piece, and a link to a
+    folder on the way (as a venv's ``lib64 -> lib``) must not grant that folder whole."""
     root, work = tmp_path / "root", tmp_path / "work"
     (root / "lib" / "pkg" / "denied").mkdir(parents=True)
     (root / "lib" / "pkg" / "denied" / "mod.py").write_text("secret")
     (root / "lib" / "pkg" / "ok.py").write_text("ok")
     (root / "lib" / "other.txt").write_text("other")
+    (tmp_path / "elsewhere.txt").write_text("neither readable nor denied")
     (root / "lib64").symlink_to("lib")
     work.mkdir()
     out = subprocess.run(
@@ -69,7 +74,10 @@ def test_confine_denies_reads_beneath_a_folder_however_it_is_reached(tmp_path):
     assert seen["lib/pkg/denied/mod.py"] == "refused"
     assert seen["lib64/pkg/denied/mod.py"] == "refused"
     assert seen["lib/pkg/ok.py"] == "ok" and seen["lib/other.txt"] == "other"
-    assert seen["listed"] == ["mod.py"]  # listing stays allowed: imports list folders
+    assert seen["../elsewhere.txt"] == "refused"  # only what is named readable is
+    # Folders on the way can be listed (imports list site-packages), names only
+    assert seen["listed lib/pkg/denied"] == ["mod.py"]
+    assert sorted(seen["listed lib/pkg"]) == ["denied", "ok.py"]
     assert seen["write inside"] == "written" and seen["write outside"] == "refused"
 
 

@@ -176,26 +176,6 @@ class Server:
             write_frame(self.answer_fd, answer)
 
 
-# Packages whose code the learner's process cannot read (where the platform confines reads): the
-# tasks are to write BERT's modules, and these hold complete ones. The grader's parts, and the
-# pretrained model a notebook loads, are the course's own modules there (``bertlab.bert``).
-UNREADABLE_PACKAGES = ("transformers", "sentence_transformers")
-
-
-def unreadable_folders() -> list[str]:
-    """The installed folders of ``UNREADABLE_PACKAGES``, found without importing them."""
-    import importlib.util
-
-    folders = []
-    for name in UNREADABLE_PACKAGES:
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            spec = None
-        folders += list(spec.submodule_search_locations or []) if spec is not None else []
-    return folders
-
-
 def preload() -> None:
     """What notebooks load in their cells, loaded before a notebook arrives: pyplot, and the
     course's pretrained model and tokenizer that ``bertlab.reference.load_model()`` returns in a
@@ -230,6 +210,7 @@ def main(request_fd: str, answer_fd: str, system) -> None:
     this process: it is passed in, since the platforms sit below this program and do not import
     it back) allows."""
     from bertlab import reference
+    from bertlab.grading import confinement
     from bertlab.grading.wire import READY, write_frame
 
     try:
@@ -239,9 +220,17 @@ def main(request_fd: str, answer_fd: str, system) -> None:
         server = Server(int(request_fd), int(answer_fd))
         # From here on the learner's code runs: it may write in its working directory only (where
         # the platform has a sandbox), never in the grader's source, the course's notebooks or
-        # another notebook's results; and it cannot read transformers' code, however it hides
-        # the attempt.
-        system.confine(os.getcwd(), unreadable_folders())
+        # another notebook's results; it reads only what running a notebook needs, never the
+        # hidden tests, a classmate's work or transformers' code, however it hides the attempt;
+        # and its environment holds nothing the instructor's shell had beyond Python's settings.
+        # matplotlib reads its font cache in the user's home on import: before the sandbox closes
+        # it (a template's fork has it imported already), or every import would rebuild it.
+        import matplotlib.font_manager  # noqa: F401
+
+        kept = confinement.environment()
+        os.environ.clear()
+        os.environ.update(kept)
+        system.confine(os.getcwd(), confinement.readable(), confinement.unreadable())
     except BaseException as err:  # the grader's own failure: the judge says so, not "your code"
         write_frame(int(answer_fd), f"{type(err).__name__}: {err}".encode()[:2000])
         raise

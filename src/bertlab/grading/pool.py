@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from bertlab.grading import confinement
 from bertlab.grading.results import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT
 
 if TYPE_CHECKING:
@@ -220,7 +221,9 @@ WARM_ALL = "BERTLAB_JUDGE_WARM_ALL"
 def judge_env(jobs: int, model: str | None = None, long_lived: bool = False) -> dict:
     """The environment of judges of which ``jobs`` run side by side; ``long_lived`` judges, which
     outlive one command, compute at start what only some notebooks need (``judge_process._warm_up``)."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "MPLBACKEND": "Agg"}
+    # Only what Python, torch and the course read: a judge's learner processes are forked from it,
+    # and what the instructor's shell held (tokens, passwords) must not be in their memory.
+    env = {**confinement.environment(), "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "MPLBACKEND": "Agg"}
     env.pop(WARM_ALL, None)
     if long_lived:
         env[WARM_ALL] = "1"

@@ -24,10 +24,13 @@ The interface:
 - ``prepare_learners()``: in a new judge, before anything else runs there: get ready to start
   learner processes fast (Linux forks its template; portable spawns its spares).
 - ``start_learner(cwd, env)``: ``(process, request_fd, answer_fd)``; ``process`` has ``pid``,
-  ``alive()``, ``rss_mb()``, ``kill()`` (its whole process group) and ``how_ended()``.
+  ``alive()``, ``below()`` (the processes below it, however detached where the platform can
+  tell), ``memory_mb(below)`` (its whole process tree's), ``kill()`` (its whole process group)
+  and ``how_ended()``.
 - ``guard_parent()``: in the learner's process, end it when its judge is gone.
-- ``confine(folder, unreadable)``: in the learner's process; True when it now writes only beneath
-  ``folder`` and reads nothing beneath ``unreadable``.
+- ``confine(folder, readable, unreadable, ports=())``: in the learner's process; True when it now
+  writes only beneath ``folder``, reads only there and beneath ``readable`` (with the system's
+  libraries) but nothing beneath ``unreadable``, and binds no TCP port but ``ports``.
 - ``running(pid)``: whether another process runs, read without signalling it.
 - ``release_memory()``: give the heap a graded notebook freed back to the system.
 """

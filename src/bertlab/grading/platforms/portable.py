@@ -58,6 +58,31 @@ def rss_mb(pid: int) -> float:
         return 0.0
 
 
+def below(pid: int) -> list[psutil.Process]:
+    """The processes below ``pid``. One that left the tree (a double fork) is not found: there
+    is no subreaper here."""
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def tree_memory_mb(pid: int, below: list[psutil.Process]) -> float:
+    """The memory of ``pid``'s process tree in MB: its RSS plus the PSS of each process ``below``
+    it (their USS where the system has no PSS: macOS); the Linux path's ``tree_memory_mb`` says why."""
+    total = rss_mb(pid) * 2**20
+    for child in below:
+        try:
+            full = child.memory_full_info()
+            total += getattr(full, "pss", full.uss)
+        except psutil.Error:  # ended meanwhile, or not ours to read: its RSS, never too little
+            try:
+                total += child.memory_info().rss
+            except psutil.Error:
+                pass
+    return total / 2**20
+
+
 def release_memory() -> None:
     gc.collect()  # the C heap is the system allocator's to keep or return
 
@@ -114,8 +139,11 @@ class LearnerProcess:
     def alive(self) -> bool:
         return self.process.is_alive()
 
-    def rss_mb(self) -> float:
-        return rss_mb(self.pid)
+    def below(self) -> list[psutil.Process]:
+        return below(self.pid)
+
+    def memory_mb(self, below: list[psutil.Process]) -> float:
+        return tree_memory_mb(self.pid, below)
 
     def kill(self) -> None:
         if hasattr(os, "killpg"):  # its own process group (see _learner_main): its children too
@@ -218,7 +246,7 @@ def guard_parent() -> None:
         _watch(None)
 
 
-def confine(folder: str, unreadable: list[str]) -> bool:
+def confine(folder: str, readable: list[str], unreadable: list[str], ports: tuple[int, ...] = ()) -> bool:
     return False  # no portable sandbox: reported by `bertlab doctor`, never assumed
 
 

@@ -83,6 +83,23 @@ def end_tree(root: int, include_root: bool = True) -> None:
             pass
 
 
+def tree_memory_mb(root: int, below: list[int]) -> float:
+    """The memory of ``root``'s process tree in MB: ``root``'s RSS plus the PSS of each process
+    ``below`` it (``procstat.tree``: however they detached, ``root``, a subreaper, keeps them).
+
+    A descendant forked from ``root`` maps torch and the model copy-on-write with it and the
+    template: its RSS counts those again (summing RSS, a right notebook's two DataLoader workers
+    would count torch three times), while its PSS counts each shared page by share, the pages it
+    alone wrote in full. Private memory alone (USS) would count too little: a child that
+    allocates and then forks shares those pages with its own child, private to neither. Reading
+    a PSS costs about 2 ms for a process holding torch, paid only for the processes below.
+
+    No cgroup, even where one could be made: it charges the page cache (the files a notebook
+    reads) and each page to whoever touched it first, and a learner's machine cannot make one,
+    so the same notebook could be stopped on one machine and pass on another."""
+    return procstat.rss_mb(root) + sum(procstat.pss_mb(pid) for pid in below)
+
+
 class TemplateChild:
     """A learner process forked by the template: a grandchild of the judge, known by its pid."""
 
@@ -92,8 +109,11 @@ class TemplateChild:
     def alive(self) -> bool:
         return procstat.running(self.pid)
 
-    def rss_mb(self) -> float:
-        return procstat.rss_mb(self.pid)
+    def below(self) -> list[int]:
+        return procstat.tree(self.pid)
+
+    def memory_mb(self, below: list[int]) -> float:
+        return tree_memory_mb(self.pid, below)
 
     def kill(self) -> None:
         """The learner's process and everything it started, detached or not: what detached itself
@@ -205,5 +225,18 @@ def end_with(pid: int) -> None:
     threading.Thread(target=watch, name=f"end-with-{pid}", daemon=True).start()
 
 
-def confine(folder: str, unreadable: list[str]) -> bool:
-    return landlock.confine(folder, unreadable)
+# What any process on Linux reads to run Python and torch, beside Python's own folders: shared
+# libraries, the loader's and the locale's settings, its own ``/proc`` entry (``/proc/self`` is
+# taken by its real path, the learner's own pid) and the processor's description. Nothing here
+# names another process, a user's home or the course.
+SYSTEM_READS = (
+    "/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin",
+    "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/timezone",
+    "/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/mime.types", "/etc/fonts", "/etc/matplotlibrc",
+    "/proc/self", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/filesystems", "/proc/sys/kernel",
+    "/proc/sys/vm", "/sys/devices/system/cpu", "/sys/devices/system/node", "/sys/fs/cgroup",
+)  # fmt: skip
+
+
+def confine(folder: str, readable: list[str], unreadable: list[str], ports: tuple[int, ...] = ()) -> bool:
+    return landlock.confine(folder, [*readable, *SYSTEM_READS], unreadable, ports)
