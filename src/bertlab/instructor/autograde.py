@@ -52,7 +52,7 @@ class Outcome:
     assignment: str
     score: float
     max_score: float
-    status: str  # passed | failed | error | timeout | skipped
+    status: str  # passed | failed | error | timeout | skipped (unchanged: the scores are those recorded)
     reason: str = ""
     seconds: float = 0.0
     cause: str | None = None  # the limit that stopped it: "timeout" or "memory" (``CheckResult.cause``)
@@ -126,11 +126,15 @@ def _grade_all(root, assignments, students, limits, force, progress, judges) -> 
     state = json.loads(state_path.read_text()) if state_path.is_file() else {}
     source_root = Path(coursedir.format_path(coursedir.source_directory, ".", "."))
     prints = {s.key: course.fingerprint(s, source_root / s.assignment) for s in found}
-    todo = [s for s in found if force or _changed(state.get(s.key), prints[s.key], _graded(coursedir, s))]
+    unchanged = [s for s in found if not force and not _changed(state.get(s.key), prints[s.key], _graded(coursedir, s))]
+    # A skipped submission reports the score its last grading recorded: a script summing the
+    # outcomes reads the class's grades, not zeros. One the gradebook no longer holds is regraded.
+    recorded = _recorded(coursedir, unchanged)
+    todo = [s for s in found if s.key not in recorded]
     outcomes = {
-        s.key: Outcome(s.student, s.assignment, 0.0, 0.0, "skipped", "unchanged since its last autograde")
+        s.key: Outcome(s.student, s.assignment, *recorded[s.key], "skipped", "unchanged since its last autograde")
         for s in found
-        if s not in todo
+        if s.key in recorded
     }
     # Longest first: a long submission left for the end keeps one worker busy while the others idle.
     todo.sort(key=lambda sub: grade_cells(sub.notebooks()), reverse=True)
@@ -298,6 +302,23 @@ def _zero(coursedir, sub: course.Submission, reason: str) -> None:
         gb.db.commit()
 
 
+def _recorded(coursedir, subs: list[course.Submission]) -> dict[str, tuple[float, float]]:
+    """The gradebook's (score, max_score) of each of ``subs`` it holds, by submission key."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    found: dict[str, tuple[float, float]] = {}
+    if not subs:
+        return found
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
+        for sub in subs:
+            try:
+                submission = gb.find_submission(sub.assignment, sub.student)
+            except MissingEntry:
+                continue
+            found[sub.key] = float(submission.score), float(submission.max_score)
+    return found
+
+
 def _scores(coursedir, sub: course.Submission) -> tuple[float, float]:
     from nbgrader.api import Gradebook
 
@@ -313,7 +334,7 @@ def summary(outcomes: list[Outcome]) -> str:
         (
             o.student,
             o.assignment,
-            f"{o.score:g}/{o.max_score:g}" if o.status != "skipped" else "-",
+            f"{o.score:g}/{o.max_score:g}",
             o.status,
             o.reason.splitlines()[0][:80] if o.reason else "",
         )

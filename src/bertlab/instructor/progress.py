@@ -8,7 +8,9 @@ import time
 
 
 class Progress:
-    def __init__(self, total: int, stream=sys.stderr, width: int = 30):
+    def __init__(self, total: int, stream=None, width: int = 30):
+        # stderr as it is now, not as it was on import (a test's captured stream, since closed)
+        stream = sys.stderr if stream is None else stream
         self.total, self.done, self.stream, self.width = total, 0, stream, width
         self.start = time.perf_counter()
         self.live = getattr(stream, "isatty", lambda: False)()
