@@ -3,7 +3,7 @@
 ```toml
 [grade]
 timeout = 300        # seconds per notebook
-memory_limit = 4096  # MB for the process running a notebook's cells
+memory_limit = 4096  # MB for the process running a notebook's cells, and all it starts
 jobs = 2             # notebooks graded at once
 scheduler = "tcp://grading-host:8786"  # bertlab autograde: a Dask scheduler's address (optional)
 ```
@@ -18,8 +18,12 @@ FILE = "bertlab.toml"
 GRADE_KEYS = {"timeout": float, "memory_limit": float, "jobs": int, "scheduler": str}
 # What grading uses where neither the command line nor bertlab.toml says: the one place they are typed.
 DEFAULT_TIMEOUT = 300.0  # seconds per notebook
-DEFAULT_MEMORY_MB = 4096.0  # for the learner's process
+DEFAULT_MEMORY_MB = 4096.0  # for the learner's process and all it starts (its process tree)
 DEFAULT_JOBS = 2  # notebooks graded at once
+# Processes a notebook's code may have running below its own at once, however detached. Not a
+# setting: a right notebook starts none (a DataLoader's workers, a few); the limit is there for
+# fork loops, and the number that stops one does not depend on the course.
+PROCESS_LIMIT = 64
 DEFAULTS: dict[str, float | int] = {"timeout": DEFAULT_TIMEOUT, "memory_limit": DEFAULT_MEMORY_MB, "jobs": DEFAULT_JOBS}
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from bertlab.checks.harness import Outcome
 from bertlab.grading import platforms, scratch, wire
+from bertlab.settings import PROCESS_LIMIT
 
 
 class LearnerGone(Exception):
@@ -26,7 +27,8 @@ class LearnerGone(Exception):
 
     Attributes:
         status: ``timeout`` or ``error``.
-        cause: the limit that stopped it, ``timeout`` or ``memory`` (``results.CheckResult.cause``), else None.
+        cause: the limit that stopped it, ``timeout``, ``memory`` or ``processes``
+            (``results.CheckResult.cause``), else None.
     """
 
     def __init__(self, message: str, status: str, cause: str | None = None):
@@ -35,7 +37,8 @@ class LearnerGone(Exception):
 
 
 class Learner:
-    """One learner process, with the notebook-wide deadline and memory limit the judge enforces."""
+    """One learner process, with the notebook-wide deadline, memory and process limits the judge
+    enforces on it and on every process it starts."""
 
     def __init__(self, timeout: float, memory_mb: float, env: dict | None = None, cwd: str | None = None):
         self.deadline, self.memory_mb, self.timeout = time.monotonic() + timeout, memory_mb, timeout
@@ -52,6 +55,7 @@ class Learner:
         self.gone: LearnerGone | None = None
         self.sent = wire.SentTensors()
         self.memory_checked = 0.0
+        self.check_every = 0.05  # seconds between readings of the tree while answers come fast
         self.started = False  # the learner process said it is ready (``_started``)
 
     # -- the channel ------------------------------------------------------------------------
@@ -120,7 +124,7 @@ class Learner:
         self.started = True
 
     def _wait(self) -> None:
-        """Block until the learner answers; kill it past the deadline or the memory limit."""
+        """Block until the learner answers; kill it past the deadline, the memory or the process limit."""
         while True:
             left = self.deadline - time.monotonic()
             if left <= 0:
@@ -132,14 +136,28 @@ class Learner:
             # Also after quick answers (memory grows between requests too), but at most every
             # 50 ms: hundreds of answers a notebook come back within a millisecond.
             now = time.monotonic()
-            if ready and now - self.memory_checked < 0.05:
-                return
+            if now - self.memory_checked < self.check_every:
+                if ready:
+                    return
+                continue
             self.memory_checked = now
-            if self.process.rss_mb() > self.memory_mb:
+            # The whole tree: what the learner's code started holds memory it asked for too.
+            # Counted first: a fork loop's tree would take long to read the memory of.
+            below = self.process.below()
+            if len(below) > PROCESS_LIMIT:
+                self.gone = LearnerGone(
+                    f"stopped: your code started more than {PROCESS_LIMIT} processes", "error", "processes"
+                )
+                raise wire.ChannelClosed("processes")
+            if self.process.memory_mb(below) > self.memory_mb:
                 self.gone = LearnerGone(
                     f"stopped: your code used more than {self.memory_mb:g} MB of memory", "error", "memory"
                 )
                 raise wire.ChannelClosed("memory")
+            # A reading costs 0.05 ms, but about 2 ms more per process below once those hold
+            # torch: the next one waits twenty times what this one took (up to a second), so
+            # that watching a tree takes about a twentieth of the judge's time.
+            self.check_every = min(1.0, max(0.05, 20 * (time.monotonic() - now)))
             if ready:
                 return
 
