@@ -1,9 +1,16 @@
 # bertlab: every target bootstraps .venv on first use, so a fresh clone needs only `make`.
 SHELL := /bin/bash
 PYTHON ?= python3
-# The Pythons pyproject.toml admits and tests/test_wheels.py resolves the pins for.
-PYTHONS := 3.11 3.12 3.13
-PICK_PYTHON := bertlab needs Python 3.11, 3.12 or 3.13: pick one with e.g. make start PYTHON=python3.12 \
+# The Pythons bertlab admits, the one list: the gate below, tests/test_wheels.py (the pins resolve
+# for each) and the Setup page (docs/hooks/pythons.py) read it; tests/test_pythons.py fails when
+# pyproject.toml or README.md says otherwise.
+PYTHONS := 3.11 3.12 3.13 3.14
+# The next Python, and the pins measured to have no wheel for it: the gate names them to a learner
+# who has it, and the Setup page says which newer releases have one.
+NEXT_PYTHON := 3.15
+NEXT_PYTHON_HELD_BY := torch 2.13.0, numpy 2.4.6, scipy 1.17.1, contourpy 1.3.3 and PyYAML 6.0.3
+PYTHONS_LISTED := $(shell echo $(PYTHONS) | sed -E 's/ /, /g; s/, ([^,]*)$$/ or \1/')
+PICK_PYTHON := bertlab needs Python $(PYTHONS_LISTED): pick one with e.g. make start PYTHON=python3.12 \
   (on macOS, brew install python@3.12 installs one)
 # Where torch comes from, when not from PyPI: PyPI's Linux torch is a CUDA build of several GB, and a
 # Linux machine without a GPU can take PyTorch's CPU-only index instead (docs/setup.md).
@@ -28,7 +35,11 @@ $(STAMP): pyproject.toml constraints.txt
 	@# Checked before the venv exists: another Python would fail later, inside pip, and less plainly.
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) was not found. $(PICK_PYTHON)"; exit 1; }
 	@found=$$($(PYTHON) -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])'); \
-	  case " $(PYTHONS) " in *" $${found%.*} "*) ;; *) echo "$(PYTHON) is Python $$found. $(PICK_PYTHON)"; exit 1;; esac
+	  case " $(PYTHONS) " in *" $${found%.*} "*) ;; \
+	  *) echo -n "$(PYTHON) is Python $$found. "; \
+	    [ "$${found%.*}" != "$(NEXT_PYTHON)" ] || echo -n "Python $(NEXT_PYTHON) is not admitted yet: the \
+	course's pins $(NEXT_PYTHON_HELD_BY) have no build for it (the Setup page says more). "; \
+	    echo "$(PICK_PYTHON)"; exit 1;; esac
 	@echo "==> creating $(VENV) (first run: about 2 minutes)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade "pip==25.3"

@@ -1,4 +1,5 @@
-"""The pinned dependency set resolves, as wheels only, on Linux, macOS and Windows, Python 3.11 to 3.13.
+"""The pinned dependency set resolves, as wheels only, on Linux, macOS and Windows, for every Python
+the Makefile admits (``PYTHONS``); and the pins it names as keeping the next Python out are those.
 
 Nothing is installed: for each target, `uv pip compile` resolves pyproject.toml's dependencies and
 its `dev` extra (what `make start` installs) under constraints.txt, for that platform and Python,
@@ -6,13 +7,14 @@ from the package index. uv evaluates environment markers for the target, so torc
 packages are asked for on Linux only (pip's `--platform` evaluates them for this machine and fails).
 
 `--python-version 3.11` means 3.11.0: a pin whose release requires a later 3.11.x fails here, as it
-would for a learner on an early 3.11. The nine resolutions run at once, in one fixture; uv's own
-cache keeps a rerun to seconds. They need the package index: offline they are skipped, except under
-CI, which installs from the index and so must reach it.
+would for a learner on an early 3.11. The resolutions (three platforms for each Python) run at
+once, in one fixture; uv's own cache keeps a rerun to seconds. They need the package index:
+offline they are skipped, except under CI, which installs from the index and so must reach it.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -30,7 +32,19 @@ from packaging.utils import canonicalize_name
 ROOT = Path(__file__).resolve().parents[1]
 UV = Path(sys.executable).parent / "uv"
 
-PYTHONS = ("3.11", "3.12", "3.13")
+
+def _pythons_hook():
+    """docs/hooks/pythons.py, which reads the Makefile's list (hooks are not a package)."""
+    spec = importlib.util.spec_from_file_location("pythons_hook", ROOT / "docs" / "hooks" / "pythons.py")
+    if spec is None or spec.loader is None:
+        raise ImportError("no hook pythons in docs/hooks")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+pythons = _pythons_hook()
+PYTHONS = tuple(pythons.admitted())
 # (name, uv's --python-platform, extra environment)
 PLATFORMS: tuple[tuple[str, str, dict[str, str]], ...] = (
     # glibc 2.28, the oldest Linux docs/setup.md promises (torch 2.13.0's wheels are manylinux_2_28)
@@ -77,7 +91,9 @@ def constraints() -> dict[str, str]:
     return pins
 
 
-def compile_for(platform: str, python: str, requirements_in: Path, out_dir: Path) -> Resolution:
+def compile_for(
+    platform: str, python: str, requirements_in: Path, out_dir: Path, constraints_txt: Path = ROOT / "constraints.txt"
+) -> Resolution:
     _, triple, extra_env = next(p for p in PLATFORMS if p[0] == platform)
     output = out_dir / f"{platform}-py{python}.txt"
     command = [
@@ -86,7 +102,7 @@ def compile_for(platform: str, python: str, requirements_in: Path, out_dir: Path
         "compile",
         str(requirements_in),
         "-c",
-        str(ROOT / "constraints.txt"),
+        str(constraints_txt),
         "--only-binary",
         ":all:",
         "--python-platform",
@@ -120,7 +136,7 @@ def compile_for(platform: str, python: str, requirements_in: Path, out_dir: Path
 
 @pytest.fixture(scope="session")
 def resolutions(tmp_path_factory) -> dict[tuple[str, str], Resolution]:
-    """All nine resolutions, run concurrently (uv's cache is shared safely between processes)."""
+    """All the resolutions, run concurrently (uv's cache is shared safely between processes)."""
     if not UV.exists():
         pytest.fail(f"uv is not in the venv ({UV}); `pip install -c constraints.txt -e '.[dev]'` installs it")
     out_dir = tmp_path_factory.mktemp("wheels")
@@ -158,3 +174,58 @@ def test_pinned_set_resolves_as_wheels(resolutions, platform, python):
         assert requirement.specifier.contains(result.pins[name], prereleases=True), (
             f"{target}: {requirement} resolved to {result.pins[name]}"
         )
+
+
+def skip_if_unreachable(target: str, result: Resolution) -> None:
+    if result.returncode != 0 and "No solution found" not in result.stderr and NETWORK_ERROR.search(result.stderr):
+        message = f"{target}: uv could not reach the package index:\n{result.stderr}"
+        if os.environ.get("CI"):
+            pytest.fail(message + "\n(CI installs from the index, so it must reach it)")
+        pytest.skip(message)
+
+
+def test_the_pins_named_for_the_next_python_are_what_keeps_it_out(tmp_path):
+    """The Makefile's NEXT_PYTHON_HELD_BY (which the gate and the Setup page name) is true: no pin it
+    names has a wheel for NEXT_PYTHON on any platform, and with those unpinned the rest of the set
+    resolves for it everywhere. It fails once a named pin gains a wheel or another pin lacks one."""
+    python = pythons.variable("NEXT_PYTHON")
+    held = pythons.held_back()
+    names = {canonicalize_name(name) for name, _ in held}
+    unpinned = tmp_path / "unpinned.in"
+    unpinned.write_text(
+        "".join(
+            (name if canonicalize_name(name) in names else line) + "\n"
+            for line, name in ((line, Requirement(line).name) for line in requirements())
+        )
+    )
+    constraints_txt = tmp_path / "constraints.txt"
+    constraints_txt.write_text(
+        "".join(f"{name}=={version}\n" for name, version in constraints().items() if name not in names)
+    )
+    # (platform, "rest" or a held pin's name) -> what to resolve; each job writes into a folder of its own
+    jobs = {(platform, "rest"): unpinned for platform, _, _ in PLATFORMS}
+    for name, version in held:
+        (tmp_path / f"{name}.in").write_text(f"{name}=={version}\n")
+        jobs |= {(platform, name): tmp_path / f"{name}.in" for platform, _, _ in PLATFORMS}
+    for platform, what in jobs:
+        (tmp_path / platform / what).mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        futures = {
+            (platform, what): pool.submit(
+                compile_for, platform, python, requirements_in, tmp_path / platform / what, constraints_txt
+            )
+            for (platform, what), requirements_in in jobs.items()
+        }
+        results = {job: future.result() for job, future in futures.items()}
+    for (platform, what), result in results.items():
+        skip_if_unreachable(f"{platform}, Python {python}", result)
+        if what == "rest":
+            assert result.returncode == 0, (
+                f"{platform}, Python {python}: with {sorted(names)} unpinned, the set still does not resolve "
+                f"as wheels, so NEXT_PYTHON_HELD_BY misses a pin. uv says:\n{result.stderr}"
+            )
+        else:
+            assert result.returncode != 0, (
+                f"{platform}, Python {python}: {what} as pinned resolves as wheels now: "
+                "drop it from NEXT_PYTHON_HELD_BY (and from the Setup page's table)"
+            )
