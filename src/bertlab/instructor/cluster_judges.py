@@ -35,10 +35,11 @@ ADDRESS_TIMEOUT = 2.0  # seconds for the scheduler's port to accept a connection
 
 
 def check_address(address: str) -> None:
-    """Fail at once, saying which part is wrong, unless something listens at ``address``: its
-    form (``tcp://HOST:PORT`` or ``tls://HOST:PORT``; no scheme means tcp), its host's name,
-    then its port, each in a second or two (Dask's own client would wait a minute, then blame
-    the scheduler)."""
+    """Fail at once, saying which part is wrong, unless a Dask scheduler answers at ``address``:
+    its form (``tcp://HOST:PORT`` or ``tls://HOST:PORT``; no scheme means tcp), its host's name,
+    its port, each in a second or two (Dask's own client would wait a minute, then blame the
+    scheduler), then what answers there, in a few seconds (Dask's client would wait for ever on
+    an HTTP server or a silent port)."""
     import socket
 
     from distributed.comm import parse_address, parse_host_port
@@ -68,6 +69,11 @@ def check_address(address: str) -> None:
             f"{host}:{port} did not answer within {ADDRESS_TIMEOUT:g} s ({err.strerror or type(err).__name__}): "
             "check the host in the address, and that no firewall stands between"
         ) from err
+    from bertlab.instructor.scheduler_answer import not_a_scheduler
+
+    found = not_a_scheduler(address, host, port)
+    if found:
+        raise ClusterError(found)
 
 
 class ClusterJudges:
