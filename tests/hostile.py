@@ -1,7 +1,8 @@
 """A submission that goes for the grader's processes: the cell a hostile learner would write.
 
 It walks up from its own process through every ancestor (the learner's template, the judge
-factory, the grade command or the Dask worker and its nanny) and sends each SIGKILL, tries to
+factory, the grade command or the Dask worker and its nanny; only its parent where ``/proc``
+hides the others) and sends each SIGKILL, tries to
 read the nearest one's memory and to connect to a TCP port on this machine, and writes in its
 own folder what got through. It stops below the test runner (a process whose command line names
 pytest): if the sandbox ever let a signal through, the test fails without killing the run.
@@ -19,7 +20,8 @@ while pid > 1:
     try:
         command = open(f"/proc/{{pid}}/cmdline", "rb").read()
         parent = int(open(f"/proc/{{pid}}/stat").read().rsplit(")", 1)[1].split()[1])
-    except OSError:
+    except OSError:  # the sandbox hides every other process's /proc entry: its parent it knows all the same
+        ancestors += [] if ancestors else [pid]
         break
     if b"pytest" in command:
         break
