@@ -21,7 +21,11 @@ release_memory = heap.release
 
 def describe() -> dict[str, str]:
     version = landlock.abi()
-    held = ["writes only in its notebook's folder", "cannot read transformers", "traces no grader process"]
+    held = [
+        "writes only in its notebook's folder",
+        "reads only that folder, Python, its packages (not transformers) and the course's code",
+        "traces no grader process",
+    ]
     if version >= 4:
         held.append("opens no TCP connection")
     if version >= 6:
