@@ -43,7 +43,8 @@ c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedE
 c.ExecutePreprocessor.timeout = 300
 # Feedback is rendered from the autograded notebooks, whose grade cells hold the hidden tests
 # again: nbgrader's default feedback would show them to the learner, so clear them first (with
-# nbgrader's ClearHiddenTests, quiet about nbconvert's display settings: bertlab/nbgrader_feedback.py).
+# nbgrader's ClearHiddenTests, on the instructor's cells only and quiet about nbconvert's display
+# settings: bertlab/nbgrader_feedback.py).
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
     "bertlab.nbgrader_feedback.ClearHiddenTests",

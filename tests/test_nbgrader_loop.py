@@ -223,3 +223,41 @@ def test_a_resubmission_regraded_into_an_error_leaves_no_old_feedback(loop, tmp_
     assert float(rows["learner", name]["score"]) == 0.0
     assert not feedback.exists(), sorted(p.name for p in feedback.iterdir())
     assert list((course / "instructor" / "feedback" / "idle" / name).glob("*.html"))  # the others' stays
+
+
+# A learner's notes that quote nbgrader's markers: in a comment, in strings, one of them alone in
+# a markdown cell of their own. The line between the markers is the learner's own code.
+MARKER_CODE = (
+    "\n\n# my notes: ### BEGIN HIDDEN TESTS is where the grader keeps its checks\n"
+    'between_markers = "a line of mine between the markers"\n'
+    'END_MARKER = "### END HIDDEN TESTS"\n'
+)
+MARKER_TEXT = "What does `### BEGIN HIDDEN TESTS` hide? (a question of mine, no end marker)"
+
+
+def test_a_learner_cell_quoting_the_hidden_test_markers_gets_feedback(loop, tmp_path):
+    """The learner's cells quote nbgrader's hidden-test markers: autograde scores the submission as
+    it is, ``generate_feedback`` makes its page, which shows the learner's cells as written, and
+    the assignment's hidden tests appear nowhere in it (nbgrader refused such a cell, leaving the
+    learner without feedback)."""
+    course, name = tmp_path / "course", LOOPED[-1]
+    shutil.copytree(loop["course"], course)
+    nb = sub.right(name)
+    solution = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution"))
+    solution.source += MARKER_CODE
+    nb.cells.insert(nb.cells.index(solution) + 1, nbformat.v4.new_markdown_cell(MARKER_TEXT))
+    (course / "instructor" / "submitted" / "noter" / name).mkdir(parents=True)
+    nbformat.write(nb, course / "instructor" / "submitted" / "noter" / name / f"{name}.ipynb")
+
+    graded = json.loads(
+        _run([sys.executable, "-m", "bertlab.cli", "autograde", "--course", str(course), "--json"], ROOT).stdout
+    )
+    noter = [o for o in graded if o["student"] == "noter"]
+    assert [(o["score"], o["status"]) for o in noter] == [(sub.max_points(name), "passed")], noter
+    nbgrader(course, "generate_feedback", "--assignment=*", "--force")
+    pages = list((course / "instructor" / "feedback" / "noter" / name).glob("*.html"))
+    assert len(pages) == 1, "the learner got no feedback"
+    shown = visible_text(pages[0])
+    for line in [*MARKER_CODE.strip().splitlines(), MARKER_TEXT.replace("`", "")]:
+        assert line in shown, f"the learner's own line is missing from their feedback: {line}"
+    assert leaks(pages, name) == []
