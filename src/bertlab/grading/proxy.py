@@ -149,14 +149,15 @@ class Learner:
                     f"stopped: your code started more than {PROCESS_LIMIT} processes", "error", "processes"
                 )
                 raise wire.ChannelClosed("processes")
-            if self.process.memory_mb(below) > self.memory_mb:
+            if self.process.memory_mb(below, self.memory_mb) > self.memory_mb:
                 self.gone = LearnerGone(
                     f"stopped: your code used more than {self.memory_mb:g} MB of memory", "error", "memory"
                 )
                 raise wire.ChannelClosed("memory")
-            # A reading costs 0.05 ms, but about 2 ms more per process below once those hold
-            # torch: the next one waits twenty times what this one took (up to a second), so
-            # that watching a tree takes about a twentieth of the judge's time.
+            # A reading costs 0.05 ms, but several more per process below once their memory
+            # nears the limit (``memory_mb``): the next one waits twenty times what this one
+            # took (up to a second), so that watching a tree takes about a twentieth of the
+            # judge's time.
             self.check_every = min(1.0, max(0.05, 20 * (time.monotonic() - now)))
             if ready:
                 return

@@ -25,8 +25,8 @@ The interface:
   learner processes fast (Linux forks its template; portable spawns its spares).
 - ``start_learner(cwd, env)``: ``(process, request_fd, answer_fd)``; ``process`` has ``pid``,
   ``alive()``, ``below()`` (the processes below it, however detached where the platform can
-  tell), ``memory_mb(below)`` (its whole process tree's), ``kill()`` (its whole process group)
-  and ``how_ended()``.
+  tell), ``memory_mb(below, limit)`` (its whole process tree's, exact where it may pass
+  ``limit``), ``kill()`` (its whole process group) and ``how_ended()``.
 - ``guard_parent()``: in the learner's process, end it when its judge is gone.
 - ``confine(folder, readable, unreadable, ports=())``: in the learner's process; True when it now
   writes only beneath ``folder``, reads only there and beneath ``readable`` (with the system's

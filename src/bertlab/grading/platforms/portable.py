@@ -67,19 +67,22 @@ def below(pid: int) -> list[psutil.Process]:
         return []
 
 
-def tree_memory_mb(pid: int, below: list[psutil.Process]) -> float:
-    """The memory of ``pid``'s process tree in MB: its RSS plus the PSS of each process ``below``
-    it (their USS where the system has no PSS: macOS); the Linux path's ``tree_memory_mb`` says why."""
-    total = rss_mb(pid) * 2**20
+def tree_memory_mb(pid: int, below: list[psutil.Process], limit: float) -> float:
+    """The memory of ``pid``'s process tree in MB, over ``limit`` exactly when the tree is: its
+    RSS plus the PSS of each process ``below`` it (their USS where the system has no PSS: macOS),
+    read only when their RSS together are over ``limit``; the Linux path's ``tree_memory_mb``
+    says why."""
+    own = rss_mb(pid)
+    most = own + sum(rss_mb(child.pid) for child in below)
+    if most <= limit:
+        return most
+    total = own * 2**20
     for child in below:
         try:
             full = child.memory_full_info()
             total += getattr(full, "pss", full.uss)
         except psutil.Error:  # ended meanwhile, or not ours to read: its RSS, never too little
-            try:
-                total += child.memory_info().rss
-            except psutil.Error:
-                pass
+            total += rss_mb(child.pid) * 2**20
     return total / 2**20
 
 
@@ -142,8 +145,8 @@ class LearnerProcess:
     def below(self) -> list[psutil.Process]:
         return below(self.pid)
 
-    def memory_mb(self, below: list[psutil.Process]) -> float:
-        return tree_memory_mb(self.pid, below)
+    def memory_mb(self, below: list[psutil.Process], limit: float) -> float:
+        return tree_memory_mb(self.pid, below, limit)
 
     def kill(self) -> None:
         if hasattr(os, "killpg"):  # its own process group (see _learner_main): its children too

@@ -87,21 +87,27 @@ def end_tree(root: int, include_root: bool = True) -> None:
             pass
 
 
-def tree_memory_mb(root: int, below: list[int]) -> float:
-    """The memory of ``root``'s process tree in MB: ``root``'s RSS plus the PSS of each process
-    ``below`` it (``procstat.tree``: however they detached, ``root``, a subreaper, keeps them).
+def tree_memory_mb(root: int, below: list[int], limit: float | None = None) -> float:
+    """The memory of ``root``'s process tree in MB (over ``limit``, when given, exactly when the
+    tree is): ``root``'s RSS plus the PSS of each process ``below`` it (``procstat.tree``:
+    however they detached, ``root``, a subreaper, keeps them).
 
     A descendant forked from ``root`` maps torch and the model copy-on-write with it and the
     template: its RSS counts those again (summing RSS, a right notebook's two DataLoader workers
     would count torch three times), while its PSS counts each shared page by share, the pages it
     alone wrote in full. Private memory alone (USS) would count too little: a child that
-    allocates and then forks shares those pages with its own child, private to neither. Reading
-    a PSS costs about 2 ms for a process holding torch, paid only for the processes below.
+    allocates and then forks shares those pages with its own child, private to neither.
+
+    A PSS is read by walking the process's pages (about 8 ms for a child forked from a learner
+    that imported torch), an RSS from a counter: the RSS, never less than the PSS, are summed
+    first, and the PSS read only when that sum is over ``limit`` (always when there is none).
 
     No cgroup, even where one could be made: it charges the page cache (the files a notebook
     reads) and each page to whoever touched it first, and a learner's machine cannot make one,
     so the same notebook could be stopped on one machine and pass on another."""
-    return procstat.rss_mb(root) + sum(procstat.pss_mb(pid) for pid in below)
+    own = procstat.rss_mb(root)
+    most = own + sum(procstat.rss_mb(pid) for pid in below)
+    return most if limit is not None and most <= limit else own + sum(procstat.pss_mb(pid) for pid in below)
 
 
 class TemplateChild:
@@ -116,8 +122,8 @@ class TemplateChild:
     def below(self) -> list[int]:
         return procstat.tree(self.pid)
 
-    def memory_mb(self, below: list[int]) -> float:
-        return tree_memory_mb(self.pid, below)
+    def memory_mb(self, below: list[int], limit: float) -> float:
+        return tree_memory_mb(self.pid, below, limit)
 
     def kill(self) -> None:
         """The learner's process and everything it started, detached or not: what detached itself
