@@ -178,17 +178,25 @@ def test_a_submission_that_signals_the_graders_processes_kills_none(tmp_path):
     assert not gone_within(MARKER, marker, 10)
 
 
-def test_ctrl_c_on_a_grade_says_interrupted_not_a_verdict(tmp_path):
-    """Ctrl-C while a notebook is graded: its line says "interrupted", not the "error, 0/9" that
-    stopping its judge would otherwise produce, and nothing runs on."""
+@pytest.mark.parametrize(
+    "sig, said, status",
+    [("SIGINT", "stopped (Ctrl-C)", 130), ("SIGTERM", "terminated (SIGTERM)", 143)],
+    ids=["ctrl-c", "sigterm"],
+)
+def test_ctrl_c_or_sigterm_on_a_grade_says_interrupted_not_a_verdict(tmp_path, sig, said, status):
+    """Ctrl-C, or SIGTERM (a scheduler, `timeout`), while a notebook is graded: its line says
+    "interrupted", not the "error, 0/9" that stopping its judge would otherwise produce, the command
+    says what stopped it, nothing runs on and no copy of the notebook is left in the temporary folder."""
     import signal
 
     marker = uuid.uuid4().hex
     folder = course(tmp_path, ESCAPES["setsid-subprocess"], then="while True:\n    pass")
+    temp = tmp_path / "temp"
+    temp.mkdir()
     client = subprocess.Popen(
         [sys.executable, "-m", "bertlab.cli", "grade", "--cold", "--path", str(folder)],
         cwd=ROOT,
-        env={**path_env("linux"), MARKER: marker},
+        env={**path_env("linux"), MARKER: marker, "TMPDIR": str(temp)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -196,11 +204,13 @@ def test_ctrl_c_on_a_grade_says_interrupted_not_a_verdict(tmp_path):
     )
     try:
         detached_sleep(marker)
-        client.send_signal(signal.SIGINT)
+        assert [p for p in temp.iterdir() if p.name.startswith("bertlab-")], "no copy: nothing to clean up"
+        client.send_signal(getattr(signal, sig))
         out, err = client.communicate(timeout=60)
     finally:
         client.kill()
-    assert client.returncode == 130, err
+    assert client.returncode == status, err
     assert f"{TASK}: interrupted" in err and "0/9" not in err + out, err
-    assert "stopped (Ctrl-C); nothing was written" in err
+    assert f"bertlab grade: {said}; nothing was written" in err, err
     assert not gone_within(MARKER, marker, 10)
+    assert not [p.name for p in temp.iterdir() if p.name.startswith("bertlab-")]

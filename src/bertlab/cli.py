@@ -225,6 +225,7 @@ def _grade(args) -> int:
     from bertlab.grading.notebooks import course_root
     from bertlab.grading.table import render
     from bertlab.settings import SettingsError, grade_settings
+    from bertlab.terminated import on_sigterm, stopped_by
 
     def progress(msg):
         return print(msg, file=sys.stderr, flush=True)
@@ -235,15 +236,17 @@ def _grade(args) -> int:
             key: getattr(args, key) if getattr(args, key) is not None else settings.get(key, default)
             for key, default in DEFAULTS.items()
         }
-        if args.watch:
-            return _watch(args, options, progress)
-        report = grade(args.path, args.tasks, model=args.model, progress=progress, warm=not args.cold, **options)
+        with on_sigterm():
+            if args.watch:
+                return _watch(args, options, progress)
+            report = grade(args.path, args.tasks, model=args.model, progress=progress, warm=not args.cold, **options)
     except (GradingError, SettingsError) as err:
         print(f"bertlab grade: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("bertlab grade: stopped (Ctrl-C); nothing was written", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM (``terminated``)
+        said, status = stopped_by(stop)
+        print(f"bertlab grade: {said}; nothing was written", file=sys.stderr)
+        return status
     print(json.dumps(report.to_dict(), indent=2) if args.json else render(report, verbose=args.verbose))
     if not args.json:
         _show_hints(args, report, progress)

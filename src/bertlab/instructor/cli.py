@@ -11,6 +11,7 @@ def run(args) -> int:
     from bertlab.instructor.autograde import autograde, summary, to_json
     from bertlab.instructor.course import CourseError
     from bertlab.settings import DEFAULT_JOBS, DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, SettingsError, grade_settings
+    from bertlab.terminated import on_sigterm, stopped_by
 
     if args.scheduler:  # first: a wrong address is named in a second, whatever else is wrong
         from bertlab.instructor.cluster_judges import ClusterError, check_address
@@ -30,21 +31,23 @@ def run(args) -> int:
         def option(key: str, default):
             return getattr(args, key) if getattr(args, key) is not None else settings.get(key, default)
 
-        outcomes = autograde(
-            root,
-            args.assignments,
-            students=args.student,
-            force=args.force,
-            timeout=option("timeout", DEFAULT_TIMEOUT),
-            memory_limit=option("memory_limit", DEFAULT_MEMORY_MB),
-            jobs=option("jobs", DEFAULT_JOBS),
-            scheduler=option("scheduler", None),
-        )
+        with on_sigterm():
+            outcomes = autograde(
+                root,
+                args.assignments,
+                students=args.student,
+                force=args.force,
+                timeout=option("timeout", DEFAULT_TIMEOUT),
+                memory_limit=option("memory_limit", DEFAULT_MEMORY_MB),
+                jobs=option("jobs", DEFAULT_JOBS),
+                scheduler=option("scheduler", None),
+            )
     except (CourseError, SettingsError) as err:
         print(f"bertlab autograde: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("bertlab autograde: stopped (Ctrl-C); what was recorded is kept", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM (``terminated``)
+        said, status = stopped_by(stop)
+        print(f"bertlab autograde: {said}; what was recorded is kept", file=sys.stderr)
+        return status
     print(to_json(outcomes) if args.json else summary(outcomes))
     return 0
