@@ -977,6 +977,85 @@ def _padding_idx_typed_zero():
     return replace(right(EMBEDDINGS), "bert-embeddings", "padding_idx=config.pad_token_id", "padding_idx=0")
 
 
+# -- a names check that blocks nothing: its own cell fails, the later cells are judged on their own --
+
+
+@case(
+    "padding-idx-missing",
+    EMBEDDINGS,
+    scores=3,
+    status="failed",
+    message=r"padding_idx=None, expected config\.pad_token_id",
+    must_fail=("test-2-1-names", "test-2-1-gradients"),
+)
+def _padding_idx_missing():
+    """Task 2.1 with no ``padding_idx``: the module loads the pretrained weights and every output is
+    HF's, but the [PAD] row gets a gradient. The names cell says so, the values, batches and
+    buffers cells pass on their own, and the gradients cell fails on the [PAD] row's gradient: 3/5."""
+    return replace(right(EMBEDDINGS), "bert-embeddings", ", padding_idx=config.pad_token_id)", ")")
+
+
+@case(
+    "layernorm-eps-default-self-output",
+    ADD_NORM,
+    scores=5,
+    status="failed",
+    message=r"`self\.LayerNorm\.eps` is 1e-05, expected config\.layer_norm_eps = 1e-12",
+    must_fail=grade_ids(ADD_NORM, "test-4-1"),
+)
+def _layernorm_eps_default_self_output():
+    """Task 4.1's LayerNorm with torch's default eps: the weights load, so the names check blocks
+    nothing, but that eps moves the outputs by 4.6e-4, so each later 4.1 cell fails on its own
+    values: a check that goes on past the names check still sees the mistake. 4.2 (judged with
+    HF's parts) keeps its 5: 5/10."""
+    return replace(
+        right(ADD_NORM),
+        "bert-self-output",
+        "nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)",
+        "nn.LayerNorm(config.hidden_size)",
+    )
+
+
+@case(
+    "activation-not-an-attribute",
+    FFN,
+    scores=8,
+    status="failed",
+    message=r"`self\.intermediate_act_fn` is missing",
+    must_fail=("test-5-1-names",),
+)
+def _activation_not_an_attribute():
+    """Task 5.1 calls the exact GELU in forward instead of keeping it in ``intermediate_act_fn``:
+    right outputs and gradients, HF's layout missed. The names cell fails; 5.1's other cells and
+    5.2 pass: 8/9."""
+    nb = replace(right(FFN), "bert-intermediate", "        self.intermediate_act_fn = nn.GELU()\n", "")
+    return replace(nb, "bert-intermediate", GELU_CALL, "hidden_states = nn.functional.gelu(hidden_states)")
+
+
+@case(
+    "embeddings-layernorm-missing",
+    EMBEDDINGS,
+    scores=0,
+    status="failed",
+    message=r"missing: LayerNorm\.bias, LayerNorm\.weight",
+)
+def _embeddings_layernorm_missing():
+    """Task 2.1 normalises with ``F.layer_norm`` and no ``self.LayerNorm``: the pretrained weights
+    cannot load, so no check can judge the module and every cell gets nothing: 0/5."""
+    nb = replace(
+        right(EMBEDDINGS),
+        "bert-embeddings",
+        "        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)\n",
+        "        self.eps = config.layer_norm_eps\n",
+    )
+    return replace(
+        nb,
+        "bert-embeddings",
+        "self.LayerNorm(embeddings)",
+        "nn.functional.layer_norm(embeddings, embeddings.shape[-1:], eps=self.eps)",
+    )
+
+
 @case(
     "scaling-argument-ignored",
     ATTENTION,

@@ -236,10 +236,46 @@ class Shifted(Solution):
     ],
 )
 def test_failures_say_what_and_where(cls, expected):
+    # A names failure that blocks nothing fails the names cell's run (up to shapes); a run that
+    # goes further is judged by the checks after it (test_a_names_failure_that_blocks_nothing_...).
+    upto = "shapes" if cls in (DefaultEps, NoPaddingIdx, NoBuffers) else None
     with pytest.raises(CheckFailed, match=expected) as err:
-        check("2.1", cls)
+        check("2.1", cls, upto=upto)
     assert str(err.value).startswith("[Task 2.1] BertEmbeddings: ")
     assert err.value.mistake is None
+
+
+def test_a_names_failure_that_blocks_nothing_costs_the_cells_that_see_it(capsys):
+    """No padding_idx: the module loads the pretrained weights and its outputs are HF's. The names
+    cell's run fails on it; the values and batches cells' runs pass, saying so; the gradients
+    cell's run fails on the [PAD] row's gradient, which it checks on its own."""
+    with pytest.raises(CheckFailed, match=r"padding_idx=None") as err:
+        check("2.1", NoPaddingIdx, upto="shapes")
+    assert err.value.stage == "names"
+    for upto in ("values", "batches"):
+        check("2.1", NoPaddingIdx, upto=upto)
+        out = capsys.readouterr().out
+        assert f"{upto} passed; names failed" in out and "padding_idx=None" in out, out
+    with pytest.raises(CheckFailed, match=r"\[PAD\] rows only") as err:
+        check("2.1", NoPaddingIdx, upto="gradients")
+    assert err.value.stage != "names"
+    assert "the names check failed: `self.word_embeddings` has padding_idx=None" in str(err.value)
+
+
+class NoLayerNormModule(Solution):
+    """Normalises with torch's function: no `self.LayerNorm`, so the pretrained weights cannot load."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        del self.LayerNorm
+        self.LayerNorm = lambda x: torch.nn.functional.layer_norm(x, x.shape[-1:], eps=config.layer_norm_eps)
+
+
+def test_a_names_failure_that_leaves_nothing_to_check_stops_every_cell():
+    for upto in ("shapes", "values", "gradients"):
+        with pytest.raises(CheckFailed, match=r"missing: LayerNorm.bias, LayerNorm.weight") as err:
+            check("2.1", NoLayerNormModule, upto=upto)
+        assert err.value.stage == "names"
 
 
 # -- no token_type_ids buffer: its own check fails, every other runs and finds the real mistakes --

@@ -12,7 +12,7 @@ from torch import nn
 from transformers.activations import ACT2FN
 
 from bertlab import capture, reference
-from bertlab.checks import CheckFailed, check
+from bertlab.checks import TASKS, CheckFailed, check
 from tests.conftest import solution_namespace
 from tests.test_checks_attention_output import wrong_add_norm
 
@@ -121,6 +121,16 @@ class Renamed(BertIntermediate):
         return self.act(self.dense(hidden_states))
 
 
+def test_a_missing_activation_attribute_costs_the_names_cell_only(capsys):
+    """Renamed keeps its GELU under another name: the weights load and every output and gradient
+    is HF's, so every check after the names check passes, and says the names check failed."""
+    check("5.1", Renamed)
+    n = len(TASKS["5.1"].stages)
+    out = capsys.readouterr().out
+    assert "passed; names failed, which the cell that checks names and shapes counts" in out, out
+    assert f"passed ({n}/{n} checks)" not in out
+
+
 class NarrowDense(BertIntermediate):
     def __init__(self, config):
         super().__init__(config)
@@ -141,6 +151,7 @@ class ReturnsInput(BertOutput):
     ],
 )
 def test_failures_say_what_and_where(task, cls, expected):
+    # Renamed's outputs are right: its names failure blocks nothing, so the names cell's run shows it
     with pytest.raises(CheckFailed, match=expected) as err:
-        check(task, cls)
+        check(task, cls, upto="shapes" if cls is Renamed else None)
     assert err.value.mistake is None

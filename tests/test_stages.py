@@ -139,3 +139,75 @@ def test_a_failed_check_says_which_stage_failed():
         check("1.2", layer_norm)
     assert failed.value.stage == "values"
     assert failed.value.adding("a line").stage == "values"
+
+
+class _Planted(Task):
+    """A task whose checks fail as the test asks: ``obj`` maps a stage to (message, blocking)."""
+
+    id, title, lesson = "0.1", "Planted", ""
+    stages = ("names", "shapes", "values", "masks")
+
+    def _stage(self, name, obj):
+        if name in obj:
+            message, blocking = obj[name]
+            self.fail(message, "why", blocking=blocking)
+
+    def check_names(self, obj, ctx):
+        self._stage("names", obj)
+
+    def check_shapes(self, obj, ctx):
+        self._stage("shapes", obj)
+
+    def check_values(self, obj, ctx):
+        self._stage("values", obj)
+
+    def check_masks(self, obj, ctx):
+        self._stage("masks", obj)
+
+
+def test_a_form_failure_that_blocks_nothing_costs_only_a_run_that_ends_in_the_form_stages():
+    from bertlab.checks import CheckFailed
+
+    task, eps = _Planted(), {"names": ("eps is 1e-05", False)}
+    for run in ({"upto": "names"}, {"upto": "shapes"}, {"only": "names"}):
+        with pytest.raises(CheckFailed, match="eps is 1e-05") as failed:
+            task.run(eps, **run)
+        assert failed.value.stage == "names"
+    said = "names failed, which the cell that checks names and shapes counts: eps is 1e-05"
+    assert task.run(eps, upto="values") == f"[Task 0.1] Planted: shapes, values passed; {said}"
+    assert task.run(eps) == f"[Task 0.1] Planted: shapes, values, masks passed; {said}"
+    # a later check still fails on its own, and says what failed before it
+    noted = r"masks differ\n  \(Before it, the names check failed: eps is 1e-05\)\n  why$"
+    with pytest.raises(CheckFailed, match=noted) as failed:
+        task.run({**eps, "masks": ("masks differ", True)})
+    assert failed.value.stage == "masks"
+
+
+def test_a_failure_that_blocks_stops_the_run_and_only_form_stages_can_block_nothing():
+    from bertlab.checks import CheckFailed
+
+    for obj, failing in (
+        ({"names": ("LayerNorm.weight missing", True)}, "names"),
+        ({"values": ("values differ", False)}, "values"),  # past the form stages, it stops the run
+    ):
+        with pytest.raises(CheckFailed) as failed:
+            _Planted().run(obj)
+        assert failed.value.stage == failing
+
+
+def test_every_task_whose_names_check_can_block_nothing_has_a_cell_that_counts_it():
+    """A names failure that blocks nothing costs only a run that ends in a form stage: the task
+    needs such a grade cell, or wrong code would lose no point for it. ``ValueChecks``' own names
+    check always blocks (a module that cannot load); the tasks that add to it need the cell."""
+    from bertlab.checks.stage_values import ValueChecks
+    from bertlab.checks.stages import FORM
+
+    calls = [c for nb in sorted(ROOT.glob("solutions/[0-9][0-9]-*/*.ipynb")) for c in _grade_calls(nb)]
+    counted = {task for task, kw, name in calls if kw and name in FORM}
+    adding = {
+        task.id
+        for task in TASKS.values()
+        if "names" in task.stages and getattr(type(task), "check_names", None) is not ValueChecks.check_names
+    }
+    assert {"2.1", "4.1", "5.1"} <= adding
+    assert adding <= counted, sorted(adding - counted)

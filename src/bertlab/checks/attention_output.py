@@ -63,6 +63,7 @@ class AddNormTask(ModuleTask):
                     self.eps_effect(cls, ctx, name, eps),
                     "The pretrained weights were trained with config.layer_norm_eps: pass it to nn.LayerNorm.",
                     mistake=diagnose.REGISTRY["layernorm-eps-default"] if default else None,
+                    blocking=False,  # the weights loaded: the later checks judge the rest (Task.run)
                 )
 
     def eps_effect(self, cls, ctx: Context, name: str, eps: float) -> str:

@@ -107,11 +107,14 @@ class BertEmbeddingsTask(ModuleTask):
                 f'`self.register_buffer("{saved[0]}", ..., persistent=False)`.',
             )
         super().check_names(cls, ctx)
+        # The module loaded the pretrained weights: what follows names one attribute, and blocks
+        # no later check (each fails on its own where the attribute shows: framework's Task.run).
         eps, want = getattr(module.LayerNorm, "eps", None), ctx.model.config.layer_norm_eps
         if eps is not None and eps != want:
             self.fail(
                 f"`self.LayerNorm` has eps={eps:g}, expected config.layer_norm_eps = {want:g}",
                 "nn.LayerNorm's default eps is 1e-05; pass eps=config.layer_norm_eps like HF.",
+                blocking=False,
             )
         padding_idx, pad = getattr(module.word_embeddings, "padding_idx", None), ctx.model.config.pad_token_id
         if padding_idx != pad:
@@ -119,8 +122,9 @@ class BertEmbeddingsTask(ModuleTask):
                 f"`self.word_embeddings` has padding_idx={padding_idx}, expected config.pad_token_id = {pad}",
                 "padding_idx keeps the [PAD] row out of training (its gradient stays 0): "
                 "nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id), like HF.",
+                blocking=False,
             )
-        self.check_buffer(module, ctx, "position_ids", "0, 1, ..., max_position_embeddings - 1")
+        self.check_buffer(module, ctx, "position_ids", "0, 1, ..., max_position_embeddings - 1", blocking=False)
 
     def check_buffers(self, cls, ctx: Context) -> None:
         """The default token types: ``token_type_ids`` (1, P) = 0, like HF's, and a call without
@@ -172,8 +176,9 @@ class BertEmbeddingsTask(ModuleTask):
                 "padding_idx=config.pad_token_id), never a number typed in.",
             )
 
-    def check_buffer(self, module, ctx: Context, name: str, what: str, why: str = "") -> None:
-        """HF's buffer ``name`` (1, P), whose entries are ``what``, is in ``module`` alike (``why``: what uses it)."""
+    def check_buffer(self, module, ctx: Context, name: str, what: str, why: str = "", blocking: bool = True) -> None:
+        """HF's buffer ``name`` (1, P), whose entries are ``what``, is in ``module`` alike (``why``: what uses it;
+        ``blocking``: as ``Task.fail``'s)."""
         hf = self.reference(ctx, None)
         want, have = getattr(hf, name), getattr(module, name, None)
         if not isinstance(have, torch.Tensor):
@@ -182,12 +187,14 @@ class BertEmbeddingsTask(ModuleTask):
                 f"(1, max_position_embeddings), {what}",
                 f'Register it in __init__: `self.register_buffer("{name}", ..., persistent=False)`.',
                 why,
+                blocking=blocking,
             )
         if tuple(have.shape) != tuple(want.shape) or not torch.equal(have.long(), want):
             self.fail(
                 f"`self.{name}` must be {what}, of shape {list(want.shape)} (1, max_position_embeddings); "
                 f"got {str(have.dtype).removeprefix('torch.')} {list(have.shape)}"
                 + (f" starting {have.flatten()[:4].tolist()}" if have.numel() else ""),
+                blocking=blocking,
             )
 
     def check_batches(self, cls, ctx):

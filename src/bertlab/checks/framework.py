@@ -43,31 +43,43 @@ class CheckFailed(AssertionError):
     ``values`` holds the compared tensors when values differ (for ``heatmap``), else None.
     Whatever decides on a failure reads its fields, never its text: ``mistake`` (a known
     mistake's id), ``cause`` (``"values"`` when outputs differ from HF's, ``"raised"`` when the
-    learner's code raised, else None), ``values`` and ``stage`` (the stage that failed, set by
-    ``Task.run``). The text is written once, by ``Task.fail``, and grows only by ``adding`` lines
-    under it.
+    learner's code raised, else None), ``values``, ``stage`` (the stage that failed, set by
+    ``Task.run``) and ``blocking`` (False when it names one attribute of a module that still builds,
+    loads the pretrained weights and runs: the checks after it can judge the rest, see ``Task.run``).
+    The text is written once, by ``Task.fail``, and grows only by ``adding`` lines under it.
     """
 
     stage: str | None = None
 
     def __init__(
-        self, message: str, mistake: str | None = None, values: Difference | None = None, cause: str | None = None
+        self,
+        message: str,
+        mistake: str | None = None,
+        values: Difference | None = None,
+        cause: str | None = None,
+        blocking: bool = True,
     ):
         super().__init__(message)
         self.mistake = mistake
         self.values = values
         self.cause = cause
+        self.blocking = blocking
 
     @property
     def headline(self) -> str:
         """The failure's first line, ``[Task 3.2] BertSelfAttention: values differ ...``."""
         return str(self).splitlines()[0]
 
-    def adding(self, *lines: str, mistake: str | None = None, headline_only: bool = False) -> CheckFailed:
-        """This failure with ``lines`` under it (under its headline alone with ``headline_only``),
-        its fields kept; ``mistake`` names a known mistake found since."""
+    def adding(
+        self, *lines: str, mistake: str | None = None, headline_only: bool = False, first: bool = False
+    ) -> CheckFailed:
+        """This failure with ``lines`` under it (under its headline alone with ``headline_only``;
+        right under its headline, before its details, with ``first``), its fields kept;
+        ``mistake`` names a known mistake found since."""
         text = self.headline if headline_only else str(self)
-        added = CheckFailed("\n  ".join([text, *filter(None, lines)]), mistake or self.mistake, self.values, self.cause)
+        head, _, rest = text.partition("\n") if first else (text, "", "")
+        joined = "\n  ".join([head, *filter(None, lines)]) + (f"\n{rest}" if rest else "")
+        added = CheckFailed(joined, mistake or self.mistake, self.values, self.cause, self.blocking)
         added.stage = self.stage
         return added
 
@@ -150,6 +162,10 @@ class Task:
         else:
             stages = self.stages[: self.stages.index(upto) + 1] if upto else self.stages
         ctx = Context.load(seed)
+        # A form stage's failure that blocks nothing costs the run that ends in the form stages
+        # (the "names and shapes" cell); a run that goes on is judged by the checks after it,
+        # each of which still fails on its own wherever that attribute changes what it checks.
+        kept: CheckFailed | None = None
         # Every stage runs every time: a cell between two grade cells may have changed the
         # learner's class, so nothing is answered from an earlier run.
         try:
@@ -158,16 +174,29 @@ class Task:
                     getattr(self, stages_mod.STAGES[name].method)(obj, ctx)
                 except CheckFailed as err:
                     err.stage = err.stage or name
+                    if not err.blocking and name in stages_mod.FORM and stages[-1] not in stages_mod.FORM:
+                        kept = kept or err
+                        continue
+                    if kept is not None:
+                        note = f"(Before it, the {kept.stage} check failed: {_what(kept)})"
+                        raise err.adding(note, first=True) from None
                     raise
         except CheckFailed as err:
             heatmap.show_in_notebook(err)  # the picture beside the message, in a Jupyter kernel only
             raise
         finally:
             self.forget_run()
-        return self.passed(stages)
+        return self.passed(stages, kept)
 
-    def passed(self, stages: tuple[str, ...]) -> str:
-        """The line a run of ``stages`` that passed prints (the learner guide shows it, from here)."""
+    def passed(self, stages: tuple[str, ...], kept: CheckFailed | None = None) -> str:
+        """The line a run of ``stages`` that passed prints (the learner guide shows it, from here);
+        ``kept``: a form stage's failure that blocked nothing, said too (its own cell counts it)."""
+        if kept is not None:
+            ran = ", ".join(s for s in stages if s != kept.stage)
+            return (
+                f"[Task {self.id}] {self.title}: {ran} passed; {kept.stage} failed, which the cell that "
+                f"checks {' and '.join(stages_mod.FORM)} counts: {_what(kept)}"
+            )
         if len(stages) == len(self.stages):
             return f"[Task {self.id}] {self.title} passed ({len(stages)}/{len(stages)} checks)"
         return f"[Task {self.id}] {self.title}: {', '.join(stages)} passed"
@@ -185,11 +214,14 @@ class Task:
         mistake: diagnose.Mistake | None = None,
         values: Difference | None = None,
         cause: str | None = None,
+        blocking: bool = True,
     ) -> NoReturn:
+        """Fail saying ``what``; ``blocking=False`` when the module still builds, loads the pretrained
+        weights and runs, so the checks after this one can judge the rest (``Task.run``)."""
         lines = [f"[Task {self.id}] {self.title}: {what}", *(f"  {d}" for d in details if d)]
         if mistake is not None:
             lines.append("  " + mistake.hint())
-        raise CheckFailed("\n".join(lines), mistake.id if mistake else None, values, cause)
+        raise CheckFailed("\n".join(lines), mistake.id if mistake else None, values, cause, blocking)
 
     # Module tasks must not run transformers' own BERT code; analysis tasks (Task 7) are given it.
     forbid_shortcuts: bool = True
@@ -293,6 +325,11 @@ class Task:
                 values=difference(name, expected, got, dims[name]),
                 cause="values",
             )
+
+
+def _what(err: CheckFailed) -> str:
+    """A failure's headline without its ``[Task 2.1] BertEmbeddings: `` prefix."""
+    return err.headline.split(": ", 1)[-1]
 
 
 def reference_origin(obj) -> str:

@@ -95,6 +95,12 @@ ORDER: tuple[Stage, ...] = (
     ),
 )
 STAGES: dict[str, Stage] = {s.name: s for s in ORDER}
+# The stages that ask whether a module has HF's form; a task's first grade cell ends in one of
+# them ("names and shapes"). A failure there that names one attribute of a module that still
+# loads the pretrained weights and runs (an eps, a padding_idx) blocks nothing: it costs a run
+# that ends here, and a run that goes on is judged by the later checks, each failing on its own
+# where that attribute shows. A module that cannot be built, loaded or run blocks them all.
+FORM: tuple[str, ...] = ("names", "shapes")
 
 
 def stage(name: str) -> Stage:
