@@ -48,6 +48,7 @@ LAYERS = [
         "nbgrader_verdicts",
         "nbgrader_feedback",
         "kernel_template",
+        "terminated",
         "",
     },
 ]
