@@ -12,6 +12,7 @@ makes the notebook lose every point if one read gets through.
 
 from __future__ import annotations
 
+import glob
 import os
 import sys
 import tempfile
@@ -36,7 +37,10 @@ needs_landlock = pytest.mark.skipif(
 def _targets(course: Path, decoy: Path) -> dict[str, str]:
     """What a hostile learner would copy, in a course laid out as nbgrader has it."""
     source = f"{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
-    return {
+    # A disk read raw holds every file's bytes: readable where grading runs as root (CI, containers)
+    disks = sorted(glob.glob("/dev/[sv]d[a-z]") + glob.glob("/dev/nvme[0-9]n[0-9]"))
+    raw = {"the raw disk": next(d for d in disks if _opens(d))} if any(map(_opens, disks)) else {}
+    return raw | {
         "the hidden tests": str(course / "solutions" / source),
         "the course's solutions": str(ROOT / "solutions" / source),
         "the course's folder": str(ROOT),
@@ -47,6 +51,14 @@ def _targets(course: Path, decoy: Path) -> dict[str, str]:
         "the temporary folder": tempfile.gettempdir(),
         "the instructor's home": str(Path.home()),
     }
+
+
+def _opens(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return bool(f.read(1))
+    except OSError:  # not root, or a device the machine itself refuses
+        return False
 
 
 @pytest.fixture

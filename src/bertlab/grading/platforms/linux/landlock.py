@@ -8,8 +8,8 @@ raise them into its own feedback; read the grader's environment (tokens, passwor
 or run HF's BertLayer where the task is to write one. Landlock lets an unprivileged process give
 up rights for itself and every process it starts, and only grants:
 
-- writes: nothing may be created, changed, renamed or deleted outside ``folder`` (and ``/dev``,
-  for ``/dev/null``);
+- writes: nothing may be created, changed, renamed or deleted outside ``folder`` (and the
+  ``DEVICES``: ``/dev/null`` and the like, never a disk);
 - reads, listing folders included: only ``folder`` and the ``readable`` paths (Python and its
   packages, the course's package code, the system's libraries: ``platforms/linux/reach.py``
   lists them), less whatever lies beneath an ``unreadable`` folder (transformers, the course's
@@ -53,6 +53,12 @@ REFER, TRUNCATE = 1 << 13, 1 << 14  # ABI 2 and 3
 _FILE_RIGHTS = READ_FILE | WRITE_FILE | TRUNCATE  # the rights a rule on a file (not a folder) may grant
 BIND_TCP, CONNECT_TCP = 1 << 0, 1 << 1  # ABI 4: handled, and granted only for ``ports``
 SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1  # ABI 6
+
+
+# The devices a notebook's code may open: not ``/dev`` whole, where a disk (``/dev/vda``) would
+# give a process running as root every file's bytes, the unreadable ones included. ``/dev/shm``
+# holds the shared memory of torch's and Python's multiprocessing.
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/shm")
 
 
 def _libc():
@@ -136,7 +142,7 @@ def _carved(path: str, denied: set[str], seen: set[str]) -> Iterator[tuple[str, 
 
 
 def confine(folder: str, readable: list[str], unreadable: list[str], ports: tuple[int, ...] = ()) -> bool:
-    """Allow this process (and what it starts) to write only beneath ``folder`` and ``/dev``, to
+    """Allow this process (and what it starts) to write only beneath ``folder`` and ``DEVICES``, to
     read only there and beneath ``readable`` less ``unreadable`` (``granted``), and to bind only
     TCP ``ports``. False when the kernel cannot."""
     version = abi()
@@ -149,7 +155,7 @@ def confine(folder: str, readable: list[str], unreadable: list[str], ports: tupl
     if ruleset < 0:
         return False
     rules = list(granted(readable, unreadable))
-    rules += [(folder, writes | READ), ("/dev", writes | READ)]
+    rules += [(folder, writes | READ)] + [(device, writes | READ) for device in DEVICES]
     try:
         for path, wanted in rules:
             if not _add_path_rule(libc, ruleset, path, wanted):
