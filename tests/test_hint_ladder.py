@@ -11,10 +11,11 @@ import ast
 import dataclasses
 import json
 import re
+import shutil
 
 import pytest
 
-from bertlab import cli, diagnose, hints, progress
+from bertlab import cli, diagnose, hint_steps, hints, progress
 from bertlab.checks import TASKS as CHECKED_TASKS
 from bertlab.diagnose import LADDERS as MISTAKES
 from bertlab.diagnose import TASK_LADDERS as TASKS
@@ -291,23 +292,73 @@ def test_verbose_gives_every_failure_a_step_once():
     assert [s.key for s in shown] == ["3.2 no-scaling"]
 
 
-# -- the command: counts kept with the learner's progress, --hint N -------------------------------
+# -- the command: counts kept in the user's cache, site or no site, --hint N ----------------------
 
 
 @pytest.fixture
 def grading(monkeypatch, tmp_path):
-    """``bertlab grade`` whose grading returns the next of ``reports`` (no judge runs)."""
+    """``bertlab grade`` whose grading returns the next of ``reports`` (no judge runs), in a copy of
+    the course with no site built, and a cache folder of its own."""
     import bertlab.grading
 
     reports: list[Report] = []
     monkeypatch.setattr(bertlab.grading, "grade", lambda *a, **k: reports.pop(0))
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BERTLAB_CACHE_DIR", str(tmp_path / "cache"))
+    course = tmp_path / "course"
+    shutil.copytree(ROOT / "exercises" / "03-self-attention", course / "exercises" / "03-self-attention")
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    monkeypatch.chdir(course)
     return reports
 
 
 def _run(capsys, *args: str) -> str:
-    cli.main(["grade", "--path", "exercises", *args])
+    cli.main(["grade", *args])
     return capsys.readouterr().out
+
+
+def _steps_shown(text: str) -> list[int]:
+    return [int(n) for n in re.findall(r"^Hint (\d) of 3 for Task 3.2", text, re.M)]
+
+
+def test_the_ladder_climbs_without_a_built_site(grading, capsys, tmp_path):
+    """`make grade` after `make lab`, before `make start` built the site: the counts are kept all the same."""
+    course = tmp_path / "course"
+    before = sorted(course.rglob("*"))
+    grading += [_report(_failed()) for _ in range(4)]
+    assert [_steps_shown(_run(capsys)) for _ in range(4)] == [[1], [2], [3], [3]]
+    assert sorted(course.rglob("*")) == before, "grading wrote into the course"
+    assert hint_steps.read(hint_steps.path(course / "exercises")) == {"3.2 no-scaling": 3}
+
+
+def test_grading_with_path_climbs_the_same_ladder(grading, capsys, tmp_path, monkeypatch):
+    exercises = tmp_path / "course" / "exercises"
+    grading += [_report(_failed()) for _ in range(3)]
+    assert _steps_shown(_run(capsys)) == [1]
+    monkeypatch.chdir(tmp_path)  # anywhere else: --path names the notebooks
+    assert _steps_shown(_run(capsys, "--path", str(exercises))) == [2]
+    monkeypatch.chdir(exercises)
+    assert _steps_shown(_run(capsys, "--path", ".")) == [3]
+
+
+def test_other_notebooks_climb_ladders_of_their_own(grading, capsys, tmp_path):
+    """An instructor grading solutions/ leaves the learner's ladder where it was."""
+    (tmp_path / "course" / "solutions").mkdir()
+    grading += [_report(_failed()) for _ in range(3)]
+    assert _steps_shown(_run(capsys)) == [1]
+    assert _steps_shown(_run(capsys, "--path", "solutions")) == [1]
+    assert _steps_shown(_run(capsys)) == [2]
+
+
+def test_counts_kept_beside_the_site_move_to_the_cache(grading, capsys, tmp_path):
+    """A learner who graded with an older version keeps their place on the ladder."""
+    site = tmp_path / "course" / "site"
+    site.mkdir()
+    (site / hint_steps.BESIDE_PROGRESS).write_text(json.dumps({"version": 1, "steps": {"3.2 no-scaling": 1}}))
+    grading += [_report(_failed()), _report(_failed())]
+    assert _steps_shown(_run(capsys)) == [2]
+    assert not (site / hint_steps.BESIDE_PROGRESS).exists(), "the old copy would be read again"
+    assert _steps_shown(_run(capsys)) == [3]
+    assert sorted(p.name for p in site.iterdir()) == ["progress.json"], "the Progress page lost its data"
 
 
 def test_grade_shows_the_next_step_each_time_and_starts_over_after_a_pass(grading, capsys, tmp_path):
@@ -319,16 +370,17 @@ def test_grade_shows_the_next_step_each_time_and_starts_over_after_a_pass(gradin
         assert f"Hint {n} of 3 for Task 3.2" in text and text.count("Hint ") == 1
     assert "Hint " not in seen[3]
     assert "Hint 1 of 3 for Task 3.2" in seen[4]
-    assert progress.read_hints(out) == {"3.2 no-scaling": 1}
-    assert sorted(p.name for p in out.iterdir()) == ["hints.json", "progress.json"], "a temporary file was left"
+    kept = hint_steps.path(tmp_path / "course" / "exercises")
+    assert hint_steps.read(kept) == {"3.2 no-scaling": 1}
+    assert sorted(p.name for p in kept.parent.iterdir()) == [kept.name], "a temporary file was left"
+    assert sorted(p.name for p in out.iterdir()) == ["progress.json"]
 
 
 def test_grade_hint_n_shows_that_step(grading, capsys, tmp_path):
-    out = tmp_path / "site"
     grading += [_report(_failed()), _report(_failed())]
-    assert "Hint 3 of 3 for Task 3.2" in _run(capsys, "--progress-dir", str(out), "--hint", "3")
-    assert progress.read_hints(out) == {}, "--hint N moved the count"
-    assert "Hint 1 of 3 for Task 3.2" in _run(capsys, "--progress-dir", str(out))
+    assert "Hint 3 of 3 for Task 3.2" in _run(capsys, "--hint", "3")
+    assert hint_steps.read(hint_steps.path(tmp_path / "course" / "exercises")) == {}, "--hint N moved the count"
+    assert "Hint 1 of 3 for Task 3.2" in _run(capsys)
 
 
 def test_grade_hint_takes_1_to_3_and_says_so_in_help(capsys):
@@ -341,12 +393,16 @@ def test_grade_hint_takes_1_to_3_and_says_so_in_help(capsys):
     assert "--hint N" in text and "hint ladder" in text
 
 
-def test_hint_counts_are_read_safely(tmp_path):
-    assert progress.read_hints(tmp_path) == {}
-    (tmp_path / progress.HINTS).write_text("{not json")
-    assert progress.read_hints(tmp_path) == {}
-    progress.write_hints(tmp_path, {"3.2 no-scaling": 2})
-    assert progress.read_hints(tmp_path) == {"3.2 no-scaling": 2}
+def test_hint_counts_are_read_safely(tmp_path, monkeypatch):
+    monkeypatch.setenv("BERTLAB_CACHE_DIR", str(tmp_path / "cache"))
+    kept = hint_steps.path(tmp_path)
+    assert kept.parent == tmp_path / "cache"
+    assert hint_steps.read(kept) == {}
+    kept.parent.mkdir()
+    kept.write_text("{not json")
+    assert hint_steps.read(kept) == {}
+    hint_steps.save(tmp_path, {"3.2 no-scaling": 2, "3.1 bad": True})  # type: ignore[dict-item]
+    assert hint_steps.read(kept) == {"3.2 no-scaling": 2}
 
 
 # -- the same, from a graded notebook's verdicts --------------------------------------------------

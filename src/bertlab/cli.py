@@ -326,18 +326,18 @@ def _progress_dir(args) -> Path | None:
 
 def _show_hints(args, report, say) -> None:
     """Print a step of each failure's hint ladder (``--hint N``, else the next one) and keep the
-    counts beside progress.json (without a progress directory, every failure starts at step 1)."""
-    from bertlab import hints, progress
+    counts in the user's cache (``bertlab.hint_steps``), site or no site."""
+    from bertlab import hint_steps, hints
 
-    out = _progress_dir(args)
-    counts = progress.read_hints(out) if out is not None else {}
+    old = _progress_dir(args)  # where older versions kept the counts
+    counts = hint_steps.load(args.path, old)
     shown, kept = hints.advance(report, counts, forced=args.hint, verbose=args.verbose)
     text = hints.render(shown, forced=args.hint)
     if text:
         print("\n" + text, flush=True)
-    if out is not None and kept != counts:
+    if kept != counts or hint_steps.left_behind(old):
         try:
-            progress.write_hints(out, kept)
+            hint_steps.save(args.path, kept, old)
         except OSError as err:
             say(f"bertlab grade: could not keep the hint steps: {err}")
 

@@ -6,8 +6,8 @@ notebooks show them as three folds (``folds``); ``bertlab grade`` shows one step
 (``advance`` and ``render``): the first failing grade of a check shows step 1, each further
 failing grade of the same one the next, up to step 3, and a task that passes starts over. A check
 is the same one when it fails on the same task with the same known mistake or, when it names
-none, in the same grade cell. The counts are kept beside the learner's ``progress.json``
-(``bertlab.progress.read_hints``).
+none, in the same grade cell. The counts are kept in the user's cache, one file per graded
+folder (``bertlab.hint_steps``).
 
 Everything here reads a verdict's fields (``CheckResult.mistake``, ``.lesson``, ``.section``,
 ``.tasks``, ``.cause``, ``.name``), never its message. Nothing here imports torch.

@@ -23,7 +23,6 @@ from pathlib import Path
 from bertlab.headings import heading_id
 
 FILE = "progress.json"
-HINTS = "hints.json"  # how far up each failing check's hint ladder the learner is (bertlab.hints)
 IMAGES = "heatmaps"  # <progress dir>/heatmaps/<task>.png (progress/ is the page itself)
 VERSION = 1
 
@@ -59,22 +58,6 @@ def _read(path: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) and data.get("version") == VERSION else {}
-
-
-def read_hints(out: Path) -> dict[str, int]:
-    """The hint steps shown last (``bertlab.hints.Shown.key`` -> step), kept in ``out/hints.json``."""
-    steps = _read(out / HINTS).get("steps", {})
-    if not isinstance(steps, dict):
-        return {}
-    return {k: v for k, v in steps.items() if isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)}
-
-
-def write_hints(out: Path, steps: dict[str, int]) -> Path:
-    """Replace ``out/hints.json`` with ``steps`` (atomically, like ``progress.json``); return its path."""
-    target = out / HINTS
-    data = {"version": VERSION, "steps": dict(sorted(steps.items()))}
-    _write_atomic(target, (json.dumps(data, indent=2) + "\n").encode())
-    return target
 
 
 def entry(task, graded_at: str) -> tuple[dict, bytes | None]:

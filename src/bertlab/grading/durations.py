@@ -21,15 +21,19 @@ FILE_NAME = "grade-seconds.json"
 SECONDS_PER_GRADE_CELL = 0.5
 
 
+def cache_dir() -> Path:
+    """The user's folder for bertlab's records (this one, ``bertlab.hint_steps``'s)."""
+    if os.environ.get("BERTLAB_CACHE_DIR"):
+        return Path(os.environ["BERTLAB_CACHE_DIR"])
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache) / "bertlab"
+
+
 def path() -> Path:
     """The record of this course (``notebooks.course_key``): another clone's times are its own."""
     from bertlab.grading.notebooks import course_key
 
-    name = f"{course_key()}-{FILE_NAME}"
-    if os.environ.get("BERTLAB_CACHE_DIR"):
-        return Path(os.environ["BERTLAB_CACHE_DIR"]) / name
-    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(cache) / "bertlab" / name
+    return cache_dir() / f"{course_key()}-{FILE_NAME}"
 
 
 def load() -> dict[str, float]:
