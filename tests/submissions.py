@@ -1595,6 +1595,123 @@ def _other_task_notebook_renamed():
     return right(ADD_NORM)
 
 
+# == issue 48: wrong code that earned full marks (stale caches; reference code on another thread) ==
+# Each written as a learner would, independently of the checks, from the right notebook.
+
+ATTENTION_3_2 = grade_ids(ATTENTION, "test-3-2")
+ONLY_3_1 = max_points(ATTENTION) - sum(
+    float(c.metadata["nbgrader"].get("points", 0))
+    for c in _read("solutions", ATTENTION).cells
+    if (_grade_id(c) or "").startswith("test-3-2")
+)
+SELF_ATTENTION_FORWARD_HEAD = (
+    "    def forward(self, hidden_states, attention_mask=None, **kwargs):\n"
+    '        """Attend from every token to every (unmasked) token, in every head.'
+)
+# The course's own BertSelfAttention, holding the learner's weights, run on a thread of its own.
+COURSE_TWIN = (
+    "from concurrent.futures import ThreadPoolExecutor\n"
+    "from bertlab import bert\n\n\n"
+    "def course_twin(module):\n"
+    "    twin = bert.BertSelfAttention(module.config)\n"
+    "    twin.load_state_dict(module.state_dict())\n"
+    "    return twin.train(module.training)\n\n\n"
+)
+
+
+def _self_attention_forward_replaced(prelude: str, body: str) -> nbformat.NotebookNode:
+    nb = right(ATTENTION)
+    replace(
+        nb,
+        "bert-self-attention",
+        "class BertSelfAttention(nn.Module):",
+        prelude + "class BertSelfAttention(nn.Module):",
+    )
+    replace(
+        nb,
+        "bert-self-attention",
+        SELF_ATTENTION_FORWARD_HEAD,
+        body + '\n\n    def _own_forward(self, hidden_states, attention_mask=None, **kwargs):\n        """Unused.',
+    )
+    return nb
+
+
+@case(
+    "course-attention-on-a-pool",
+    ATTENTION,
+    scores=ONLY_3_1,
+    status="failed",
+    message=r"course's reference BertSelfAttention.*thread of its own",
+    must_fail=ATTENTION_3_2,
+)
+def _course_attention_on_a_pool():
+    """Task 3.2's forward builds the course's own BertSelfAttention (what the notebook's process
+    holds in place of transformers) with its weights and runs it on a ThreadPoolExecutor's thread,
+    which no per-thread watch sees: the course's module refuses it there, so 3.2 gets nothing."""
+    return _self_attention_forward_replaced(
+        COURSE_TWIN,
+        "    def forward(self, hidden_states, attention_mask=None, **kwargs):\n"
+        "        with ThreadPoolExecutor(max_workers=1) as pool:\n"
+        "            return pool.submit(course_twin(self), hidden_states, attention_mask, **kwargs).result()",
+    )
+
+
+@case(
+    "course-attention-on-an-earlier-thread",
+    ATTENTION,
+    scores=ONLY_3_1,
+    status="failed",
+    message=r"course's reference BertSelfAttention",
+    must_fail=ATTENTION_3_2,
+)
+def _course_attention_on_an_earlier_thread():
+    """Task 3.2's forward hands each call to a worker thread the notebook started before any
+    check, which runs the course's module: refused on that thread too, so 3.2 gets nothing."""
+    worker = (
+        "import queue, threading\n"
+        "_calls = queue.Queue()\n\n\n"
+        "def _serve():\n"
+        "    while True:\n"
+        "        fn, args, kwargs, answer = _calls.get()\n"
+        "        try:\n"
+        "            answer.put(fn(*args, **kwargs))\n"
+        "        except Exception as err:\n"
+        "            answer.put(err)\n\n\n"
+        "threading.Thread(target=_serve, daemon=True).start()\n\n\n"
+    )
+    return _self_attention_forward_replaced(
+        COURSE_TWIN + worker,
+        "    def forward(self, hidden_states, attention_mask=None, **kwargs):\n"
+        "        answer = queue.Queue()\n"
+        "        _calls.put((course_twin(self), (hidden_states, attention_mask), kwargs, answer))\n"
+        "        got = answer.get()\n"
+        "        if isinstance(got, Exception):\n"
+        "            raise got\n"
+        "        return got",
+    )
+
+
+@case("layer-runs-its-given-attention-on-a-pool", MODEL, scores=max_points(MODEL), status="passed", message=PASSED)
+def _layer_runs_its_given_attention_on_a_pool():
+    """Right: Task 6.1's BertLayer runs its attention (the part the grader gives) on a worker
+    thread: the grader's part runs on any thread, full marks."""
+    nb = right(MODEL)
+    replace(
+        nb,
+        "bert-layer",
+        "class BertLayer(nn.Module):",
+        "from concurrent.futures import ThreadPoolExecutor\n\n\nclass BertLayer(nn.Module):",
+    )
+    return replace(
+        nb,
+        "bert-layer",
+        ATTENTION_CALL,
+        "        with ThreadPoolExecutor(max_workers=1) as pool:\n"
+        "            running = pool.submit(self.attention, hidden_states, attention_mask, **kwargs)\n"
+        "            attention_output, _ = running.result()",
+    )
+
+
 # -- the course directory ---------------------------------------------------------------------------
 
 

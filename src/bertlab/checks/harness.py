@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from bertlab import given_parts
 from bertlab.checks import located_dropout
 
 # Code that holds complete BERT modules: transformers (the module tasks are written with torch
@@ -173,7 +174,7 @@ def _as_array(tensor: torch.Tensor):
     return tensor.numpy()  # the tensor is the request's own copy (wire.load_request)
 
 
-GIVEN = "_bertlab_given"
+GIVEN = given_parts.GIVEN
 
 
 def given(module: nn.Module) -> nn.Module:
@@ -187,7 +188,7 @@ def given(module: nn.Module) -> nn.Module:
 
 
 def _is_given(obj) -> bool:
-    return isinstance(obj, nn.Module) and obj.__dict__.get(GIVEN) is True
+    return isinstance(obj, nn.Module) and given_parts.is_given(obj)
 
 
 def module_shortcut(obj) -> str:
@@ -341,17 +342,22 @@ def invoke(
     call_args, call_kwargs = (args, kwargs) if grad else _copy(given)
     pristine = _copy(given) if grad else given
     watch = _ShortcutWatch() if forbid_shortcuts else None
+    # The profile watch sees this thread only; the course's modules refuse every other thread too.
+    parts_only = given_parts.watching() if forbid_shortcuts else contextlib.nullcontext()
     previous = sys.getprofile()
     _reset_torch_state(seed, threads)
     try:
         if watch is not None:
             sys.setprofile(watch)
         probed = located_dropout.patched(located) if located is not None else contextlib.nullcontext()
-        with torch.set_grad_enabled(grad), _weights_loaded_later(fn), probed:
+        with torch.set_grad_enabled(grad), _weights_loaded_later(fn), probed, parts_only:
             value = fn(*call_args, **call_kwargs)
     except NotImplementedError:
-        return Outcome("not_implemented")
+        return _refused(forbid_shortcuts) or Outcome("not_implemented")
     except (Exception, SystemExit) as err:  # noqa: BLE001  (learner code may raise anything, sys.exit() included)
+        refused = _refused(forbid_shortcuts)  # caught, or raised again as another error: still the shortcut
+        if refused is not None:
+            return refused
         unreadable = unreadable_reference(err)
         if forbid_shortcuts and unreadable:
             return Outcome("shortcut", shortcut=unreadable, where=learner_line(err.__traceback__))
@@ -361,6 +367,9 @@ def invoke(
     finally:
         sys.setprofile(previous)
         _reset_torch_state(None)
+    refused = _refused(forbid_shortcuts)
+    if refused is not None:
+        return refused
     if watch is not None and watch.found:
         return Outcome("shortcut", shortcut=watch.found)
     elsewhere = sorted({str(t.device) for t in _tensors(value) if t.device.type != "cpu"})
@@ -370,6 +379,12 @@ def invoke(
     if changed:
         return Outcome("in_place", changed=[_argument_name(n) for n in changed])
     return Outcome("ok", value=value)
+
+
+def _refused(forbid_shortcuts: bool) -> Outcome | None:
+    """The shortcut the course's modules refused during the call (on any thread), if any."""
+    found = given_parts.found() if forbid_shortcuts else ""
+    return Outcome("shortcut", shortcut=found) if found else None
 
 
 def _argument_name(name: str) -> str:

@@ -12,7 +12,14 @@ from __future__ import annotations
 import ast
 
 # The course's own grading and reference code: a learner's cell has no business touching it.
-GRADER_MODULES = ("bertlab.checks", "bertlab.grading", "bertlab.diagnose", "bertlab.capture", "bertlab.experiments")
+GRADER_MODULES = (
+    "bertlab.checks",
+    "bertlab.grading",
+    "bertlab.diagnose",
+    "bertlab.capture",
+    "bertlab.experiments",
+    "bertlab.given_parts",  # what makes the course's modules refuse learner code during a check
+)
 HOOKS = {
     "set_custom_exc": "replaces how errors are reported",
     "settrace": "traces the grader's code",
@@ -61,7 +68,8 @@ def findings(source: str) -> list[tuple[int, str]]:
             if ast.unparse(node) == ALLOWED_IMPORT:
                 continue
             if _mentions_grader(node.module) or (
-                node.module == "bertlab" and set(names) & {"checks", "grading", "diagnose", "capture", "experiments"}
+                node.module == "bertlab"
+                and set(names) & {"checks", "grading", "diagnose", "capture", "experiments", "given_parts"}
             ):
                 found.append((line, f"imports from the grader's code ({node.module})"))
             elif any((a.asname or a.name) == "check" for a in node.names):
