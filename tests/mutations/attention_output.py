@@ -39,6 +39,13 @@ MUTATIONS = [
         "        hidden_states = self.LayerNorm(hidden_states + input_tensor)",
         "hidden_states = self.LayerNorm(self.dropout(hidden_states + input_tensor))",
     ),
+    # Pre-LN, x + dropout(sublayer(norm(x))), as ported from implementations of that order.
+    Mutation(
+        "pre-ln-order",
+        NB,
+        DENSE_THEN_DROPOUT + "        hidden_states = " + ADD,
+        "hidden_states = input_tensor + self.dropout(self.dense(self.LayerNorm(hidden_states)))",
+    ),
     Mutation(
         "dropout-on-sublayer-input",
         NB,

@@ -19,6 +19,12 @@ MUTATIONS = [
         "real = torch.ones_like(hidden_states[..., :1])  # (B, T, 1)",
     ),
     Mutation(
+        "residual-mean-includes-padding",
+        NB,
+        "mean = (hidden_states * real).sum(1, keepdim=True) / n",
+        "mean = hidden_states.mean(1, keepdim=True)",
+    ),
+    Mutation(
         "residual-norm-includes-padding", NB, "X = hidden_states * real  # (B, T, H)", "X = hidden_states  # (B, T, H)"
     ),
     Mutation("residual-not-relative", NB, _RATIO, "return residual.flatten(1).norm(dim=-1)"),

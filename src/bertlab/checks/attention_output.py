@@ -58,17 +58,22 @@ class AddNormTask(ModuleTask):
             eps = getattr(sub, "eps", None)
             if name.split(".")[-1] == "LayerNorm" and eps is not None and eps != want:
                 default = eps == flawed.TORCH_LAYER_NORM_EPS
+                effect, beyond = self.eps_effect(cls, ctx, name, eps)
+                # Past the eps, a known mistake is the thing to fix first: it is the one named.
+                mistake = beyond or (diagnose.REGISTRY["layernorm-eps-default"] if default else None)
                 self.fail(
                     f"`self.{name}.eps` is {eps:g}, expected config.layer_norm_eps = {want:g}",
-                    self.eps_effect(cls, ctx, name, eps),
+                    effect,
                     "The pretrained weights were trained with config.layer_norm_eps: pass it to nn.LayerNorm.",
-                    mistake=diagnose.REGISTRY["layernorm-eps-default"] if default else None,
+                    mistake=mistake,
                     blocking=False,  # the weights loaded: the later checks judge the rest (Task.run)
                 )
 
-    def eps_effect(self, cls, ctx: Context, name: str, eps: float) -> str:
+    def eps_effect(self, cls, ctx: Context, name: str, eps: float) -> tuple[str, diagnose.Mistake | None]:
         """What ``eps`` alone changes in HF's module on the pretrained layer 0, and what the
-        learner's module changes: measured, since a LayerNorm written by hand may differ in more."""
+        learner's module changes: measured, since a LayerNorm written by hand may differ in more.
+        When it differs in more, the learner's module with the config's eps is measured again and
+        compared with the known mistakes: the one it matches is returned, else only numbers are said."""
         layer = self.layers(ctx)[0]
         inputs, expected = self.captured(ctx, layer)
         output = next(iter(self.outputs))  # (B, T, H): the Add & Norm's own output
@@ -83,9 +88,18 @@ class AddNormTask(ModuleTask):
             f"On {self.where(layer)}'s input, that eps alone moves HF's outputs by up to {alone:.1e}; "
             f"yours differ by up to {yours:.1e}"
         )
-        if yours > 2 * alone + self.atol:
-            return measured + ", so more than the eps differs (the values check says what)."
-        return measured + "."
+        if yours <= 2 * alone + self.atol:
+            return measured + ".", None
+        module = self.learner_for(cls, ctx, layer)
+        module.get_submodule(name).eps = ctx.model.config.layer_norm_eps  # the rest of it, measured
+        with torch.no_grad():
+            got = {k: v.float() for k, v in self.call(module, inputs).items()}
+        left = float((got[output] - expected[output]).abs().max())
+        mistake = diagnose.diagnose(self.id, self.reference(ctx, layer), inputs, got, expected)
+        return (
+            measured + f"; with eps = config.layer_norm_eps yours still differ by up to {left:.1e}, so more than "
+            "the eps differs" + (":" if mistake else " (no known mistake matches that).")
+        ), mistake
 
     def compare(self, expected, got, dims, against, diagnose_with=None):
         try:

@@ -49,14 +49,37 @@ class Mistake:
         """Its hint ladder's steps 1 and 3 (and step 2's equation): ``LADDERS[id]``."""
         return LADDERS[self.id]
 
-    def hint(self) -> str:
+    def hint(self, task: str | None = None) -> str:
+        """What a failure of ``task`` says of this mistake; in a task that calls the learner's own
+        function of an earlier one (``CALLS_EARLIER``), that the mistake may be that task's."""
+        earlier = CALLS_EARLIER.get(task or "", {})
+        made_in = next((t for t in self.tasks if t in earlier), None)
+        again = (
+            f"\n  It is Task {made_in}'s mistake: if your {earlier[made_in][1]} calls your {earlier[made_in][0]} "
+            f"(Task {made_in}), fixing Task {made_in} fixes this too."
+            if made_in is not None and made_in != task
+            else ""
+        )
         return (
             f"Your output matches {self.description} (known mistake `{self.id}`).\n"
-            f'  See lessons/{self.lesson} (section "{self.section}").'
+            f'  See lessons/{self.lesson} (section "{self.section}").' + again
         )
 
 
 REGISTRY: dict[str, Mistake] = {}
+
+# Tasks whose function calls the learner's own functions of earlier tasks, which the grader does
+# not replace (a module's parts it does, ``BuiltOnParts``): task -> {earlier task: (the earlier
+# function, this task's function)}. A mistake of the earlier task then shows here too, and the
+# message says where to fix it.
+CALLS_EARLIER: dict[str, dict[str, tuple[str, str]]] = {
+    "1.5": {
+        t: (f, "bert_layer_forward")
+        for t, f in (("1.1", "softmax"), ("1.2", "layer_norm"), ("1.3", "gelu"), ("1.4", "linear"))
+    },
+    "7.3": {"7.1": ("relative_residual", "residual_curves"), "7.2": ("layer_variant", "residual_curves")},
+    "7.5": {"7.2": ("layer_variant", "lesion_effects"), "7.4": ("sentence_cosine", "lesion_effects")},
+}
 
 
 def register(mistake: Mistake) -> Mistake:
@@ -218,7 +241,8 @@ LADDERS: dict[str, Steps] = {
         GELU,
     ),
     "relu-instead-of-gelu-numpy": Steps(
-        "Look at negative inputs: GELU lets a little of them through, ReLU makes them exactly 0.",
+        "Look at any input x, positive or negative: GELU gives x Φ(x), a little below x where x > 0 and a little "
+        "below 0 where x < 0; ReLU gives exactly x or exactly 0.",
         "Compute GELU: x times the standard normal CDF of x, written with the error function.",
         GELU,
     ),
@@ -271,6 +295,12 @@ LADDERS: dict[str, Steps] = {
         "Look at the shape of the tensor you draw a dropout mask for: it must be the whole tensor that is dropped.",
         "Apply dropout to the full tensor, so every element is kept or dropped on its own, not one mask broadcast "
         "over tokens, sentences or heads.",
+    ),
+    "pre-ln-order": Steps(
+        "Look at what your LayerNorm normalises: in BERT it is the last step, applied to the residual sum.",
+        "Keep BERT's Post-LN order: apply `dense`, then dropout, add `input_tensor`, and normalise that sum; "
+        "normalise nothing before `dense`.",
+        ADD_NORM,
     ),
     "layernorm-eps-typed": Steps(
         "Look at where your LayerNorms' eps comes from: another model's config has another eps.",
@@ -483,7 +513,8 @@ LADDERS: dict[str, Steps] = {
         GELU,
     ),
     "relu-instead-of-gelu": Steps(
-        "Look at negative pre-activations: GELU lets a little of them through, ReLU makes them 0.",
+        "Look at any pre-activation z, positive or negative: GELU gives z Φ(z), a little below z where z > 0 and "
+        "a little below 0 where z < 0; ReLU gives exactly z or exactly 0.",
         "Use GELU, the exact erf form that `config.hidden_act` names, as `intermediate_act_fn`.",
         GELU,
     ),
@@ -537,6 +568,12 @@ LADDERS: dict[str, Steps] = {
         "Look at what a removed feed-forward block leaves: the identity, LayerNorm included.",
         "When `ffn` is False, return h as it is, with no second LayerNorm.",
         "y = h when the FFN block is removed",
+    ),
+    "residual-mean-includes-padding": Steps(
+        "Look at which positions your mean token averages: padding is not part of the sentence.",
+        "Average only the real tokens, those `attention_mask` marks with 1: weight by the mask and divide by "
+        "the number of real tokens, as the norms already do.",
+        RESIDUAL,
     ),
     "cosine-not-normalised": Steps(
         "Look at whether your similarity depends on the vectors' lengths: a cosine does not.",
@@ -609,7 +646,7 @@ TASK_LADDERS: dict[str, TaskLadder] = {
         "Three lookups, added, then normalised and dropped out: the word vectors (or `inputs_embeds`), "
         "the positions and the token types. Arguments left as None take HF's defaults.",
         "02-embeddings",
-        "Defaults: positions and token types",
+        "The embeddings by hand",
         EMBEDDINGS,
         "Default positions are a slice of the `position_ids` buffer starting at `past_key_values_length`, so "
         "[CLS] is at position 0; default token types are all zeros. Create `LayerNorm` with eps from "

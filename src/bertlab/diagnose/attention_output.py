@@ -70,6 +70,10 @@ def add_norm(module, hidden_states, input_tensor, flaw=None, training=False, mak
 
     if flaw == "layernorm-before-residual":
         out = norm(x) + input_tensor
+    elif flaw == "pre-ln-order":
+        # Pre-LN, x + dropout(sublayer(norm(x))): the norm moved onto the sub-layer's input, and the
+        # sum returned as it is. Only Task 4.1's input has the width the LayerNorm normalises.
+        out = input_tensor + drop(module.dense(norm(hidden_states)))
     elif flaw == "residual-missing":
         out = norm(x)
     elif flaw == "residual-wrong-tensor":
@@ -125,22 +129,32 @@ for _id, _tasks, _description, _lesson, _section in [
     (
         "layernorm-before-residual",
         ADD_NORM,
-        "LayerNorm applied BEFORE the residual add, LayerNorm(dense(x)) + input_tensor, instead of to the sum",
+        "LayerNorm applied BEFORE the residual add, LayerNorm(dense(hidden_states)) + input_tensor, instead of "
+        "to the sum",
         LESSON,
         "Post-LN",
     ),
     (
         "residual-missing",
         ADD_NORM,
-        "LayerNorm(dense(x)) with NO residual: `input_tensor` is never added (adding dense(x) to "
-        "itself is the same mistake: LayerNorm cancels the factor 2)",
+        "LayerNorm(dense(hidden_states)) with NO residual: `input_tensor` is never added (adding the "
+        "dense output to itself is the same mistake: LayerNorm cancels the factor 2)",
         LESSON,
         "The first Add & Norm",
     ),
     (
+        "pre-ln-order",
+        ("4.1",),
+        "a Pre-LN sub-layer, input_tensor + dropout(dense(LayerNorm(hidden_states))): the LayerNorm moved "
+        "onto the sub-layer's input and the sum returned unnormalised, where BERT is Post-LN and "
+        "normalises the sum, LayerNorm(input_tensor + dropout(dense(hidden_states)))",
+        "06-layernorm",
+        "Post-LN and Pre-LN",
+    ),
+    (
         "residual-wrong-tensor",
         (*ADD_NORM, "4.2"),
-        "LayerNorm(dense(x) + x): the residual is the tensor that entered `dense`, not "
+        "LayerNorm(dense(hidden_states) + hidden_states): the residual is the tensor that entered `dense`, not "
         "`input_tensor`, the input of the whole sub-layer",
         LESSON,
         "The first Add & Norm",

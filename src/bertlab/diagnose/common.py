@@ -182,7 +182,7 @@ register(
         "dropout applied to the sum of the three embeddings BEFORE the LayerNorm (in train mode), "
         "instead of to the LayerNorm's output",
         "02-embeddings",
-        "The embeddings by hand",
+        "The equation",
     )
 )
 

@@ -52,6 +52,8 @@ def relative_residual(hidden_states, attention_mask, flaw=None):
         weights = torch.ones_like(weights)
     if flaw == "residual-mean-over-features":
         mean = hidden_states.mean(-1, keepdim=True)  # (B, T, 1): each token's own mean
+    elif flaw == "residual-mean-includes-padding":
+        mean = hidden_states.mean(1, keepdim=True)  # (B, 1, H): the padded rows averaged in
     else:
         mean = (hidden_states * weights).sum(1, keepdim=True) / weights.sum(1, keepdim=True)  # (B, 1, H)
     residual = ((hidden_states - mean) * weights).flatten(1)  # (B, T*H)
@@ -170,6 +172,7 @@ def _simulate(flaw):
 # Sections of lesson 8 the feedback links to.
 MEASURE = "The measure by hand"
 FOUR = "Four variants, pretrained and at initialisation"
+ALONE = "Attention alone averages tokens away"  # its table says where each variant keeps its LayerNorm
 LESION_SECTION = "Lesions: remove one piece of the pretrained model"
 
 for _id, _tasks, _description, _lesson, _section in [
@@ -177,6 +180,14 @@ for _id, _tasks, _description, _lesson, _section in [
         "residual-includes-padding",
         (RESIDUAL, CURVES),
         "the residual computed over ALL T positions, padding included, in the token mean and in both norms",
+        RESIDUAL_LESSON,
+        MEASURE,
+    ),
+    (
+        "residual-mean-includes-padding",
+        (RESIDUAL, CURVES),
+        "a mean token x̄ averaged over ALL T positions, padding included, while both norms keep to the real "
+        "tokens: x̄ must be the mean of the real tokens only",
         RESIDUAL_LESSON,
         MEASURE,
     ),
@@ -223,7 +234,7 @@ for _id, _tasks, _description, _lesson, _section in [
         "a layer that drops the LayerNorm along with a removed skip: the branch alone, a or f, "
         "instead of LayerNorm(a) or LayerNorm(f)",
         RESIDUAL_LESSON,
-        FOUR,
+        ALONE,
     ),
     (
         "removed-ffn-keeps-layernorm",
@@ -231,7 +242,7 @@ for _id, _tasks, _description, _lesson, _section in [
         "a layer that still applies output.LayerNorm when the feed-forward block is removed (`ffn=False`): "
         "a removed block is the identity, LayerNorm included",
         RESIDUAL_LESSON,
-        FOUR,
+        ALONE,
     ),
     (
         "cosine-not-normalised",
