@@ -136,6 +136,19 @@ def task_of(check) -> str | None:
     return f"{match.group(1)}.{match.group(2)}" if match else None
 
 
+def first_of_each_task(failed: list) -> list:
+    """The first of ``failed`` (verdicts in notebook order) for each task they are about: what the
+    table prints in full, since a notebook holds several tasks and each one's failure is news."""
+    seen: set[str] = set()
+    first = []
+    for check in failed:
+        task = task_of(check) or check.name
+        if task not in seen:
+            seen.add(task)
+            first.append(check)
+    return first
+
+
 def _ladder(task: str, check) -> tuple[str, Ladder] | None:
     """(count key, ladder) for a failed verdict of ``task``: its known mistake's, else the task's."""
     if check.mistake and check.lesson and check.section:
@@ -157,7 +170,7 @@ def advance(
         counts: key -> the step shown last time (``Shown.key``).
         forced: show this step (``--hint N``) and leave the counts as they were.
         verbose: a step for every failure, as ``--verbose`` prints them all (else each
-            notebook's first failure only, the one the table prints in full).
+            first failure of each task, the ones the table prints in full).
 
     A key failing again gets the next step (at most 3); every key of a task that passed (some
     grade cell checked it, none failed) is dropped.
@@ -176,7 +189,7 @@ def advance(
         if notebook.status != "failed":  # stopped or not gradable: nothing to say about the code
             continue
         failed = [c for c in notebook.checks if not c.passed and c.cause not in NOT_THE_CODE]
-        for check in failed if verbose else failed[:1]:
+        for check in failed if verbose else first_of_each_task(failed):
             task = task_of(check)
             found = _ladder(task, check) if task is not None else None
             if task is None or found is None or found[0] in seen:

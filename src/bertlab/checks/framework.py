@@ -220,7 +220,7 @@ class Task:
         weights and runs, so the checks after this one can judge the rest (``Task.run``)."""
         lines = [f"[Task {self.id}] {self.title}: {what}", *(f"  {d}" for d in details if d)]
         if mistake is not None:
-            lines.append("  " + mistake.hint())
+            lines.append("  " + mistake.hint(self.id))
         raise CheckFailed("\n".join(lines), mistake.id if mistake else None, values, cause, blocking)
 
     # Module tasks must not run transformers' own BERT code; analysis tasks (Task 7) are given it.

@@ -5,11 +5,12 @@ from __future__ import annotations
 import shutil
 
 from bertlab.grading.runner import Report
+from bertlab.hints import first_of_each_task
 
 
 def render(report: Report, verbose: bool = False) -> str:
-    """One row per task (task, score, status, first message), then each task's first failure in full
-    (every failure if ``verbose``)."""
+    """One row per notebook (task, score, status, first message), then the first failure of each
+    course task it holds in full (every failure if ``verbose``)."""
     rows = [
         (t.task, f"{t.score:g}/{t.max_score:g}", t.status, t.first_message.splitlines()[0] if t.first_message else "")
         for t in report.tasks
@@ -26,7 +27,7 @@ def render(report: Report, verbose: bool = False) -> str:
             lines.append("-" * min(len(lines[0]) + room, 120))
     for task in report.tasks:
         failed = [c for c in task.checks if not c.passed]
-        for check in failed if verbose else failed[:1]:
+        for check in failed if verbose else first_of_each_task(failed):
             lines += ["", f"{task.task} / {check.name} (0/{check.max_points:g} points):", check.message]
     advice = limit_advice({c.cause for t in report.tasks for c in t.checks if not c.passed})
     return "\n".join(lines + [""] * bool(advice) + advice)
