@@ -1712,6 +1712,120 @@ def _layer_runs_its_given_attention_on_a_pool():
     )
 
 
+# -- feedback that names the mistake and points the right way (issue 48, items 5 to 7) ------------
+
+WHY = "07-why-measured"
+SELF_OUTPUT_BODY = "hidden_states = self.dense(hidden_states)  # (B, T, H): heads mixed by W_O\n        " + (
+    BRANCH_DROPOUT_THEN_ADD
+)
+PRE_LN = "hidden_states = input_tensor + self.dropout(self.dense(self.LayerNorm(hidden_states)))"
+PRE_LN_NAMED = r"known mistake `pre-ln-order`\)\.\n  See lessons/06-layernorm \(section \"Post-LN and Pre-LN\"\)"
+
+
+@case(
+    "pre-ln-self-output",
+    ADD_NORM,
+    scores=6,
+    status="failed",
+    message=r"values differ(?s:.*)" + PRE_LN_NAMED,
+    must_fail=("test-4-1-values", "test-4-1-batches", "test-4-1-gradients"),
+)
+def _pre_ln_self_output():
+    """Task 4.1 in the Pre-LN order, x + dropout(sublayer(norm(x))), as ported from an implementation
+    of that order: the LayerNorm loads and has the config's eps, so the names cell passes; the values
+    are another order's, named with the lesson that compares the two. 4.2 keeps its 5: 6/10."""
+    return replace(right(ADD_NORM), "bert-self-output", SELF_OUTPUT_BODY, PRE_LN)
+
+
+@case(
+    "pre-ln-eps-1e-6-self-output",
+    ADD_NORM,
+    scores=5,
+    status="failed",
+    message=r"`self\.LayerNorm\.eps` is 1e-06(?s:.*)with eps = config\.layer_norm_eps yours still differ(?s:.*)"
+    + PRE_LN_NAMED,
+    must_fail=grade_ids(ADD_NORM, "test-4-1"),
+)
+def _pre_ln_eps_1e_6_self_output():
+    """The same port with its own eps, 1e-6: the names cell fails on the eps, but the eps is not what
+    moves the outputs by 1e+01. Its message measures the module again with the config's eps and names
+    the Pre-LN order, the mistake to fix, rather than the eps alone. 5/10."""
+    nb = replace(right(ADD_NORM), "bert-self-output", SELF_OUTPUT_BODY, PRE_LN)
+    return replace(
+        nb,
+        "bert-self-output",
+        "nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)",
+        "nn.LayerNorm(config.hidden_size, eps=1e-6)",
+    )
+
+
+# A ReLU's worst position may be positive (z = 0.75: ReLU 0.75, GELU 0.58) or negative: the message
+# must describe both sides, never "negative pre-activations" alone.
+RELU_BOTH_SIDES = r"z itself where z > 0 and exactly 0 where z < 0"
+
+
+RELU_CELLS = ("test-5-1-values", "test-5-1-batches")
+
+
+@case("relu-module-intermediate", FFN, scores=6, status="failed", message=RELU_BOTH_SIDES, must_fail=RELU_CELLS)
+def _relu_module_intermediate():
+    """Task 5.1 with `nn.ReLU()` as `intermediate_act_fn`: named, both sides of 0 described; its
+    names cell passes (ReLU has no weights). 6/9."""
+    return _relu_ffn()
+
+
+@case("relu-in-forward", FFN, scores=6, status="failed", message=RELU_BOTH_SIDES, must_fail=RELU_CELLS)
+def _relu_in_forward():
+    """Task 5.1 keeps its GELU attribute but applies torch.relu in forward: the same mistake. 6/9."""
+    return replace(right(FFN), "bert-intermediate", GELU_CALL, "hidden_states = torch.relu(hidden_states)")
+
+
+@case(
+    "residual-mean-over-padding",
+    WHY,
+    scores=8,
+    status="failed",
+    message=r"known mistake `residual-mean-includes-padding`",
+    must_fail=("test-7-1-values", "test-7-3-values"),
+)
+def _residual_mean_over_padding():
+    """Task 7.1 whose mean token averages all T positions (the notebook warns against padding) while
+    its norms keep to the real tokens: named. Task 7.3 calls it and fails too (the learner guide says
+    so); its message says that it is Task 7.1's mistake. 8/13."""
+    return replace(
+        right(WHY),
+        "relative-residual",
+        "mean = (hidden_states * real).sum(1, keepdim=True) / n",
+        "mean = hidden_states.mean(1, keepdim=True)",
+    )
+
+
+LOOPED_RESIDUAL = """    out = []
+    for x, m in zip(hidden_states, attention_mask):  # one sentence: (T, H), (T,)
+        mean = x.mean(0)  # the mean token
+        real = x[m.bool()]  # (n, H): the real tokens
+        out.append((real - mean).norm() / real.norm())
+    return torch.stack(out)
+"""
+
+
+@case(
+    "residual-mean-over-padding-looped",
+    WHY,
+    scores=8,
+    status="failed",
+    message=r"known mistake `residual-mean-includes-padding`",
+    must_fail=("test-7-1-values", "test-7-3-values"),
+)
+def _residual_mean_over_padding_looped():
+    """The same mistake written one sentence at a time: the real tokens picked by boolean indexing
+    for the norms, the mean taken over the whole row. Named alike: 8/13."""
+    nb = right(WHY)
+    target = cell(nb, "relative-residual")
+    target.source = target.source[: target.source.index("    real = attention_mask")] + LOOPED_RESIDUAL
+    return nb
+
+
 # -- the course directory ---------------------------------------------------------------------------
 
 
