@@ -270,6 +270,16 @@ def test_a_failure_naming_no_mistake_shows_its_tasks_ladder():
     assert "Hint 1 of 3 for Task 3.2 (known mistake `no-scaling`), what to look at:" in hints.render(named)
 
 
+def test_a_stub_not_yet_written_does_not_climb():
+    """`make start` grades the untouched notebooks: their "not implemented yet" is no attempt, and the
+    learner's first real failure at the same stage shows step 1."""
+    names = dataclasses.replace(_failed(mistake=None, lesson=(None, None)), tasks=["3.2"], stage="names")
+    stub = _report(dataclasses.replace(names, stub=True))
+    assert _grades(stub, stub, _report(names), _report(names)) == [[], [], [("3.2 names", 1)], [("3.2 names", 2)]]
+    _, counts = hints.advance(stub, {"3.2 names": 2})
+    assert counts == {"3.2 names": 2}, "a stub is no pass either"
+
+
 def test_no_ladder_when_the_notebook_was_stopped_or_tampered_with():
     timeout = _report(_failed(mistake=None, lesson=(None, None), cause="timeout"), status="timeout")
     tampered = _report(_failed(mistake=None, lesson=(None, None), cause="tampering"))
@@ -363,6 +373,12 @@ def test_counts_kept_beside_the_site_move_to_the_cache(grading, capsys, tmp_path
     assert sorted(p.name for p in site.iterdir()) == ["progress.json"], "the Progress page lost its data"
 
 
+def test_grading_the_untouched_notebooks_first_leaves_the_first_real_failure_at_step_1(grading, capsys):
+    stub = dataclasses.replace(_failed(), stub=True)
+    grading += [_report(stub), _report(_failed()), _report(_failed())]
+    assert [_steps_shown(_run(capsys)) for _ in range(3)] == [[], [1], [2]]
+
+
 def test_grade_shows_the_next_step_each_time_and_starts_over_after_a_pass(grading, capsys, tmp_path):
     out = tmp_path / "site"
     fail, ok = _report(_failed()), _report(_passed(), _passed("test-3-2-masks"))
@@ -413,7 +429,7 @@ def test_hint_counts_are_read_safely(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_a_graded_notebooks_verdicts_climb_their_ladders(graded):  # noqa: F811
     """Task 3 graded with the scaling left out, Task 4 as released (stubs), Task 5 solved: the
-    judge's verdicts name what the ladders need (mistake, lesson, section, grade cell)."""
+    judge's verdicts name what the ladders need (mistake, lesson, section, grade cell, stub)."""
     data, _, _ = graded
     report = Report(
         [
@@ -421,12 +437,14 @@ def test_a_graded_notebooks_verdicts_climb_their_ladders(graded):  # noqa: F811
             for t in data["tasks"]
         ]
     )
-    counts = {"5.1 test-5-1-values": 2}  # Task 5 failed before; it passes now
-    seen = []
-    for _ in range(3):
+    stubs = {t["task"]: {c["stub"] for c in t["checks"] if not c["passed"]} for t in data["tasks"]}
+    assert stubs == {"03-self-attention": {False}, "04-attention-output": {True}, "05-feed-forward": set()}
+    # Task 5 failed before and passes now; Task 4.1 failed once, then went back to its stub
+    counts = {"5.1 test-5-1-values": 2, "4.1 names": 1}
+    for n in (1, 2, 3):
         shown, counts = hints.advance(report, counts)
-        seen.append({s.key: (s.step, s.ladder.subject) for s in shown})
-    assert seen == [
-        {"3.1 no-scaling": (n, "known mistake `no-scaling`"), "4.1 names": (n, "Task 4.1")} for n in (1, 2, 3)
-    ]
+        seen = {s.key: (s.step, s.ladder.subject) for s in shown}
+        assert seen["3.1 no-scaling"] == (n, "known mistake `no-scaling`")
+        assert not [key for key in seen if key.startswith("4.")], "Task 4's stubs climbed a ladder"
     assert "5.1 test-5-1-values" not in counts
+    assert counts["4.1 names"] == 1, "a stub left where it was"

@@ -188,7 +188,8 @@ def advance(
     for notebook in report.tasks:
         if notebook.status != "failed":  # stopped or not gradable: nothing to say about the code
             continue
-        failed = [c for c in notebook.checks if not c.passed and c.cause not in NOT_THE_CODE]
+        # a stub not written yet is no attempt: it neither climbs a ladder nor shows a step
+        failed = [c for c in notebook.checks if not c.passed and c.cause not in NOT_THE_CODE and not c.stub]
         for check in failed if verbose else first_of_each_task(failed):
             task = task_of(check)
             found = _ladder(task, check) if task is not None else None

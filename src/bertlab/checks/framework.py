@@ -43,7 +43,8 @@ class CheckFailed(AssertionError):
     ``values`` holds the compared tensors when values differ (for ``heatmap``), else None.
     Whatever decides on a failure reads its fields, never its text: ``mistake`` (a known
     mistake's id), ``cause`` (``"values"`` when outputs differ from HF's, ``"raised"`` when the
-    learner's code raised, else None), ``values``, ``stage`` (the stage that failed, set by
+    learner's code raised, ``"not_implemented"`` when it raised NotImplementedError, a stub not
+    written yet, else None), ``values``, ``stage`` (the stage that failed, set by
     ``Task.run``) and ``blocking`` (False when it names one attribute of a module that still builds,
     loads the pretrained weights and runs: the checks after it can judge the rest, see ``Task.run``).
     The text is written once, by ``Task.fail``, and grows only by ``adding`` lines under it.
@@ -262,6 +263,7 @@ class Task:
             self.fail(
                 f"not implemented yet: {what} raises NotImplementedError.",
                 "Replace `# YOUR CODE HERE` and `raise NotImplementedError()` with your implementation.",
+                cause="not_implemented",
             )
         if outcome.kind == "shortcut":
             self.fail(

@@ -138,6 +138,8 @@ def judge_notebook(
                         section=known.section if known else None,
                         tasks=checked,
                         stage=getattr(err, "stage", None),
+                        # a stub the check called, or one a check's own code called through the proxy
+                        stub=getattr(err, "cause", None) == "not_implemented" or isinstance(err, NotImplementedError),
                     )
                 )
             else:
