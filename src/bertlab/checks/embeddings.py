@@ -152,11 +152,11 @@ class BertEmbeddingsTask(ModuleTask):
     def call_forms(self, ctx):
         return call_forms.embeddings_forms(ctx, token_types=True)
 
-    def compare_gradients(self, grads: dict, expected: dict, how: str) -> None:
+    def compare_gradients(self, grads: dict, expected: dict, how: str, hint: str = "") -> None:
         """A ``padding_idx`` on another row than HF's shows as two rows of the word table's gradient:
         named so, where the generic message would look for a cut graph."""
         try:
-            super().compare_gradients(grads, expected, how)
+            super().compare_gradients(grads, expected, how, hint)
         except CheckFailed:
             got, want = grads["params"].get("word_embeddings.weight"), expected["params"]["word_embeddings.weight"]
             if got is None or got.shape != want.shape:

@@ -349,9 +349,11 @@ def invoke(
     try:
         if watch is not None:
             sys.setprofile(watch)
-        probed = located_dropout.patched(located) if located is not None else contextlib.nullcontext()
-        with torch.set_grad_enabled(grad), _weights_loaded_later(fn), probed, parts_only:
-            value = fn(*call_args, **call_kwargs)
+        with torch.set_grad_enabled(grad), _weights_loaded_later(fn), parts_only:
+            if located is None:
+                value = fn(*call_args, **call_kwargs)
+            else:
+                value = located_dropout.patched(located).run(lambda: fn(*call_args, **call_kwargs))
     except NotImplementedError:
         return _refused(forbid_shortcuts) or Outcome("not_implemented")
     except (Exception, SystemExit) as err:  # noqa: BLE001  (learner code may raise anything, sys.exit() included)
@@ -559,16 +561,19 @@ def gradients(
         for param in module.parameters():  # the grader's parts share their tensors between checks:
             param.grad = None  # what an earlier check's backward left must not add to this one's
     kwargs = {k: (v.detach().clone().requires_grad_(True) if k in grad_names else _copy(v)) for k, v in kwargs.items()}
-    outcome = invoke(fn, _copy(args), kwargs, grad=True, forbid_shortcuts=forbid_shortcuts, located=located)
-    if outcome.kind != "ok":
-        return outcome
-    tensors = [t for t in _tensors(outcome.value) if t.is_floating_point()]
-    loss = weighted_sum(tensors, seed)
-    connected = isinstance(loss, torch.Tensor) and loss.requires_grad
-    if connected:
-        done = invoke(loss.backward, grad=True)
-        if done.kind != "ok":
-            return done
+    # One replay for the forward and its backward: a checkpoint runs the forward again in
+    # backward, and draws HF's masks again only from the random state it preserved.
+    with located_dropout.session(located) if located is not None else contextlib.nullcontext():
+        outcome = invoke(fn, _copy(args), kwargs, grad=True, forbid_shortcuts=forbid_shortcuts, located=located)
+        if outcome.kind != "ok":
+            return outcome
+        tensors = [t for t in _tensors(outcome.value) if t.is_floating_point()]
+        loss = weighted_sum(tensors, seed)
+        connected = isinstance(loss, torch.Tensor) and loss.requires_grad
+        if connected:
+            done = invoke(loss.backward, grad=True, located=located)
+            if done.kind != "ok":
+                return done
     params = (
         {n: (None if p.grad is None else p.grad.detach().clone()) for n, p in module.named_parameters()}
         if module

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 import torch
 
+from bertlab.checks import hand_drawn
+
 SEED = 0
 _NAMES = ("dropout", "dropout_")  # out of place, in place
 # Matching a piece of activations with HF's: the values agree to rounding (a right module computes
@@ -90,6 +92,13 @@ def locate(x: torch.Tensor, drawn: list[Drawn], index: ValueIndex | None = None)
     recorded input holds ``x``. ``index`` (one per replay) skips, before any layout is tried, the
     recorded inputs that lack some of ``x``'s values, and tries first the one after the last found.
     """
+    found = where(x, drawn, index)
+    return None if found is None else found[0].keep.reshape(-1)[found[1]]
+
+
+def where(x: torch.Tensor, drawn: list[Drawn], index: ValueIndex | None = None) -> tuple[Drawn, torch.Tensor] | None:
+    """The recorded input ``x`` is a piece of (``locate``), and the flat position in it of each of
+    ``x``'s elements (int64, x's shape); or None."""
     values = x.detach().float()
     if values.numel() == 0:
         return None
@@ -100,6 +109,7 @@ def locate(x: torch.Tensor, drawn: list[Drawn], index: ValueIndex | None = None)
         tolerance = ATOL + RTOL * float(d.given.abs().max())
         if not index.may_hold(d, values, tolerance):
             continue
+        positions = torch.arange(d.given.numel()).view(d.given.shape)
         theirs_flat = [(theirs, d.given.permute(theirs).reshape(-1)) for theirs in _layouts(d.given.shape)]  # (N,)
         for mine in _layouts(values.shape):
             flat = values.permute(mine).reshape(-1)  # (n,)
@@ -107,9 +117,9 @@ def locate(x: torch.Tensor, drawn: list[Drawn], index: ValueIndex | None = None)
                 start = _offset(flat, hf_flat, tolerance)
                 if start is not None:
                     index.found(d)
-                    keep = d.keep.permute(theirs).reshape(-1)[start : start + flat.numel()]
+                    at = positions.permute(theirs).reshape(-1)[start : start + flat.numel()]
                     inverse = [mine.index(i) for i in range(len(mine))]
-                    return keep.reshape([values.shape[i] for i in mine]).permute(inverse)
+                    return d, at.reshape([values.shape[i] for i in mine]).permute(inverse)
     return None
 
 
@@ -223,21 +233,120 @@ def _smaller_than_hf(x: torch.Tensor, drawn: list[Drawn]) -> bool:
     return bool(drawn) and all(x.numel() < d.given.numel() for d in drawn)
 
 
+class Session:
+    """One replay of HF's draws in the learner's process: a call, and its backward if asked for.
+
+    Each element HF dropped is decided once, by whichever draw reaches it first: torch's dropout
+    called by name (``replay``) or a draw of the learner's own (``hand_drawn.Coupling``). A draw
+    is known by the generator's state it starts from, as torch's own would be: the same state
+    again (``torch.utils.checkpoint`` running the forward again in backward, with the random state
+    preserved) decides the same elements alike; another state draws afresh, as torch would.
+    """
+
+    def __init__(self, recorded: list[Drawn]):
+        self.recorded = recorded
+        self.indexes: dict[float, ValueIndex] = {}
+        self.owners: dict[int, torch.Tensor] = {}  # id(Drawn) -> claimant number of each element (0: none)
+        self.claimants: dict[object, int] = {}
+        self.coupling = hand_drawn.Coupling(self.locate)
+        self.coupling.keep_shared_whole = isinstance(recorded, SmallKept)
+        self.ran = False
+
+    def _index(self, p: float) -> ValueIndex:
+        if p not in self.indexes:
+            self.indexes[p] = ValueIndex([d for d in self.recorded if d.p == p])
+        return self.indexes[p]
+
+    def _claim(self, d: Drawn, at: torch.Tensor, claimant) -> bool:
+        owners = self.owners.setdefault(id(d), torch.zeros(d.given.numel(), dtype=torch.int64))
+        number = self.claimants.setdefault(claimant, len(self.claimants) + 1)
+        held = owners[at.reshape(-1)]
+        if bool(((held != 0) & (held != number)).any()):
+            return False
+        owners[at.reshape(-1)] = number
+        return True
+
+    def locate(self, x: torch.Tensor, claimant) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """HF's keep-mask of ``x``'s elements and their p, where ``x`` (or ``x`` times 1 - p: the
+        scaling done first) is a piece of a recorded input none but ``claimant`` decided yet."""
+        paused, self.coupling.paused = self.coupling.paused, True
+        try:
+            for p in sorted({d.p for d in self.recorded}):
+                for values in (x, x.detach() * (1 - p)):
+                    found = where(values, [d for d in self.recorded if d.p == p], self._index(p))
+                    if found is None:
+                        continue
+                    d, at = found
+                    if claimant is not None and not self._claim(d, at, claimant):
+                        return None
+                    return d.keep.reshape(-1)[at], torch.full(at.shape, p)
+            return None
+        finally:
+            self.coupling.paused = paused
+
+    def replay(self, x: torch.Tensor, p: float, in_place: bool) -> torch.Tensor:
+        """torch's dropout called by name: HF's mask of the elements ``x`` holds (see module doc)."""
+        paused, self.coupling.paused = self.coupling.paused, True
+        try:
+            key = hand_drawn.state_key()
+            fresh = torch.rand(x.shape) >= p  # moves the generator on, as torch's dropout would
+            found = where(x, [d for d in self.recorded if d.p == p], self._index(p))
+            if found is not None and self._claim(found[0], found[1], ("torch", key)):
+                keep = found[0].keep.reshape(-1)[found[1]]
+            elif found is not None:  # decided already from another state: torch would draw afresh
+                keep = fresh
+            else:
+                whole = isinstance(self.recorded, SmallKept) and _smaller_than_hf(
+                    x, [d for d in self.recorded if d.p == p]
+                )
+                keep = torch.ones(x.shape, dtype=torch.bool) if whole else _own_mask(x, p)
+            return _apply(x, keep, p, in_place)
+        finally:
+            self.coupling.paused = paused
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        """Inside, torch's dropout replays HF's draws and the learner's own draws are coupled with
+        them; TorchScript runs its graphs as written (its optimised graphs draw by other operators)."""
+        optimize = torch._C._get_graph_executor_optimize()
+        torch._C._set_graph_executor_optimize(False)
+        try:
+            with _patched(self.replay), self.coupling:
+                yield
+        finally:
+            torch._C._set_graph_executor_optimize(optimize)
+
+    def run(self, call):
+        """``call()`` replaying HF's draws: once, and once more when the learner draws by hand
+        (``hand_drawn``: the first run pairs the draws, the second decides them as HF did)."""
+        with self.active():
+            value = call()
+            if self.ran or not self.coupling.paired():
+                self.ran = True
+                return value
+            self.ran = True
+            del value
+            self.coupling.rewind()
+            return call()
+
+
+_sessions: list[Session] = []  # the session a ``gradients`` call keeps open for its backward
+
+
 @contextlib.contextmanager
-def patched(recorded: list[Drawn]) -> Iterator[None]:
-    """Inside, every dropout applies the recorded mask of the elements it is given (learner's side)."""
+def session(recorded: list[Drawn]) -> Iterator[Session]:
+    """A replay of ``recorded`` that the calls inside share (``patched`` finds it): a forward and
+    the backward that may run it again."""
+    _sessions.append(Session(recorded))
+    try:
+        yield _sessions[-1]
+    finally:
+        _sessions.pop()
 
-    indexes: dict[float, ValueIndex] = {}
 
-    def replay(x: torch.Tensor, p: float, in_place: bool) -> torch.Tensor:
-        same_p = [d for d in recorded if d.p == p]
-        if p not in indexes:
-            indexes[p] = ValueIndex(same_p)
-        keep = locate(x, same_p, indexes[p])
-        if keep is None:
-            whole = isinstance(recorded, SmallKept) and _smaller_than_hf(x, same_p)
-            keep = torch.ones(x.shape, dtype=torch.bool) if whole else _own_mask(x, p)
-        return _apply(x, keep, p, in_place)
-
-    with _patched(replay):
-        yield
+def patched(recorded: list[Drawn]) -> Session:
+    """The session replaying ``recorded`` in the learner's process: the open one, else a new one.
+    ``Session.run(call)`` runs a call in it (learner's side)."""
+    if _sessions and _sessions[-1].recorded is recorded:
+        return _sessions[-1]
+    return Session(recorded)

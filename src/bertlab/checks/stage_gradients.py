@@ -50,7 +50,7 @@ class GradientChecks(ModuleBase):
         given = [k for k in grad_inputs if k in kwargs]
         hf.requires_grad_(True).train(located is not None)
         try:
-            with located_dropout.patched(located) if located is not None else contextlib.nullcontext():
+            with located_dropout.patched(located).active() if located is not None else contextlib.nullcontext():
                 tensors = [t for t in self.raw_order(self.call(hf, kwargs)) if t.is_floating_point()]
             grads = torch.autograd.grad(
                 weighted_sum(tensors, seed), [*params.values(), *(kwargs[k] for k in given)], allow_unused=True
@@ -99,8 +99,9 @@ class GradientChecks(ModuleBase):
         self.compare_gradients(grads, expected, f"in eval mode, same weights, inputs and upstream gradient{how}")
         return seed
 
-    def compare_gradients(self, grads: dict, expected: dict, how: str) -> None:
-        """Fail where the learner's gradients (``harness.gradients``'s value) differ from HF's."""
+    def compare_gradients(self, grads: dict, expected: dict, how: str, hint: str = "") -> None:
+        """Fail where the learner's gradients (``harness.gradients``'s value) differ from HF's;
+        ``hint`` says what the difference means (default: the eval-mode one, values being right)."""
         if [tuple(s) for s in grads["shapes"]] != expected["shapes"]:
             self.fail(f"forward returns tensors of shapes {grads['shapes']}; HF's returns {expected['shapes']}")
         params = grads["params"]
@@ -114,7 +115,8 @@ class GradientChecks(ModuleBase):
                 self.fail(
                     f"the gradient of {what} differs from HF's (max abs diff {worst:.1e}, largest "
                     f"{float(want.abs().max()):.1e}), {how}",
-                    "The values are right, so something is cut from the graph or computed outside it: "
+                    hint
+                    or "The values are right, so something is cut from the graph or computed outside it: "
                     "a .detach(), .data, torch.no_grad() or a number taken out with .item().",
                 )
 
@@ -148,7 +150,7 @@ class GradientChecks(ModuleBase):
             )
         grads = self.outcome_value(outcome, "forward and backward in train mode", args, kwargs)
         expected = self.reference_gradients(ctx, layer, inputs, seed, located=drawn)
-        self.compare_gradients(grads, expected, "in train mode, with HF's dropout masks")
+        self.compare_gradients(grads, expected, "in train mode, with HF's dropout masks", TRAIN_ONLY)
 
 
 # Gradients are sums over the batch and the sequence, taken in another order than HF's: float32
@@ -156,3 +158,13 @@ class GradientChecks(ModuleBase):
 # arithmetic (the key's bias: softmax ignores what all keys share) is float32 noise on both sides,
 # of the order of the largest gradient's rounding: hence a floor relative to the largest.
 GRAD_RTOL, GRAD_NOISE = 1e-3, 1e-5
+
+# What a gradient wrong in train mode alone measures: the eval-mode gradients and the train-mode
+# values (the dropout check) are HF's, so the backward is not the forward's dropout.
+TRAIN_ONLY = (
+    "Measured: in eval mode these gradients are HF's, and in train mode your values are (the dropout "
+    "check); only the train-mode backward differs. Its dropout is not the one the forward applied: a mask "
+    "drawn again for backward (torch.utils.checkpoint with preserve_rng_state=False runs the forward "
+    "again and draws new masks), or a backward written by hand that does not multiply by the same mask "
+    "and 1 / (1 - p)."
+)
