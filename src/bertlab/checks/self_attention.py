@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from bertlab import diagnose
-from bertlab.checks import call_forms
+from bertlab.checks import call_forms, located_dropout
 from bertlab.checks.compare import allclose
 from bertlab.checks.eager_call_watch import Training, answers_as_hf, eager_call_seen, hf_eager_attention_forward
 from bertlab.checks.framework import MASKED_STAGES, CheckFailed, Context, is_reference
@@ -18,6 +18,7 @@ from bertlab.checks.module_task import ModuleTask
 from bertlab.checks.other_config import config_sizes
 from bertlab.diagnose import common as placement
 from bertlab.diagnose import self_attention as flawed  # importing it registers the mistakes
+from bertlab.diagnose.dropout_measured import measured
 from bertlab.masks import additive_mask, random_padding
 
 CONTEXT_DIMS = ("batch", "token", "dim")
@@ -327,18 +328,30 @@ class EagerAttentionForwardTask(BertSelfAttentionTask):
                     "Apply nn.functional.dropout(attn_weights, p=dropout, training=module.training).",
                 )
             # The pretrained model's 0.1 typed in acts like `dropout` when dropout is 0.1: another p
-            # tells them apart. From one seed, HF's function and the learner's must drop alike.
+            # tells them apart. HF's function drops first, its draws recorded; the learner's then
+            # drops each element as HF did, however it draws (``located_dropout``, ``hand_drawn``).
             other = {**inputs, "dropout": OTHER_DROPOUT}
-            got = self.call(fn, other, training=True, seed=placement.SEED)
-            expected = self.call(
-                ctx.model.get_submodule(self.hf_path.format(layer=0)), other, training=True, seed=placement.SEED
+            hf = ctx.model.get_submodule(self.hf_path.format(layer=0))
+            with located_dropout.recording() as recorded:
+                expected = self.call(hf, other, training=True)
+            with located_dropout.replaying(recorded):
+                got = self.call(fn, other, training=True)
+            if all(allclose(expected[k], got[k], self.atol) for k in expected):
+                return
+            seeded = self.call(fn, other, training=True, seed=placement.SEED)
+            hf_seeded = self.call(hf, other, training=True, seed=placement.SEED)
+            if all(allclose(v, seeded[k], self.atol) for k, v in hf_seeded.items()):
+                return
+            plain = self.call(hf, {**other, "dropout": 0.0})["attn_weights"]
+            self.fail(
+                f"with module.training=True and dropout={OTHER_DROPOUT}, the attention weights differ from "
+                "HF's, with HF's dropout decisions given to every random draw of yours",
+                measured(got[dropped], plain, expected["attn_weights"], OTHER_DROPOUT, PROBS_DIMS)
+                if dropped == "attn_weights"
+                else "",
+                "Apply nn.functional.dropout(attn_weights, p=dropout, training=module.training) to the "
+                "softmax's output.",
             )
-            if not all(allclose(expected[k], got[k], self.atol) for k in expected):
-                self.fail(
-                    f"with module.training=True and dropout={OTHER_DROPOUT}, the attention weights differ from "
-                    "HF's from the same seed: is the probability typed in instead of read from `dropout`?",
-                    "Apply nn.functional.dropout(attn_weights, p=dropout, training=module.training).",
-                )
 
 
 OTHER_DROPOUT = 0.3  # not the pretrained model's 0.1
