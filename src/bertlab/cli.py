@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from bertlab.instructor import platform_cli
 from bertlab.settings import DEFAULT_JOBS, DEFAULTS
 
 _JOBS_DEFAULT = f"bertlab.toml's grade.jobs, else {DEFAULT_JOBS}"
@@ -97,6 +98,7 @@ def _parser() -> argparse.ArgumentParser:
         "--check", action="store_true", help="do not write; exit 1 if exercises/ differs from a fresh release"
     )
     _autograde_parser(sub)
+    platform_cli.add_parsers(sub)  # gradescope, classroom
     return parser
 
 
@@ -395,6 +397,8 @@ def main(argv: list[str] | None = None) -> int:
         from bertlab.instructor.cli import run
 
         return run(args)
+    if args.command in ("gradescope", "classroom"):
+        return platform_cli.run(args)
     _parser().print_help()
     return 2
 
