@@ -106,6 +106,29 @@ print(model.encoder.layer[0])
 #
 # ## Every tensor, mapped
 #
+# A parameter's name is the path to its module, and a module can hold more than one tensor. The
+# list below shows those of the embeddings, the first layer and the pooler; a census then counts
+# them per layer.
+#
+# {{ predict: tensors_per_layer }}
+
+# %% tags=["remove-input"]
+# A question before the list and the census: the build selects its answer from the number recorded below.
+from bertlab.experiments import predictions as ask
+
+ask.predict("tensors_per_layer", "How many named tensors does one layer hold?", [
+    ask.between("tensors_per_layer", 20, None, "24 or more", "That would hold if every head had its own "
+                "query, key and value tensors. The heads' matrices are stacked into one `Linear` each."),
+    ask.between("tensors_per_layer", 14, 20, "16", "{{ tensors_per_layer }}: query, key, value, $W^O$, "
+                "$W_1$ and $W_2$ each have a weight and a bias, and the two LayerNorms a gain and a shift each."),
+    ask.between("tensors_per_layer", 9, 14, "12", "Counting only the weights of attention and the FFN, "
+                "with their biases, leaves out the two LayerNorms, a gain and a shift each."),
+    ask.between("tensors_per_layer", None, 9, "about 6", "One tensor per box of the diagram: that would "
+                "hold if a `Linear` were one tensor and a LayerNorm one. Each `Linear` has a weight and a "
+                "bias, each LayerNorm a gain and a shift."),
+], section="Every tensor, mapped")
+
+# %% [markdown]
 # `locate` (in `bertlab.experiments.census`) maps a parameter name onto one of six parts and
 # refuses any name it cannot place. The embeddings, the first layer and the pooler:
 
@@ -145,24 +168,6 @@ for name, p in model.named_parameters():
 #
 # The other layers repeat the first layer's names with another index. The census below places
 # all of the model's tensors and counts them per layer:
-#
-# {{ predict: tensors_per_layer }}
-
-# %% tags=["remove-input"]
-# A question before the census: its answer is selected by the build from the number recorded below.
-from bertlab.experiments import predictions as ask
-
-ask.predict("tensors_per_layer", "How many named tensors does one layer hold?", [
-    ask.between("tensors_per_layer", None, 9, "about 6", "One tensor per box of the diagram: that would "
-                "hold if a `Linear` were one tensor and a LayerNorm one. Each `Linear` has a weight and a "
-                "bias, each LayerNorm a gain and a shift."),
-    ask.between("tensors_per_layer", 9, 14, "12", "Counting only the weights of attention and the FFN, "
-                "with their biases, leaves out the two LayerNorms, a gain and a shift each."),
-    ask.between("tensors_per_layer", 14, 20, "16", "{{ tensors_per_layer }}: query, key, value, $W^O$, "
-                "$W_1$ and $W_2$ each have a weight and a bias, and the two LayerNorms a gain and a shift each."),
-    ask.between("tensors_per_layer", 20, None, "24 or more", "That would hold if every head had its own "
-                "query, key and value tensors. The heads' matrices are stacked into one `Linear` each."),
-], section="Every tensor, mapped")
 
 # %%
 names = [name for name, _ in model.named_parameters()]
@@ -357,12 +362,12 @@ shares = {label: groups["embeddings"] / sum(groups.values()) for label, groups i
 claims.value("embedding_share_minilm", shares["minilm"], "{:.1%}")
 claims.value("embedding_share_base", shares["base"], "{:.1%}")
 ask.check("check_ffn_below_two_thirds", "Compared with two thirds, the FFN's share of a layer is:", [
-    ask.holds("ffn_share_below_two_thirds", "just below", "Attention's LayerNorm and biases add $6H$ to its "
-              "$4H^2$ weights, the FFN's add $7H$ to its $8H^2$: the small terms tip the ratio just under "
-              "two thirds, {{ ffn_share_of_layer }} in all-MiniLM-L6-v2."),
     ask.fails("ffn_share_below_two_thirds", "exactly two thirds, or above", "That would hold if only the "
               "weight matrices counted. The biases and LayerNorms count too, and weigh more on attention's "
               "side relative to its size."),
+    ask.holds("ffn_share_below_two_thirds", "just below", "Attention's LayerNorm and biases add $6H$ to its "
+              "$4H^2$ weights, the FFN's add $7H$ to its $8H^2$: the small terms tip the ratio just under "
+              "two thirds, {{ ffn_share_of_layer }} in all-MiniLM-L6-v2."),
 ], section="The FFN is about two thirds of every layer")
 ask.check("check_ffn_share_with_width", "Whose layer has its FFN share nearer two thirds?", [
     ask.holds("ffn_share_nearer_two_thirds_when_wider", "BERT-base's (H = 768)", "The terms in $H$ shrink "
@@ -372,12 +377,12 @@ ask.check("check_ffn_share_with_width", "Whose layer has its FFN share nearer tw
               "with $H^2$."),
 ], section="The FFN is about two thirds of every layer")
 ask.check("check_embedding_share", "In which model do the embeddings take the larger share of all parameters?", [
-    ask.holds("embeddings_larger_share_when_narrow", "all-MiniLM-L6-v2", "The word-embedding table grows "
-              "with $H$, the layers with $H^2$: in the narrow model the table weighs more, "
-              "{{ embedding_share_minilm }} of the model against {{ embedding_share_base }} in BERT-base."),
     ask.fails("embeddings_larger_share_when_narrow", "BERT-base", "That would hold if the embeddings grew "
               "as fast as the layers with the width. The table has one row of $H$ numbers per "
               "vocabulary entry: it grows with $H$, the layers with $H^2$."),
+    ask.holds("embeddings_larger_share_when_narrow", "all-MiniLM-L6-v2", "The word-embedding table grows "
+              "with $H$, the layers with $H^2$: in the narrow model the table weighs more, "
+              "{{ embedding_share_minilm }} of the model against {{ embedding_share_base }} in BERT-base."),
 ], section="The FFN is about two thirds of every layer")
 
 # %% tags=["remove-input"]

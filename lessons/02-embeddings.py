@@ -90,12 +90,12 @@ from bertlab.experiments import predictions as ask
 
 ask.predict("embeddings_residual", "Every sub-layer of the encoder computes $\\mathrm{LN}(x + F(x))$. Which "
             "formula reproduces `model.embeddings`, with $z$ the sum of the three lookups?", [
-    ask.holds("embeddings_have_no_residual", "$\\mathrm{LN}(z)$: no residual", "$\\mathrm{LN}(z)$ matches "
-              "the module to {{ no_skip_diff }}, $z + \\mathrm{LN}(z)$ is off by {{ with_skip_diff }}. There is "
-              "no stream yet to carry around the embeddings: their LayerNorm starts it."),
     ask.fails("embeddings_have_no_residual", "$z + \\mathrm{LN}(z)$: a residual, as in the layers", "That "
               "would hold if the embeddings were a sub-layer adding an update to a stream that already exists, "
               "like attention or the FFN. They compute the stream's first value, $x_0$."),
+    ask.holds("embeddings_have_no_residual", "$\\mathrm{LN}(z)$: no residual", "$\\mathrm{LN}(z)$ matches "
+              "the module to {{ no_skip_diff }}, $z + \\mathrm{LN}(z)$ is off by {{ with_skip_diff }}. There is "
+              "no stream yet to carry around the embeddings: their LayerNorm starts it."),
 ], section="The embeddings by hand")
 
 # %%
@@ -541,30 +541,34 @@ _ = claims.value("word_over_other_norms", part_norms["word"].mean()
                  / max(part_norms["position"].mean(), part_norms["token type"].mean()), "{:.1f}")
 ask.predict("position_similarity", "The position vectors are learned from scratch. How similar are the "
             "vectors of two positions, as their distance grows?", [
-    ask.between("near_minus_far_cosine", 0, None, "more similar when nearer", "The mean cosine of positions "
-                "up to five apart is {{ near_cosine }}, of positions twenty to forty apart {{ far_cosine }}: "
-                "near in the sentence is near in the table."),
+    ask.between("near_minus_far_cosine", 0.2, None, "clearly more similar when nearer (mean cosine higher "
+                "by 0.2 or more)", "The mean cosine of positions up to five apart is {{ near_cosine }}, of "
+                "positions twenty to forty apart {{ far_cosine }}: near in the sentence is near in the table."),
+    ask.between("near_minus_far_cosine", 0, 0.2, "barely more similar when nearer (higher by less than 0.2)",
+                "That would hold if nothing but chance tied neighbouring rows together, each learned on its "
+                "own. Neighbouring positions see the same words in nearly the same contexts, and training "
+                "pulled their rows together: the difference is {{ near_minus_far_cosine }}."),
     ask.between("near_minus_far_cosine", None, 0, "no more similar when nearer", "That would hold if "
                 "training had left the randomly initialised rows as they were. It shaped them by where words "
                 "stand."),
 ], section="What the position table learned")
 ask.check("check_largest_term", "Of the three vectors added into $z_t$ (word, position, token type), which is "
           "the largest on average?", [
-    ask.between("word_over_other_norms", 1.25, None, "the word vector", "Its mean norm is {{ word_norm }}, "
-                "against {{ position_norm }} for the position vector and {{ type_norm }} for the token-type "
-                "vector {{ claim: word_table_dominates }}."),
+    ask.between("word_over_other_norms", None, 0.8, "the position or the token-type vector", "That would "
+                "hold if where a token stands mattered more to the model than what it is."),
     ask.between("word_over_other_norms", 0.8, 1.25, "all three about the same", "That would hold if the "
                 "tables had been trained to balance each other. Nothing asks them to: the word table "
                 "carries most of what a token is."),
-    ask.between("word_over_other_norms", None, 0.8, "the position or the token-type vector", "That would "
-                "hold if where a token stands mattered more to the model than what it is."),
+    ask.between("word_over_other_norms", 1.25, None, "the word vector", "Its mean norm is {{ word_norm }}, "
+                "against {{ position_norm }} for the position vector and {{ type_norm }} for the token-type "
+                "vector {{ claim: word_table_dominates }}."),
 ], section="How big is each part?")
 ask.check("check_segment_b", "In a sentence pair `[CLS] A [SEP] B [SEP]`, where does the second segment's token type begin?", [
+    ask.fails("b_starts_after_first_sep", "at the first `[SEP]`, or elsewhere", "That would hold if the "
+              "separator belonged to the sentence after it. The tokenizer gives it to the sentence it closes."),
     ask.holds("b_starts_after_first_sep", "right after the first `[SEP]`", "The `[SEP]` that closes A still "
               "has A's type; B starts at position {{ b_start }}, right after it "
               "{{ claim: b_starts_after_first_sep }}."),
-    ask.fails("b_starts_after_first_sep", "at the first `[SEP]`, or elsewhere", "That would hold if the "
-              "separator belonged to the sentence after it. The tokenizer gives it to the sentence it closes."),
 ], section="Token types in use: a sentence pair")
 ask.check("check_position_directions", "Positions are added to the word vectors, not concatenated. Do the "
           "trained word vectors use the directions the positions occupy?", [

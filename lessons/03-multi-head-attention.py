@@ -282,17 +282,17 @@ from bertlab.experiments import predictions as ask
 
 ask.predict("bool_mask_padding", "With the bool mask added, what share of a real query's attention goes to "
             "the padding keys, on average over the padded sentences?", [
-    ask.between("bool_padding_percent", None, 1, "almost none, below 1%", "That would hold if `False` "
-                "became a large negative number, as in the additive mask. It becomes zero: padding is lowered "
-                "by one against the real keys, not removed."),
-    ask.between("bool_padding_percent", 1, 5, "1% to 5%", "A padding key keeps its weight divided by $e$; "
-                "a share this small would take sentences with little padding."),
-    ask.between("bool_padding_percent", 5, 30, "5% to 30%", "Padding keeps {{ bool_padding_share }} of the "
-                "attention: each padding key keeps its weight divided by $e$, and the padded sentences of the "
-                "corpus have many padding keys."),
     ask.between("bool_padding_percent", 30, None, "30% or more", "That would hold if padding were not "
                 "lowered at all. Real keys get one more than padding keys, which divides padding's weight "
                 "by $e$."),
+    ask.between("bool_padding_percent", 5, 30, "5% to 30%", "Padding keeps {{ bool_padding_share }} of the "
+                "attention: each padding key keeps its weight divided by $e$, and the padded sentences of the "
+                "corpus have many padding keys."),
+    ask.between("bool_padding_percent", 1, 5, "1% to 5%", "A padding key keeps its weight divided by $e$; "
+                "a share this small would take sentences with little padding."),
+    ask.between("bool_padding_percent", None, 1, "almost none, below 1%", "That would hold if `False` "
+                "became a large negative number, as in the additive mask. It becomes zero: padding is lowered "
+                "by one against the real keys, not removed."),
 ], section="The additive mask")
 
 # %%
@@ -414,9 +414,8 @@ print(f"LayerNorm(sum + x) vs the attention sub-layer's output:      max abs dif
 #
 # For a fixed attention pattern, head $i$ maps a token vector it attends to through $W_i^V$
 # ($H \to d$) and then $W^O_i$ ($d \to H$). The product $W_i^V W^O_i$ is an $H \times H$
-# matrix, but it passes through $d$ dimensions, so its rank is at most $d$ (Elhage et al. 2021
-# call it the head's OV circuit). `ov_circuits` builds these matrices for every head of
-# the layer; `torch.linalg.matrix_rank` measures them:
+# matrix (Elhage et al. 2021 call it the head's OV circuit). `ov_circuits` builds these matrices
+# for every head of the layer; `torch.linalg.matrix_rank` measures them:
 #
 # {{ predict: ov_rank }}
 
@@ -447,7 +446,8 @@ claims.claim("ov_rank_is_d", ranks.max(), "==", d, "the largest rank of a head's
 claims.claim("heads_together_reach_more", full, ">", d, "the heads of a layer summed have a rank above d")
 
 # %% [markdown]
-# Every head's map has rank at most $d$, and the largest here is {{ ov_rank_max }}
+# Every head's map passes through its $d$ dimensions, so its rank is at most $d$, and the
+# largest here is {{ ov_rank_max }}
 # {{ claim: ov_rank_is_d }} (the printout shows whether each head uses all $d$ dimensions), so no
 # single head can move more than a $d$-dimensional slice of information; summed, the heads of a
 # layer reach rank {{ ov_rank_sum }} {{ claim: heads_together_reach_more }}.
@@ -657,20 +657,25 @@ _ = claims.value("ov_rank_largest", ranks.max(), "{:.0f}")
 _ = claims.value("ov_rank_together", full, "{:.0f}")
 ask.predict("unscaled_attention", "Without dividing the scores by $\\sqrt{d}$, are the pretrained layer's "
             "attention rows sharper or flatter?", [
-    ask.between("entropy_unscaled_minus_scaled", None, 0, "sharper: more peaked rows", "Unscaled scores are "
-                "larger, and the softmax turns larger gaps into more peaked rows: the mean entropy falls from "
-                "{{ entropy_scaled }} to {{ entropy_unscaled }} nats."),
+    ask.between("entropy_unscaled_minus_scaled", None, -0.25, "sharper: the mean entropy falls by more than "
+                "a quarter of a nat", "Unscaled scores are $\\sqrt{d}$ times as large, and the softmax turns "
+                "larger gaps into more peaked rows: the mean entropy falls from {{ entropy_scaled }} to "
+                "{{ entropy_unscaled }} nats."),
+    ask.between("entropy_unscaled_minus_scaled", -0.25, 0, "a little sharper: it falls by less than a quarter "
+                "of a nat", "That would hold if the rows were already nearly one-hot, so that larger gaps "
+                "could sharpen them little. With the scale they are far from it, and without it the entropy "
+                "falls from {{ entropy_scaled }} to {{ entropy_unscaled }} nats."),
     ask.between("entropy_unscaled_minus_scaled", 0, None, "flatter: closer to uniform", "That would hold if "
                 "the scale made scores larger. It divides them by $\\sqrt{d}$: without it the gaps between "
                 "scores grow, and the softmax sharpens."),
 ], section="Scaled scores")
 ask.check("check_fused_kernels", "Computed head by head, the queries, keys and values take the same "
           "multiply-adds as one fused product. How many product kernels do they take?", [
+    ask.fails("per_head_most_kernels", "as many as fused", "That would hold if the library fused the small "
+              "products by itself. Each product of the loop is a kernel call of its own."),
     ask.holds("per_head_most_kernels", "$3A$ times as many as fused", "One per head and role: "
               "{{ heads_kernels }} against {{ fused_kernels }} fused {{ claim: per_head_most_kernels }}, "
               "each call with its fixed overhead."),
-    ask.fails("per_head_most_kernels", "as many as fused", "That would hold if the library fused the small "
-              "products by itself. Each product of the loop is a kernel call of its own."),
 ], section="Why one matrix: one product instead of many")
 ask.check("check_wo_slots", "Without $W^O$, head $i$ would write into its own slot of $d$ features. With "
           "$W^O$, where does a head's output go?", [
@@ -682,11 +687,11 @@ ask.check("check_wo_slots", "Without $W^O$, head $i$ would write into its own sl
 ], section="What $W^O$ adds over concatenating the heads")
 ask.check("check_mask_shape", "The mask reaches the scores with one row per query. Would a mask with a "
           "single row, broadcast over the queries, give the same scores?", [
+    ask.fails("mask_shapes_add_alike", "no: each query needs its own row", "That would hold for a causal "
+              "mask, where each query sees other keys. BERT's padding mask hides the same keys from every query."),
     ask.holds("mask_shapes_add_alike", "yes, bit for bit", "Padding is a property of the keys, the same for "
               "every query: every row of the mask is the same {{ claim: mask_rows_alike }}, so the two shapes "
               "add alike {{ claim: mask_shapes_add_alike }}."),
-    ask.fails("mask_shapes_add_alike", "no: each query needs its own row", "That would hold for a causal "
-              "mask, where each query sees other keys. BERT's padding mask hides the same keys from every query."),
 ], section="The mask's shape on its way to the scores")
 
 # %% tags=["remove-input"]

@@ -294,11 +294,11 @@ from bertlab.experiments import predictions as ask
 
 ask.predict("relu_or_tanh", "Put ReLU in every layer in place of the pretrained model's GELU: do the outputs "
             "move more or less than with the tanh approximation of GELU?", [
+    ask.fails("tanh_moves_less_than_relu", "less with ReLU", "That would hold if the negative inputs, where "
+              "ReLU and GELU differ, were rare. They are not: ReLU zeroes what GELU lets through."),
     ask.holds("tanh_moves_less_than_relu", "more with ReLU", "The tanh form differs from the erf GELU by at "
               "most {{ gelu_gap }}, ReLU by up to {{ relu_gelu_gap }} for negative inputs: ReLU moves the "
               "outputs more {{ claim: tanh_moves_less_than_relu }}."),
-    ask.fails("tanh_moves_less_than_relu", "less with ReLU", "That would hold if the negative inputs, where "
-              "ReLU and GELU differ, were rare. They are not: ReLU zeroes what GELU lets through."),
 ], section="Exact GELU")
 
 # %%
@@ -571,10 +571,10 @@ ask.check("check_ffn_most_parameters", "Which sub-layer holds most of a layer's 
               "as wide as the FFN's two. They are $H \\times H$, the FFN's $H \\times 4H$ and $4H \\times H$."),
 ], section="Parameter share")
 ask.check("check_units_kept", "Keeping only some of the $4H$ units, which choice loses the least?", [
-    ask.holds("per_token_beats_fixed", "the units each token uses most", "A token uses its own few units: "
-              "keeping each token's largest beats one fixed set for all {{ claim: per_token_beats_fixed }}."),
     ask.fails("per_token_beats_fixed", "one fixed set of units for every token", "That would hold if every "
               "token used the same units. Each token uses its own."),
+    ask.holds("per_token_beats_fixed", "the units each token uses most", "A token uses its own few units: "
+              "keeping each token's largest beats one fixed set for all {{ claim: per_token_beats_fixed }}."),
 ], section="Why 4H, and back to H")
 ask.check("check_no_activation", "Which moves the pretrained model's outputs more: ReLU in place of GELU, or "
           "no activation at all?", [

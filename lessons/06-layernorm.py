@@ -153,12 +153,12 @@ from bertlab.experiments import predictions as ask
 
 ask.predict("eps_neighbours", "Give every LayerNorm PyTorch's default $\\varepsilon$ instead of BERT's: do "
             "any corpus sentences change their nearest neighbour?", [
+    ask.fails("eps_neighbours_kept", "some do", "That would hold if $\\varepsilon$ were comparable to the "
+              "variances LayerNorm divides by. Both values are far below them."),
     ask.holds("eps_neighbours_kept", "none does", "The change reaches the output, but the sentence "
               "embeddings barely turn, by at most {{ e2e_cos_gap }} in cosine "
               "{{ claim: eps_sentences_barely_turn }}: every sentence keeps its nearest neighbour "
               "{{ claim: eps_neighbours_kept }}."),
-    ask.fails("eps_neighbours_kept", "some do", "That would hold if $\\varepsilon$ were comparable to the "
-              "variances LayerNorm divides by. Both values are far below them."),
 ], section="Why $10^{-12}$, and what $10^{-5}$ does to the whole model")
 
 # %%
@@ -685,12 +685,12 @@ claims.claim("warmup_lowers_every_final",
 # %% tags=["remove-input"]
 ask.predict("skip_all_layernorms", "Skip every Add & Norm LayerNorm of the trained model: how related are its "
             "sentence embeddings to the intact model's?", [
+    ask.fails("skip_all_unrelated", "still close", "That would hold if LayerNorm only rescaled what the "
+              "next layer would read anyway. The next weights expect centred, unit-variance tokens."),
     ask.holds("skip_all_unrelated", "almost unrelated", "Without the LayerNorms the stream grows after "
               "every layer {{ claim: skip_all_stream_grows }}, and the weights after each one receive tokens "
               "of a size they never saw: the embeddings become almost unrelated "
               "{{ claim: skip_all_unrelated }}."),
-    ask.fails("skip_all_unrelated", "still close", "That would hold if LayerNorm only rescaled what the "
-              "next layer would read anyway. The next weights expect centred, unit-variance tokens."),
 ], section="The trained model without its LayerNorms")
 
 # %% alt="Left: mean token norm of the stream after the embeddings and after each layer, log scale, for the intact model and with all attention-side, all FFN-side or all Add and Norm LayerNorms skipped, or with gamma and beta dropped. Right: mean sentence cosine to the intact model when a single LayerNorm is skipped, per layer, one bar per kind."
@@ -842,10 +842,10 @@ ask.check("check_pre_ln_without_warmup", "Without warm-up, does Pre-LN learn the
               "suffered from depth as Post-LN does. Its skips stay unnormalised, straight to the output."),
 ], section="Training from scratch, with and without warm-up")
 ask.check("check_warmup_everywhere", "With warm-up, which of the stacks learn the toy task?", [
-    ask.holds("warmup_learns_everywhere", "every depth and arrangement", "With warm-up every run ends below "
-              "a quarter of the chance loss {{ claim: warmup_learns_everywhere }}."),
     ask.fails("warmup_learns_everywhere", "the shallow ones only", "That would hold if depth alone kept "
               "Post-LN from learning. Warm-up lets the deep stacks learn too."),
+    ask.holds("warmup_learns_everywhere", "every depth and arrangement", "With warm-up every run ends below "
+              "a quarter of the chance loss {{ claim: warmup_learns_everywhere }}."),
 ], section="Training from scratch, with and without warm-up")
 ask.check("check_ffn_side_layernorm", "Skipped one at a time, which LayerNorm costs the trained model more?", [
     ask.holds("ffn_side_hurts_more", "the one after the FFN's add, in every layer", "In every layer, "

@@ -261,12 +261,12 @@ from bertlab.experiments import predictions as ask
 
 ask.predict("cls_last_layer", "In the last layer, which kind of key token gets the largest share of "
             "`[CLS]`'s attention?", [
-    ask.holds("cls_last_layer_reads_content", "the content tokens", "In the last layer `[CLS]` reads the "
-              "sentence: the content tokens get {{ cls_content_last }} of its attention "
-              "{{ claim: cls_last_layer_reads_content }}."),
     ask.fails("cls_last_layer_reads_content", "`[CLS]` itself, `[SEP]` or punctuation", "That would hold "
               "if `[CLS]` kept to the special tokens to the end, as it does in earlier layers. In the last "
               "one it turns to the content."),
+    ask.holds("cls_last_layer_reads_content", "the content tokens", "In the last layer `[CLS]` reads the "
+              "sentence: the content tokens get {{ cls_content_last }} of its attention "
+              "{{ claim: cls_last_layer_reads_content }}."),
 ], section="What [CLS] attends to, and why this model averages instead")
 
 # %%
@@ -408,12 +408,12 @@ claims.claim("cls_vectors_alike", alike["[CLS] vector"], ">", alike["mean poolin
 # %% tags=["remove-input"]
 ask.predict("layer_cost_part", "For the course's sentences, which part of a layer does most of its "
             "multiply-adds?", [
-    ask.holds("ffn_dominates_here", "the FFN", "At these lengths the terms in $H^2$ dominate, and the FFN's "
-              "two $4H$-wide products are most of them: {{ ffn_share_here }} of the layer "
-              "{{ claim: ffn_dominates_here }}."),
     ask.fails("ffn_dominates_here", "attention's scores and weighted sum, or the projections", "That would "
               "hold for sentences far longer than the width, where the $T^2$ terms grow past the rest. The "
               "course's sentences are short."),
+    ask.holds("ffn_dominates_here", "the FFN", "At these lengths the terms in $H^2$ dominate, and the FFN's "
+              "two $4H$-wide products are most of them: {{ ffn_share_here }} of the layer "
+              "{{ claim: ffn_dominates_here }}."),
 ], section="What one layer costs, and which part dominates")
 
 # %%
@@ -536,10 +536,10 @@ ask.check("check_cls_earlier_layers", "Before the last layer, does `[CLS]` atten
 ], section="What [CLS] attends to, and why this model averages instead")
 ask.check("check_mean_pooling_partners", "With mean pooling, is every topical sentence's partner its nearest "
           "other sentence?", [
-    ask.holds("mean_pooling_finds_every_partner", "yes, every one", "Mean pooling finds {{ found_mean }} "
-              "partners of {{ topical }} {{ claim: mean_pooling_finds_every_partner }}."),
     ask.fails("mean_pooling_finds_every_partner", "not every one", "That would hold if the sentence "
               "embeddings ranked by shared words. They rank by topic."),
+    ask.holds("mean_pooling_finds_every_partner", "yes, every one", "Mean pooling finds {{ found_mean }} "
+              "partners of {{ topical }} {{ claim: mean_pooling_finds_every_partner }}."),
 ], section="What [CLS] attends to, and why this model averages instead")
 ask.check("check_crossover", "At what length would a layer's $T^2$ terms overtake the rest, against the "
           "model's longest input?", [

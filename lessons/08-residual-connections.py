@@ -214,11 +214,11 @@ claims.claim("skip_stays_far_from_zero", with_skip, ">", 0.1,
 # %% tags=["remove-input"]
 ask.predict("layer_removed_most", "Remove one whole layer of the pretrained model: which layer's removal "
             "moves the sentence embeddings most?", [
-    ask.holds("last_layer_moves_most", "the last layer", "Nothing comes after the last layer to make up "
-              "for it: its removal moves the embeddings most {{ claim: last_layer_moves_most }}."),
     ask.fails("last_layer_moves_most", "an earlier layer", "That would hold if an early layer's loss grew "
               "through the layers after it. The skips carry the stream past a missing layer; the later "
               "layers mostly nudge it."),
+    ask.holds("last_layer_moves_most", "the last layer", "Nothing comes after the last layer to make up "
+              "for it: its removal moves the embeddings most {{ claim: last_layer_moves_most }}."),
 ], section="Lesions: remove one piece of the pretrained model")
 
 # %%
@@ -326,18 +326,17 @@ claims.claim("last_layer_heads_matter_most", head_damage[-1].mean(), ">", head_d
 # The lesions above suggest that each block *nudges* a stream that mostly flows past it. We
 # measure the size of each update next to the stream it is added to, per real token, before the
 # LayerNorm: $\lVert a_t \rVert / \lVert x_t \rVert$ for attention and $\lVert f_t \rVert /
-# \lVert h_t \rVert$ for the FFN ($h$ is the stream between the two blocks). Lesson 4 measured
-# the same ratios from the recorded modules.
+# \lVert h_t \rVert$ for the FFN ($h$ is the stream between the two blocks).
 #
 # {{ predict: attention_update_size }}
 
 # %% tags=["remove-input"]
 ask.predict("attention_update_size", "How large is attention's update next to the stream it is added to?", [
+    ask.fails("attention_update_below_stream", "as large or larger, in some layer", "That would hold if a "
+              "layer rewrote the stream. Each nudges a stream that mostly flows past it."),
     ask.holds("attention_update_below_stream", "smaller, in every layer", "In every layer the update is "
               "smaller than the stream {{ claim: attention_update_below_stream }}, though not negligible: "
               "no block's update falls below {{ update_ratio_min }} of its stream, on average over the tokens."),
-    ask.fails("attention_update_below_stream", "as large or larger, in some layer", "That would hold if a "
-              "layer rewrote the stream. Each nudges a stream that mostly flows past it."),
 ], section="How much each block writes")
 
 # %% alt="Bar chart per layer of two mean norm ratios, the attention update over its residual input and the feed-forward update over its residual input, with a dashed line at ratio one."
@@ -370,8 +369,8 @@ print(f"attention updates smaller than the stream in every layer: {bool((ratios[
 # Attention's updates are smaller than the stream in every layer
 # {{ claim: attention_update_below_stream }}; the FFN writes more
 # {{ claim: ffn_writes_more_than_attention }}, and where the line above names a layer, more than
-# the stream itself, before the LayerNorm scales the sum back.
-# With the skip, a token's vector after a block is its old vector plus a change; without it, the
+# the stream itself, before the LayerNorm scales the sum back (lesson 4 measured the same ratios
+# from the recorded modules). With the skip, a token's vector after a block is its old vector plus a change; without it, the
 # block has to rebuild the whole vector from its update, and for attention that update is a
 # weighted average over the sentence, which is exactly what drove the collapse above.
 #
@@ -532,10 +531,10 @@ ask.check("check_skip_keeps_apart", "With its skip connections, how far from all
 ], section="Four variants, pretrained and at initialisation")
 ask.check("check_block_writes_more", "Which block writes the larger update next to its stream, on average over "
           "the layers?", [
-    ask.holds("ffn_writes_more_than_attention", "the FFN", "The FFN's mean ratio is above attention's "
-              "{{ claim: ffn_writes_more_than_attention }}."),
     ask.fails("ffn_writes_more_than_attention", "attention", "That would hold if mixing tokens changed a "
               "token more than transforming its features. Here the FFN writes more."),
+    ask.holds("ffn_writes_more_than_attention", "the FFN", "The FFN's mean ratio is above attention's "
+              "{{ claim: ffn_writes_more_than_attention }}."),
 ], section="How much each block writes")
 ask.check("check_projection_gradient", "A shortcut that changes width needs a projection instead of the "
           "identity. In a stack without normalisation, what does it do to the gradient reaching the first "

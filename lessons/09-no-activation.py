@@ -18,14 +18,11 @@
 #
 # $$a = \sum_i P_i\, X\, \underbrace{W^V_i W^O_i}_{\text{OV}_i} \;+\; \Big(\sum_i b^V_i W^O_i + b^O\Big).$$
 #
-# For fixed attention weights $P_i$, $a$ is an affine function of $X$: each head multiplies by a
-# fixed $H \times H$ matrix of rank at most $d$ and averages over tokens with fixed weights
-# {{ claim: frozen_reconstructs_update }} {{ claim: frozen_map_is_linear }}. The only
-# nonlinearity is the one that *computes* $P_i$: the softmax of the query-key scores, a function
-# of $X$ through both $W^Q_i$ and $W^K_i$ (recomputed on $2X$, it moves the update by
-# {{ softmax_gap }} of its norm from the linear prediction {{ claim: softmax_is_the_nonlinearity }}). Elhage et al. (2021) make the same split:
-# an attention head is a QK circuit (where to look, nonlinear through the softmax) and an OV
-# circuit (what to move, linear).
+# The equation separates two things a head does: what it moves, $X$ through a fixed
+# $H \times H$ matrix $\text{OV}_i$ of rank at most $d$, and the weights $P_i$ it averages the
+# tokens with, which the softmax computes from $X$ through both $W^Q_i$ and $W^K_i$. Elhage et al.
+# (2021) make the same split: an attention head is a QK circuit (where to look) and an OV circuit
+# (what to move).
 
 # %%
 import matplotlib.pyplot as plt
@@ -47,7 +44,7 @@ L, A = model.config.num_hidden_layers, model.config.num_attention_heads
 trace = lesions.run(model, batch)  # intact pass, every stream and update kept
 
 # %% [markdown]
-# ## Attention is linear once the weights are fixed
+# ## Attention with its weights held fixed
 #
 # We take layer 3, record its attention probabilities, and rebuild its update $a$ from the
 # equation above: the per-head OV matrices (`ov_circuits`, lesson 3) applied to $X$, averaged
@@ -61,12 +58,12 @@ from bertlab.experiments import predictions as ask
 
 ask.predict("frozen_attention_doubles", "With the attention probabilities $P_i$ frozen at those recorded, "
             "double the input $X$: what does the part of the update that moves with $X$ do?", [
+    ask.fails("frozen_map_is_linear", "it changes in some other way", "That would hold if something after "
+              "the softmax bent the values: nothing does, no activation follows $W^O$."),
     ask.holds("frozen_map_is_linear", "it doubles, to rounding", "With $P_i$ fixed, the update is a sum of "
               "matrix products of $X$: a linear map {{ claim: frozen_map_is_linear }}. The softmax that "
               "computes $P_i$ is where attention bends."),
-    ask.fails("frozen_map_is_linear", "it changes in some other way", "That would hold if something after "
-              "the softmax bent the values: nothing does, no activation follows $W^O$."),
-], section="Attention is linear once the weights are fixed")
+], section="Attention with its weights held fixed")
 
 # %%
 LAYER = 3
@@ -112,14 +109,17 @@ print(f"mean attention entropy over real query tokens: X {ent(probs)[keys].mean(
       f"2X {ent(probs2)[keys].mean().item():.3f} nats")
 
 # %% [markdown]
-# The reconstruction matches the model to float rounding, and with $P$ held fixed the map is
+# The reconstruction matches the model to float rounding
+# {{ claim: frozen_reconstructs_update }}, and with $P$ held fixed the map is
 # linear up to float32 rounding: the difference printed for doubling $X$ is that rounding, within
 # sixteen float32 steps of the output {{ claim: frozen_map_is_linear }}, not a departure from
 # linearity. Let $P$ be recomputed, and doubling the input changes the attention pattern itself
 # (doubling $X$ roughly quadruples the query-key scores, so the softmax sharpens and the entropy
-# printed above drops): the output is no longer the linear prediction. So attention does have a
-# nonlinearity, in the *routing*: which tokens are read is a nonlinear function of the
-# input; what is read from them is a linear image of it.
+# printed above drops): the output is no longer the linear prediction, it moves by
+# {{ softmax_gap }} of its norm from it {{ claim: softmax_is_the_nonlinearity }}. So attention
+# does have a nonlinearity, in the *routing*: which tokens are read is a nonlinear function of
+# the input (the QK circuit, through the softmax); what is read from them is a linear image of it
+# (the OV circuit).
 #
 # ## Why no activation after $W^O$
 #
@@ -302,12 +302,12 @@ claims.claim("skip_relu_shuffles_scores", relu_skip.score_correlation, "<", relu
 # %% tags=["remove-input"]
 ask.check("check_softmax_bends", "Recompute the probabilities on $2X$ instead of freezing them: does the update "
           "stay on the linear prediction?", [
+    ask.fails("softmax_is_the_nonlinearity", "yes, it stays close", "That would hold if the softmax were "
+              "close to linear over the scores. Doubling the scores sharpens it."),
     ask.holds("softmax_is_the_nonlinearity", "no: the softmax moves it off", "The update moves by "
               "{{ softmax_gap }} of its norm from the linear prediction "
               "{{ claim: softmax_is_the_nonlinearity }}: the softmax is attention's nonlinearity."),
-    ask.fails("softmax_is_the_nonlinearity", "yes, it stays close", "That would hold if the softmax were "
-              "close to linear over the scores. Doubling the scores sharpens it."),
-], section="Attention is linear once the weights are fixed")
+], section="Attention with its weights held fixed")
 ask.check("check_relu_against_removal", "In any one layer, does a ReLU after $W^O$ cost more or less than "
           "removing that layer's whole attention block?", [
     ask.holds("wo_relu_milder_than_removing", "less", "The ReLU keeps the positive half of the update; "
