@@ -3,8 +3,10 @@
 These tests drive ``docs/hooks/predictions.py`` and ``bertlab.experiments.predictions`` on made-up
 records (no site is built): an option is right when its recorded value lies in its range or its
 claim holds (or fails) as it says; an explanation that writes a number in digits, a placeholder
-naming no question, a question never placed or a section that does not exist fail the build; and
-numbers that select no single answer fail the strict build but only mark the question elsewhere.
+naming no question, a question never placed or a section that does not exist fail the build;
+numbers that select no single answer fail the strict build but only mark the question elsewhere;
+a prediction the page answers above it fails the build; and right answers that favour a position
+across the course fail the strict build.
 ``tests/test_predictions_site.py`` checks the built site and the page in a real browser.
 """
 
@@ -183,6 +185,82 @@ def test_a_question_needs_options_with_distinct_labels_and_explanations(recorded
         predictions.holds("c", "yes", " ")
     with pytest.raises(ValueError, match="empty range"):
         predictions.between("v", 1, 1, "one", "One.")
+
+
+@pytest.mark.parametrize(
+    ("above", "answered"),
+    [
+        ("<p>The share is {{ share }}.</p>", "{{ share }}"),  # the deciding value, quoted
+        ("<p>It is small {{ claim: share_small }}.</p>", "{{ claim: share_small }}"),  # the deciding claim
+        ("<p>It is small {{ claim: 01-anatomy: share_small }}.</p>", "{{ claim: 01-anatomy: share_small }}"),
+        ('<pre class="output">share 0.66581 of a layer</pre>', "share's number 0.666"),  # printed, finer
+        ("<p>Lesson 5 quotes {{ 05-feed-forward: share }}.</p>", None),  # another lesson's value
+        ("<p>It has {{ other }} parts {{ claim: other_small }}.</p>", None),  # what does not decide it
+        ('<pre class="output">share 0.665 of a layer</pre>', None),  # another number
+        ("<p>A third of it.</p>", None),
+    ],
+)
+def test_a_prediction_the_page_answers_above_it_fails_the_build(recorded, above, answered):
+    recorded.value("share", 0.66581)
+    recorded.value("other", 3)
+    recorded.claim("share_small", "share", "<", 0.7, "the share is below 0.7")
+    recorded.claim("other_small", "other", "<", 4, "other is small")
+    share_question()
+    predictions.predict(
+        "small",
+        "Is it small?",
+        [predictions.fails("share_small", "no", "It is not."), predictions.holds("share_small", "yes", "It is.")],
+        section="Parameter census",
+    )
+    prose = f"{above}<p>{{{{ predict: share }}}}</p><p>{{{{ predict: small }}}}</p>"
+    _, problems, _ = hook().render(page(recorded.records(), prose), "01-anatomy")
+    found = [p for p in problems if "answers it above the question" in p]
+    assert found == ([] if answered is None else [found[0]]) and (answered is None or answered in found[0]), problems
+
+
+def test_the_same_sentence_below_a_prediction_or_above_a_check_is_allowed(recorded):
+    recorded.value("share", 0.66581)
+    recorded.claim("share_small", "share", "<", 0.7, "the share is below 0.7")
+    share_question()
+    predictions.check(
+        "check_small",
+        "Is it small?",
+        [predictions.fails("share_small", "no", "It is not."), predictions.holds("share_small", "yes", "It is.")],
+        section="Parameter census",
+    )
+    prose = (
+        "<p>{{ predict: share }}</p><p>It is {{ share }} {{ claim: share_small }}.</p><p>{{ predict: check_small }}</p>"
+    )
+    _, problems, _ = hook().render(page(recorded.records(), prose), "01-anatomy")
+    assert problems == []
+
+
+@pytest.mark.parametrize(
+    ("positions", "favoured"),
+    [
+        ([(0, 2)] * 9 + [(1, 2)], ["option 1 is right in 9 of 10"]),  # the first of two, nine times in ten
+        ([(0, 2)] * 5 + [(1, 2)] * 5, []),
+        ([(0, 2)] * 6 + [(1, 2)] * 4, []),  # 60%: the most allowed
+        ([(2, 3)] * 3 + [(0, 3), (1, 4)], ["option 3 is right in 3 of 5"]),
+        ([(2, 3)] * 2 + [(0, 3), (1, 4), (3, 4)], []),
+        ([(0, 3)] * 4, []),  # too few questions to judge
+    ],
+)
+def test_right_answers_that_favour_a_position_are_named(positions, favoured):
+    problems = hook().position_spread(positions)
+    assert len(problems) == len(favoured) and all(f in p for f, p in zip(favoured, problems, strict=True)), problems
+
+
+def test_the_strict_build_fails_when_the_course_favours_a_position(recorded, monkeypatch):
+    h = hook()
+    h.on_config({})
+    h._positions.update({"01-anatomy": [(0, 2)] * 8, "02-embeddings": [(1, 2)] * 2})
+    h.on_post_build({})  # lenient: a learner's build is not stopped
+    monkeypatch.setenv("BERTLAB_CLAIMS", "strict")
+    with pytest.raises(Exception, match="option 1 is right in 8 of 10"):
+        h.on_post_build({})
+    h._positions["02-embeddings"] = [(1, 2)] * 6
+    h.on_post_build({})
 
 
 # -- notebook 07: a guess before the checks, its answer from the learner's own numbers -------------

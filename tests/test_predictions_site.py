@@ -3,9 +3,11 @@
 On every built lesson page (test_site's ``site`` fixture: built once per run), each question's
 marked answer is the option the lesson's recorded numbers select, recomputed here apart from the
 hook; no explanation writes a number in digits that its labels do not show, and every number an
-explanation quotes is one a lesson records. In headless Chromium, over http and from files: an
-answer stays hidden until the learner commits, then shows with its computed numbers; a reload
-keeps it; the Progress page counts it, and forgets it on reset.
+explanation quotes is one a lesson records; across the course the right answers favour no
+position (a learner who always picked the first would otherwise score without reading). In
+headless Chromium, over http and from files: an answer stays hidden until the learner commits,
+then shows with its computed numbers; a reload keeps it; the Progress page counts it, and forgets
+it on reset.
 """
 
 from __future__ import annotations
@@ -104,6 +106,23 @@ def test_explanations_quote_only_numbers_a_lesson_records(site):  # noqa: F811  
                 typed = [n for n in DIGITS.findall(QUOTED.sub(" ", text)) if n not in labels]
                 assert typed == [], f"{stem}: {name} writes {typed} in digits: quote recorded numbers"
     assert quoted >= len(WITH_QUESTIONS), "no explanation quotes a recorded number"
+
+
+def test_the_right_answers_favour_no_position(site):  # noqa: F811  (test_site's fixture)
+    recorded = records(site)
+    by_count: dict[str, list[int]] = {"two": [], "more": []}
+    for stem, lesson in recorded.items():
+        for name, question in lesson.get("predictions", {}).items():
+            right = [i for i, option in enumerate(question["options"]) if selected(option, lesson)]
+            assert len(right) == 1, (stem, name)
+            by_count["two" if len(question["options"]) == 2 else "more"].append(right[0])
+    two, more = by_count["two"], by_count["more"]
+    assert len(more) >= 10, f"only {len(more)} questions offer three options or more"
+    assert 0.4 <= two.count(0) / len(two) <= 0.6, f"the first of two options is right in {two.count(0)} of {len(two)}"
+    shares = {i: more.count(i) / len(more) for i in set(more)}
+    assert max(shares.values()) <= 0.4, f"right positions among three or more options: {sorted(shares.items())}"
+    everything = two + more
+    assert everything.count(0) / len(everything) <= 0.5, f"the first option is right in {everything.count(0)}"
 
 
 # -- in the browser ---------------------------------------------------------------------------

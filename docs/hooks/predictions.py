@@ -10,11 +10,17 @@ declarations reach the page in the lesson's claims script. This hook:
   shows the question with a note that this machine's numbers select no single answer;
 - refuses a number written as digits in an explanation that is not in an option's label: an
   explanation quotes numbers as ``{{ name }}`` placeholders, which the claims hook fills;
+- refuses a prediction the page answers above it: a ``{{ claim: name }}`` or ``{{ name }}`` of a
+  claim or value that selects its answer placed before the question, or such a value's number,
+  as rendered (three digits or more), printed by a cell above it;
 - replaces each placeholder with a form: the learner picks an option and commits, and only then
   the page (``assets/predictions.js``) shows every option's explanation, the right one marked, and
   a link to the measurement (a prediction) or to the section to reread (a "Check yourself");
 - gives the Progress page the list of every lesson's questions, so it can count the answers the
-  browser kept (``assets/progress.js``).
+  browser kept (``assets/progress.js``);
+- fails the strict build when the right answers favour a position across the course (the options
+  show in the order the lesson declares them, so a page reads the same on every build): a learner
+  who always picked the first would otherwise score without reading.
 
 A placeholder naming no declared question, or a question declared and never placed, fails the
 build. The hook must not import the course (as ``claims.py``).
@@ -40,12 +46,23 @@ CODE_CELL = re.compile(r'<div class="jp-Cell jp-CodeCell jp-Notebook-cell" id="(
 # A number written in digits: not part of a name (W_1, LN_2, float32) nor of a placeholder.
 NUMBER = re.compile(r"(?<![\w.^])\d+(?:\.\d+)?(?![\w])")
 CLAIM_PLACEHOLDER = re.compile(r"\{\{[^}]*\}\}")
+# A value or claim placeholder of the claims hook: {{ name }}, {{ claim: name }}, with a lesson or not.
+QUOTE = re.compile(r"\{\{\s*(claim\s*:\s*)?(?:(\d\d-[a-z0-9-]+)\s*:\s*)?([A-Za-z_][\w.]*)\s*\}\}")
+# What a reader does not see: scripts, styles, tags.
+HIDDEN = re.compile(r"<(script|style)\b.*?</\1>|<[^>]+>", re.S)
+# A rendered number: 0.9957, 1.2e-07, 66.6 (of 66.6%), -3
+RENDERED = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?![\w])")
 INDEX_ID = "bertlab-answers-index"
 PROGRESS_PAGE = "progress.md"
 TITLES = {"predict": "Predict, then read on", "check": "Check yourself"}
 
 _index: dict[str, dict] = {}  # lesson stem -> {"title", "url", "questions": {name: kind}}
 _unsettled: list[str] = []  # "stem: name" of questions this machine's numbers do not settle
+_positions: dict[str, list[tuple[int, int]]] = {}  # lesson stem -> (right option, options) per question
+# Across the course, no position may hold more than this share of the right answers, among the
+# questions of two options and among those of more (a group of fewer questions is not judged).
+MOST_RIGHT = {"two options": 0.6, "three or more options": 0.4}
+FEWEST_JUDGED = 5
 
 
 def strict() -> bool:
@@ -101,6 +118,64 @@ def stray_numbers(question: dict) -> list[str]:
     allowed = {n for option in question["options"] for n in NUMBER.findall(option["label"])}
     texts = [question["question"], *(option["explain"] for option in question["options"])]
     return [n for text in texts for n in NUMBER.findall(CLAIM_PLACEHOLDER.sub(" ", text)) if n not in allowed]
+
+
+def deciders(question: dict) -> tuple[set[str], set[str]]:
+    """The values and the claims whose recorded numbers select a question's answer."""
+    values = {o["when"]["value"] for o in question["options"] if "value" in o["when"]}
+    claims_ = {o["when"]["claim"] for o in question["options"] if "claim" in o["when"]}
+    return values, claims_
+
+
+def _same_number(printed: str, rendered: str) -> bool:
+    """Whether ``printed`` shows the number ``rendered`` shows, at its precision or finer."""
+    places = len(rendered.partition(".")[2].partition("e")[0])
+    if "e" in rendered.lower() or len(printed.partition(".")[2].partition("e")[0]) < places:
+        return printed == rendered
+    try:
+        return f"{float(printed):.{places}f}" == rendered
+    except ValueError:
+        return False
+
+
+def answered_above(above: str, stem: str, question: dict, records: dict) -> tuple[list[str], list[str]]:
+    """How the page ``above`` a prediction already answers it: the deciding placeholders it holds,
+    and the deciding values' numbers it shows (printed by a cell, say)."""
+    values, claims_ = deciders(question)
+    placed = []
+    for found in QUOTE.finditer(above):
+        if found.group(2) not in (None, stem):
+            continue
+        name = found.group(3)
+        if (name in claims_) if found.group(1) else (name in values):
+            placed.append(found.group(0))
+    text = html.unescape(HIDDEN.sub(" ", QUOTE.sub(" ", above)))
+    printed = []
+    for name in sorted(values):
+        rendered = records.get("values", {}).get(name, {}).get("text", "").rstrip("%")
+        # a bare small count (2, 16) turns up in any text: only a number with three digits or more
+        if RENDERED.fullmatch(rendered) and sum(c.isdigit() for c in rendered.lstrip("0.")) >= 3:
+            if any(_same_number(n, rendered) for n in RENDERED.findall(text)):
+                printed.append(f"{name}'s number {rendered}")
+    return sorted(set(placed)), printed
+
+
+def position_spread(positions: list[tuple[int, int]]) -> list[str]:
+    """The positions that hold too large a share of the right answers, given (right, options) per question."""
+    groups = {
+        "two options": [right for right, count in positions if count == 2],
+        "three or more options": [right for right, count in positions if count > 2],
+    }
+    problems = []
+    for group, rights in groups.items():
+        for position in sorted(set(rights)):
+            share = rights.count(position) / len(rights)
+            if len(rights) >= FEWEST_JUDGED and share > MOST_RIGHT[group]:
+                problems.append(
+                    f"among the questions of {group}, option {position + 1} is right in {rights.count(position)} "
+                    f"of {len(rights)} (at most {MOST_RIGHT[group]:.0%})"
+                )
+    return problems
 
 
 def _text(text: str) -> str:
@@ -175,6 +250,10 @@ def render(page_html: str, stem: str) -> tuple[str, list[str], list[str]]:
             return found.group(0)
         if len(right) != 1:
             unsettled.append(f"{name} (options {right or 'none'} right)")
+        if question["kind"] == "predict":
+            shown, printed = answered_above(page_html[: found.start()], stem, question, records)
+            if shown or printed:
+                problems.append(f"{name}: the page answers it above the question: {', '.join(shown + printed)}")
         after = CODE_CELL.search(page_html, found.end())
         measurement = after.group(1) if after and question["kind"] == "predict" else None
         return form(stem, name, question, right[0] if len(right) == 1 else None, measurement)
@@ -196,6 +275,7 @@ def render(page_html: str, stem: str) -> tuple[str, list[str], list[str]]:
 def on_config(config):
     _index.clear()
     _unsettled.clear()
+    _positions.clear()
     return config
 
 
@@ -211,7 +291,10 @@ def on_page_content(page_html, page, config, files):
             f"{page.file.src_uri}: the recorded numbers select no single answer:\n" + "\n".join(unsettled)
         )
     _unsettled.extend(f"{stem}: {u}" for u in unsettled)
-    questions = (read(page_html) or {}).get("predictions", {})
+    records = read(page_html) or {}
+    questions = records.get("predictions", {})
+    rights = {name: right_options(q, records) for name, q in questions.items()}
+    _positions[stem] = [(r[0], len(questions[name]["options"])) for name, r in rights.items() if len(r) == 1]
     if questions:
         _index[stem] = {
             "title": page.title or stem,
@@ -236,6 +319,9 @@ def on_page_context(context, page, config, nav):
 
 
 def on_post_build(config):
+    spread = position_spread([p for stem in sorted(_positions) for p in _positions[stem]])
+    if spread and strict():
+        raise PluginError("The lessons' right answers favour a position:\n" + "\n".join(spread))
     if _unsettled:
         # Printed, not logged: mkdocs --strict counts logged warnings and would abort the build.
         print(
