@@ -58,12 +58,16 @@ start: $(STAMP) site ## set up, build the site, serve it, print your grade table
 	  { echo "port $(PORT) is in use: try make start PORT=8001"; exit 1; }
 	@echo "==> serving the course on http://$(HOST):$(PORT)  (Ctrl-C to stop)"
 	@# Warm judges answer `bertlab grade` in about a second while the course is served; they stop with it.
+	@# Ctrl-C, a closed terminal or a kill is how the course ends: it stops quietly (make would call the
+	@# signal's exit status an error). The server ending on its own is an error, and fails loudly.
 	@$(BIN)/python -m http.server $(PORT) --bind $(HOST) --directory $(SITE_DIR) >/dev/null 2>&1 & server=$$!; \
-	  trap 'kill $$server 2>/dev/null; $(BIN)/bertlab judges stop >/dev/null 2>&1' EXIT; \
+	  trap 'kill $$server 2>/dev/null; wait $$server; $(BIN)/bertlab judges stop >/dev/null 2>&1' EXIT; \
+	  trap 'echo; echo "==> the course stopped"; exit 0' INT TERM HUP; \
 	  $(BIN)/bertlab judges start || true; \
 	  $(BIN)/bertlab grade || true; \
 	  echo "==> the course is served on http://$(HOST):$(PORT)  (Ctrl-C to stop)"; \
-	  wait $$server
+	  wait $$server; status=$$?; \
+	  echo "==> the course's web server stopped on its own (exit status $$status)"; exit $$(( status ? status : 1 ))
 
 LINTED := src tests bench docs/hooks
 lint: $(STAMP) ## lint, format and types (seconds)
