@@ -45,6 +45,7 @@ LAYERS = [
         "release",
         "progress",
         "hints",
+        "hint_steps",
         "nbgrader_verdicts",
         "nbgrader_feedback",
         "kernel_template",
