@@ -76,11 +76,12 @@ def test_add_and_norm_placements_are_named(learner, task, name, placement, mista
     assert f"(known mistake `{mistake}`)" in str(err.value)
 
 
-def test_an_unknown_placement_says_where_hf_drops(learner):
+def test_dropout_applied_twice_is_named_not_told_where_hf_drops(learner):
+    """Its dropout is at HF's place already: the hint saying where HF drops described its own code."""
     with pytest.raises(CheckFailed) as err:
         check("4.1", add_norm_variant(learner["BertSelfOutput"], "dropout-twice"), only="dropout")
-    assert err.value.mistake is None
-    assert common.WHERE["4.1"] in str(err.value)
+    assert err.value.mistake == "dropout-applied-twice", str(err.value)
+    assert common.WHERE["4.1"] not in str(err.value)
 
 
 def test_the_residual_sum_used_to_pass_the_eval_mode_checks(learner, capsys):

@@ -229,6 +229,17 @@ class SmallKept(list):
     """
 
 
+class Unscaled(list):
+    """HF's draws, replayed with the kept elements left unscaled (no 1 / (1 - p)): HF's module
+    replayed so gives what a dropout that forgets the scaling gives under the plain replay."""
+
+
+class Twice(list):
+    """HF's draws, replayed with each dropout applied once more on its own output: what a module
+    that drops the same tensor twice gives under the plain replay (the second call's input is
+    found nowhere, and gets the mask of its own shape)."""
+
+
 def _smaller_than_hf(x: torch.Tensor, drawn: list[Drawn]) -> bool:
     return bool(drawn) and all(x.numel() < d.given.numel() for d in drawn)
 
@@ -300,7 +311,10 @@ class Session:
                     x, [d for d in self.recorded if d.p == p]
                 )
                 keep = torch.ones(x.shape, dtype=torch.bool) if whole else _own_mask(x, p)
-            return _apply(x, keep, p, in_place)
+            if isinstance(self.recorded, Unscaled):
+                return x.mul_(keep.to(x.dtype)) if in_place else x * keep.to(x.dtype)
+            out = _apply(x, keep, p, in_place)
+            return _apply(out, _own_mask(out, p), p, in_place) if isinstance(self.recorded, Twice) else out
         finally:
             self.coupling.paused = paused
 

@@ -76,6 +76,22 @@ def set_submodule(module: nn.Module, path: str, value: nn.Module) -> None:
     setattr(module, last, value)
 
 
+def changed_dropout(task: DropoutChecks, reference_module, inputs: dict, replayed: dict, same):
+    """The known mistake whose dropout, at HF's places, gives the learner's replayed outputs: HF's
+    module replayed with its own draws unscaled, or applied twice; None when neither does."""
+    with torch.no_grad(), located_dropout.recording() as recorded:
+        task.call(copy.deepcopy(reference_module).train(), inputs)
+    for variant, mistake in (
+        (located_dropout.Unscaled, "dropout-not-scaled"),
+        (located_dropout.Twice, "dropout-applied-twice"),
+    ):
+        with torch.no_grad(), located_dropout.patched(variant(recorded)).active():  # HF's module: here
+            changed = task.call(copy.deepcopy(reference_module).train(), inputs)
+        if same((replayed, changed)):
+            return diagnose.REGISTRY[mistake]
+    return None
+
+
 def check_dropout_placement(
     task: DropoutChecks, cls, ctx: Context, layer, inputs: dict, module=None, other_config: bool = False
 ) -> None:
@@ -119,8 +135,10 @@ def check_dropout_placement(
         with torch.no_grad(), located_dropout.recording() as recorded:
             expected = task.call(hf, inputs)
         replayed = located_dropout.SmallKept(recorded) if small_kept else recorded
+        # From one seed: a draw paired with none of HF's (a mask for another tensor) is drawn alike
+        # in both replays, so only the small tensors kept whole can tell them apart.
         with torch.no_grad(), located_dropout.replaying(replayed):
-            return task.call(task.learner_for(cls, ctx, layer).train(), inputs), expected
+            return task.call(task.learner_for(cls, ctx, layer).train(), inputs, seed=seed), expected
 
     def same(pair) -> bool:
         got, expected = pair
@@ -152,6 +170,8 @@ def check_dropout_placement(
     if mistake is None and not same((located(small_kept=True)[0], replayed[0])):
         # its output moves with the mask of a tensor smaller than any HF drops: a shared mask
         mistake = diagnose.REGISTRY["dropout-mask-shared"]
+    if mistake is None:
+        mistake = changed_dropout(task, reference_module, inputs, replayed[0], same)
     got, expected = from_seed
     name = next(
         k

@@ -294,7 +294,16 @@ LADDERS: dict[str, Steps] = {
     "dropout-mask-shared": Steps(
         "Look at the shape of the tensor you draw a dropout mask for: it must be the whole tensor that is dropped.",
         "Apply dropout to the full tensor, so every element is kept or dropped on its own, not one mask broadcast "
-        "over tokens, sentences or heads.",
+        "over tokens, features, sentences or heads.",
+    ),
+    "dropout-not-scaled": Steps(
+        "Look at the elements your dropout keeps: on average the output must equal the input.",
+        "Divide the kept elements by the probability of keeping one (one minus the dropout probability), as "
+        "`nn.Dropout` does.",
+    ),
+    "dropout-applied-twice": Steps(
+        "Count the dropouts your forward applies to one tensor: HF applies each dropout once.",
+        "Apply the dropout once, at its place, and remove the other call.",
     ),
     "pre-ln-order": Steps(
         "Look at what your LayerNorm normalises: in BERT it is the last step, applied to the residual sum.",

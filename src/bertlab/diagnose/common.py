@@ -46,8 +46,29 @@ register(
     Mistake(
         "dropout-mask-shared",
         ("2.1", "3.1", "3.2", "4.1", "4.2", "5.2", "6.1", "6.2", "6.4"),
-        "one dropout mask drawn for a smaller tensor and broadcast over tokens, sentences or heads "
-        '("locked" dropout); HF keeps each element on its own',
+        "one dropout mask drawn for a smaller tensor and broadcast over tokens, features, sentences or heads "
+        '("locked" dropout, dropout1d or dropout2d); HF keeps each element on its own',
+        "03-multi-head-attention",
+        "Dropout",
+    )
+)
+# Seen by the dropout check's replays of HF's draws on HF's own module (``located_dropout.Unscaled``,
+# ``located_dropout.Twice``): the learner's output is HF's with its dropout so changed.
+register(
+    Mistake(
+        "dropout-not-scaled",
+        ("2.1", "3.1", "3.2", "4.1", "4.2", "5.2", "6.1", "6.2", "6.4"),
+        "dropout that zeroes the right elements but leaves the kept ones unscaled: HF multiplies them by "
+        "1 / (1 - p), so that the expected value is the eval-mode one",
+        "03-multi-head-attention",
+        "Dropout",
+    )
+)
+register(
+    Mistake(
+        "dropout-applied-twice",
+        ("2.1", "3.1", "3.2", "4.1", "4.2", "5.2", "6.1", "6.2", "6.4"),
+        "dropout applied twice in a row to the same tensor, where HF applies it once",
         "03-multi-head-attention",
         "Dropout",
     )
