@@ -62,7 +62,7 @@ start: $(STAMP) site ## set up, build the site, serve it, print your grade table
 	@# signal's exit status an error). The server ending on its own is an error, and fails loudly.
 	@$(BIN)/python -m http.server $(PORT) --bind $(HOST) --directory $(SITE_DIR) >/dev/null 2>&1 & server=$$!; \
 	  trap 'kill $$server 2>/dev/null; wait $$server; $(BIN)/bertlab judges stop >/dev/null 2>&1' EXIT; \
-	  trap 'echo; echo "==> the course stopped"; exit 0' INT TERM HUP; \
+	  trap 'trap "" INT TERM HUP; echo; echo "==> the course stopped"; exit 0' INT TERM HUP; \
 	  $(BIN)/bertlab judges start || true; \
 	  $(BIN)/bertlab grade || true; \
 	  echo "==> the course is served on http://$(HOST):$(PORT)  (Ctrl-C to stop)"; \
