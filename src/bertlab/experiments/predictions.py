@@ -17,6 +17,13 @@ this machine, so the answer cannot drift from the measurement. Explanations quot
 in an option's label fails the build. A wrong option's explanation says what belief would have
 produced it.
 
+The options show in the order declared, so a page reads the same on every build: place the
+right one so that the course favours no position (the strict build fails when one holds more than
+60% of the right answers among two-option questions, or 40% among larger ones), and offer a third
+option, a range a plausible misconception predicts, where the quantity allows. Nothing above a
+prediction may answer it: the build refuses a placeholder of its deciding claim or value, or that
+value's number printed, before the question.
+
 The learner commits an answer on the page before seeing any explanation; the page keeps it in the
 browser (``docs/assets/predictions.js``) and the Progress page counts the answers per lesson.
 """
