@@ -1826,6 +1826,170 @@ def _residual_mean_over_padding_looped():
     return nb
 
 
+# -- right code that rounds otherwise than HF's, and half precision (issue 48, item 2) ----------------
+# A computation more exact than HF's (float64 inside, float32 out) or summed in another order
+# (einsum, addmm on the flattened tokens) is right code: full marks. float16 and bfloat16 are
+# not float32's precision: their rounding alone is over the tolerance, and the message says so.
+
+INTERMEDIATE_DENSE = "hidden_states = self.dense(hidden_states)  # (B, T, I)\n        "
+OUTPUT_DENSE = "hidden_states = self.dense(hidden_states)  # (B, T, H): back to the residual stream's width\n        "
+SELF_OUTPUT_DENSE = "hidden_states = self.dense(hidden_states)  # (B, T, H): heads mixed by W_O\n        "
+INTERMEDIATE_FLOAT64 = """x = torch.nn.functional.linear(
+            hidden_states.double(), self.dense.weight.double(), self.dense.bias.double()
+        )  # (B, T, I) in float64
+        return self.intermediate_act_fn(x).to(hidden_states.dtype)  # back to float32"""
+ADD_NORM_FLOAT64 = """x = torch.nn.functional.linear(
+            hidden_states.double(), self.dense.weight.double(), self.dense.bias.double()
+        )  # (B, T, H) in float64
+        x = self.dropout(x) + input_tensor.double()
+        ln = self.LayerNorm
+        x = torch.nn.functional.layer_norm(x, ln.normalized_shape, ln.weight.double(), ln.bias.double(), ln.eps)
+        return x.to(input_tensor.dtype)  # back to float32"""
+EINSUM_DENSE = (
+    'hidden_states = torch.einsum("bti,oi->bto", hidden_states, self.dense.weight) + self.dense.bias\n        '
+)
+ADDMM_DENSE = """hidden_states = torch.addmm(  # every token of every sentence as one row of a (B*T, in) matrix
+            self.dense.bias, hidden_states.reshape(-1, hidden_states.shape[-1]), self.dense.weight.t()
+        ).reshape(*hidden_states.shape[:-1], -1)
+        """
+INTERMEDIATE_HALF = """x = torch.nn.functional.linear(
+            hidden_states.half(), self.dense.weight.half(), self.dense.bias.half()
+        )  # (B, T, I) in float16
+        return self.intermediate_act_fn(x.float())  # GELU in float32"""
+INTERMEDIATE_BFLOAT16 = """x = torch.nn.functional.linear(
+            hidden_states.bfloat16(), self.dense.weight.bfloat16(), self.dense.bias.bfloat16()
+        )  # (B, T, I) in bfloat16
+        return self.intermediate_act_fn(x).float()  # back to float32"""
+LAYER_FFN = (
+    "        intermediate_output = self.intermediate(attention_output)  # (B, T, I)\n"
+    "        # The second residual is the attention sub-layer's output, not the layer's input.\n"
+    "        layer_output = self.output(intermediate_output, attention_output)  # (B, T, H)"
+)
+LAYER_FFN_FLOAT64 = """        # The feed-forward block in float64, with the same weights; back to float32 at the end.
+        f = torch.nn.functional
+        w1, w2, ln = self.intermediate.dense, self.output.dense, self.output.LayerNorm
+        x = attention_output.double()
+        h = f.gelu(f.linear(x, w1.weight.double(), w1.bias.double()))
+        h = self.output.dropout(f.linear(h, w2.weight.double(), w2.bias.double()))
+        h = f.layer_norm(h + x, ln.normalized_shape, ln.weight.double(), ln.bias.double(), ln.eps)
+        layer_output = h.to(attention_output.dtype)"""
+
+
+@case("intermediate-in-float64", FFN, scores=9, status="passed", message=PASSED)
+def _intermediate_in_float64():
+    """Task 5.1 computed in float64 and cast back: nearer the exact answer than HF's float32 (at a
+    value of 20.3, HF's output is 1.6e-5 from it, this one 9e-7), and refused by an absolute 1e-5
+    alone. Full marks."""
+    return replace(right(FFN), "bert-intermediate", INTERMEDIATE_DENSE + INTERMEDIATE_RETURN, INTERMEDIATE_FLOAT64)
+
+
+@case("output-in-float64", FFN, scores=9, status="passed", message=PASSED)
+def _output_in_float64():
+    """Task 5.2, dense, dropout, residual and LayerNorm in float64, cast back at the end: full marks."""
+    nb = replace(right(FFN), "bert-output", OUTPUT_DENSE + BRANCH_DROPOUT_THEN_ADD, ADD_NORM_FLOAT64)
+    return replace(nb, "bert-output", ADD_NORM_FLOAT64 + "\n        return hidden_states", ADD_NORM_FLOAT64)
+
+
+@case("self-output-in-float64", ADD_NORM, scores=max_points(ADD_NORM), status="passed", message=PASSED)
+def _self_output_in_float64():
+    """Task 4.1 in float64, cast back at the end: full marks."""
+    nb = replace(right(ADD_NORM), "bert-self-output", SELF_OUTPUT_DENSE + BRANCH_DROPOUT_THEN_ADD, ADD_NORM_FLOAT64)
+    return replace(nb, "bert-self-output", ADD_NORM_FLOAT64 + "\n        return hidden_states", ADD_NORM_FLOAT64)
+
+
+@case("feed-forward-einsum", FFN, scores=9, status="passed", message=PASSED)
+def _feed_forward_einsum():
+    """Both dense layers of Task 5 written with torch.einsum: another order of the same sums."""
+    nb = replace(right(FFN), "bert-intermediate", INTERMEDIATE_DENSE, EINSUM_DENSE)
+    return replace(nb, "bert-output", OUTPUT_DENSE, EINSUM_DENSE)
+
+
+@case("feed-forward-addmm", FFN, scores=9, status="passed", message=PASSED)
+def _feed_forward_addmm():
+    """Both dense layers of Task 5 as one addmm over the flattened tokens: full marks."""
+    nb = replace(right(FFN), "bert-intermediate", INTERMEDIATE_DENSE, ADDMM_DENSE)
+    return replace(nb, "bert-output", OUTPUT_DENSE, ADDMM_DENSE)
+
+
+@case("self-output-addmm", ADD_NORM, scores=max_points(ADD_NORM), status="passed", message=PASSED)
+def _self_output_addmm():
+    """Task 4.1's W_O as one addmm over the flattened tokens: full marks."""
+    return replace(right(ADD_NORM), "bert-self-output", SELF_OUTPUT_DENSE, ADDMM_DENSE)
+
+
+@case("layer-ffn-in-float64", MODEL, scores=13, status="passed", message=PASSED)
+def _layer_ffn_in_float64():
+    """Task 6.1's feed-forward block computed in float64 from its parts' weights: full marks."""
+    return replace(right(MODEL), "bert-layer", LAYER_FFN, LAYER_FFN_FLOAT64)
+
+
+HALF_CELLS = ("test-5-1-values", "test-5-1-batches")
+
+
+@case(
+    "intermediate-in-float16",
+    FFN,
+    scores=6,
+    status="failed",
+    message=r"computes in float16: float16 keeps 11 bits(?s:.*)compute in float32",
+    must_fail=HALF_CELLS,
+)
+def _intermediate_in_float16():
+    """Task 5.1's dense layer in float16, GELU in float32: the output is float32, yet float16's
+    rounding moves it by 1e-2. The message names the precision, not a wrong formula: 6/9."""
+    return replace(right(FFN), "bert-intermediate", INTERMEDIATE_DENSE + INTERMEDIATE_RETURN, INTERMEDIATE_HALF)
+
+
+@case(
+    "intermediate-in-bfloat16",
+    FFN,
+    scores=6,
+    status="failed",
+    message=r"every value is a bfloat16 number(?s:.*)compute in float32",
+    must_fail=HALF_CELLS,
+)
+def _intermediate_in_bfloat16():
+    """Task 5.1 in bfloat16, cast back to float32: every value is a bfloat16 number. 6/9."""
+    return replace(right(FFN), "bert-intermediate", INTERMEDIATE_DENSE + INTERMEDIATE_RETURN, INTERMEDIATE_BFLOAT16)
+
+
+@case(
+    "output-under-autocast",
+    FFN,
+    scores=5,
+    status="failed",
+    message=r"computes in bfloat16(?s:.*)compute in float32",
+    must_fail=("test-5-2-values", "test-5-2-batches", "test-5-2-gradients"),
+)
+def _output_under_autocast():
+    """Task 5.2's forward under torch.autocast("cpu"): its dense layer runs in bfloat16, its
+    LayerNorm in float32, so the output is float32 and no bfloat16 number. The watch of the forward
+    names the precision: 5/9."""
+    return replace(
+        right(FFN),
+        "bert-output",
+        OUTPUT_DENSE,
+        'with torch.autocast("cpu"):  # bfloat16 where autocast deems it safe\n            '
+        + OUTPUT_DENSE.rstrip()
+        + "\n        ",
+    )
+
+
+@case(
+    "intermediate-returns-float16",
+    FFN,
+    scores=(5, 6),
+    status="failed",
+    message=r"is float16, expected float32(?s:.*)compute in float32",
+    must_fail=HALF_CELLS,
+)
+def _intermediate_returns_float16():
+    """Task 5.1 returns float16: the dtype check names it, with the advice: 5 or 6 of 9."""
+    return replace(
+        right(FFN), "bert-intermediate", INTERMEDIATE_RETURN, GELU_CALL + "\n        return hidden_states.half()"
+    )
+
+
 # -- the course directory ---------------------------------------------------------------------------
 
 

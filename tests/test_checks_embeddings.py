@@ -224,13 +224,13 @@ class Shifted(Solution):
         (
             PositionsFromZero,
             r"values differ from HF's BertEmbeddings on random ids \(batch \d+, length \d+\) and "
-            r"past_key_values_length=\d+ \(atol 1e-05\)\n.*\n"
+            r"past_key_values_length=\d+ \(atol 1e-05, rtol 1.9e-06\)\n.*\n"
             r"  The default positions start at past_key_values_length",
         ),
         (NoPastArgument, r"forward raised TypeError: .*unexpected keyword argument 'past_key_values_length'"),
         (
             Shifted,
-            r"values differ from the pretrained model \(atol 1e-05\)\n"
+            r"values differ from the pretrained model \(atol 1e-05, rtol 1.9e-06\)\n"
             r"  max abs diff 5.0e-01 at \(batch \d+, token \d+, dim \d+\): expected .*, got ",
         ),
     ],

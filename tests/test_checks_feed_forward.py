@@ -147,7 +147,7 @@ class ReturnsInput(BertOutput):
     [
         ("5.1", Renamed, r"`self\.intermediate_act_fn` is missing or not callable"),
         ("5.1", NarrowDense, r"parameter shapes differ from HF's\n  dense.weight: expected \[\d+, \d+\], got"),
-        ("5.2", ReturnsInput, r"values differ from the pretrained layer 0 \(atol 1e-05\)\n  max abs diff"),
+        ("5.2", ReturnsInput, r"values differ from the pretrained layer 0 \(atol 1e-05, rtol 1.9e-06\)\n  max abs"),
     ],
 )
 def test_failures_say_what_and_where(task, cls, expected):

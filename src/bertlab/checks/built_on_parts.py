@@ -143,7 +143,7 @@ class BuiltOnParts(ModuleTask):
                 with torch.no_grad():
                     got = task.call(part, inputs)
                 if all(
-                    tuple(got[k].shape) == tuple(v.shape) and allclose(v, got[k], task.atol)
+                    tuple(got[k].shape) == tuple(v.shape) and allclose(v, got[k], task.atol, task.rtol)
                     for k, v in expected.items()
                 ):
                     continue

@@ -4,7 +4,7 @@ A task runs the stages that apply to it in the registry's order (``bertlab.check
 stops at the first failure, raising ``CheckFailed`` with a message in the course's feedback format:
 
 ```text
-[Task 3.2] BertSelfAttention: values differ from the pretrained layer 2 (atol 1e-05)
+[Task 3.2] BertSelfAttention: values differ from the pretrained layer 2 (atol 1e-05, rtol 1.9e-06)
   max abs diff 3.1e-01 at (batch 0, token 3, dim 7): expected 0.412, got 0.103
   Your output matches ... (known mistake `no-scaling`).
   See lessons/03-multi-head-attention (section "Scaled scores").
@@ -23,9 +23,17 @@ import torch
 
 from bertlab import capture as capture_mod
 from bertlab import diagnose, reference
-from bertlab.checks import heatmap, located_dropout
+from bertlab.checks import heatmap, located_dropout, precision
 from bertlab.checks import stages as stages_mod
-from bertlab.checks.compare import Difference, allclose, diagnose_non_finite, difference, non_finite, worst_position
+from bertlab.checks.compare import (
+    RTOL,
+    Difference,
+    allclose,
+    diagnose_non_finite,
+    difference,
+    non_finite,
+    worst_position,
+)
 from bertlab.checks.feedback_traceback import learner_traceback
 from bertlab.checks.harness import (
     describe_call,
@@ -145,6 +153,7 @@ class Task:
     lesson: str
     stages: tuple[str, ...] = ()  # stage names, in the registry's order (each concrete task lists its own)
     atol: float = ATOL
+    rtol: float = RTOL  # on top of atol, relative to each expected value (compare.RTOL says why)
     computed_in_order: list[str] | None = None  # outputs in the order forward makes them (default: as returned)
 
     def __init_subclass__(cls, **kwargs):
@@ -307,11 +316,14 @@ class Task:
                 )
             if have.dtype != want.dtype and want.is_floating_point():
                 self.fail(
-                    f"`{name}` is {str(have.dtype).removeprefix('torch.')}, expected "
-                    f"{str(want.dtype).removeprefix('torch.')} like {against}",
-                    "Keep the dtype of the inputs and weights: no .double(), no torch.set_default_dtype().",
+                    f"`{name}` is {precision.name(have.dtype)}, expected {precision.name(want.dtype)} like {against}",
+                    precision.advice(have.dtype)
+                    if have.dtype in precision.HALF
+                    # a wider dtype inside is right (float64 is more exact); only the result's dtype is HF's
+                    else "Return the dtype of the inputs and weights (compute in float64 if you like, then cast "
+                    "back with .to(...)); no torch.set_default_dtype().",
                 )
-            if allclose(want, have, self.atol):
+            if allclose(want, have, self.atol, self.rtol):
                 continue
             what = "values" if len(expected) == 1 else f"`{name}` values"
             mistake = None
@@ -319,14 +331,21 @@ class Task:
                 mistake = diagnose.diagnose(self.id, *diagnose_with, got, expected) or diagnose_non_finite(
                     self.id, *diagnose_with, got, expected
                 )
+            half = None if mistake else precision.output_precision(have)
+            computed = f": every value is a {precision.name(half)} number, computed in it" if half else ""
             self.fail(
-                f"{what} differ from {against} (atol {self.atol:g})",
-                worst_position(want, have, dims[name]),
+                f"{what} differ from {against} ({self.tolerance()}){computed}",
+                worst_position(want, have, dims[name], self.atol, self.rtol),
+                precision.advice(half) if half else None,
                 non_finite(got, dims, self.computed_in_order),
                 mistake=mistake,
                 values=difference(name, expected, got, dims[name]),
                 cause="values",
             )
+
+    def tolerance(self) -> str:
+        """The values tolerance as the messages give it: ``atol 1e-05, rtol 1.9e-06``."""
+        return f"atol {self.atol:g}" + (f", rtol {self.rtol:.1e}" if self.rtol else "")
 
 
 def _what(err: CheckFailed) -> str:

@@ -148,7 +148,7 @@ def check_dropout_placement(
         return all(
             tuple(got[k].shape) == tuple(expected[k].shape)
             and (
-                allclose(expected[k], got[k], task.atol)
+                allclose(expected[k], got[k], task.atol, task.rtol)
                 or (
                     other_config
                     and bool(torch.allclose(got[k].detach().float(), expected[k].float(), atol=task.atol, rtol=1e-5))
@@ -176,7 +176,7 @@ def check_dropout_placement(
     name = next(
         k
         for k in expected
-        if tuple(got[k].shape) != tuple(expected[k].shape) or not allclose(expected[k], got[k], task.atol)
+        if tuple(got[k].shape) != tuple(expected[k].shape) or not allclose(expected[k], got[k], task.atol, task.rtol)
     )
     if other_config:
         config = ctx.model.config
@@ -191,7 +191,7 @@ def check_dropout_placement(
         f"in train mode, `{name}` differs from HF's {task.title}, both with the same fixed dropout masks "
         "and from the same seed: dropout does not act where HF's does, or not on each element on its own "
         "(a mask shared over tokens, sentences or heads is not HF's dropout)",
-        worst_position(expected[name], got[name], task.outputs[name])
+        worst_position(expected[name], got[name], task.outputs[name], task.atol, task.rtol)
         if got[name].shape == expected[name].shape
         else "",
         "" if mistake is not None else placement.WHERE.get(task.id, placement.PARTS_ONLY),

@@ -4,9 +4,13 @@ captured activations, then against HF's module on random batches.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
 
-from bertlab.checks.framework import Context
+from bertlab.checks import precision
+from bertlab.checks.framework import CheckFailed, Context
 from bertlab.checks.harness import (
     state_shapes,
 )
@@ -51,7 +55,8 @@ class ValueChecks(ModuleBase):
             inputs, expected = self.captured(ctx, layer)
             with torch.no_grad():
                 got = self.call(module, inputs)
-            self.compare(expected, got, self.outputs, self.where(layer), (self.reference(ctx, layer), inputs))
+            with self.naming_precision(module, inputs):
+                self.compare(expected, got, self.outputs, self.where(layer), (self.reference(ctx, layer), inputs))
 
     def check_masks(self, cls, ctx: Context) -> None:
         module = self.build(cls, ctx)
@@ -63,4 +68,23 @@ class ValueChecks(ModuleBase):
             with torch.no_grad():
                 expected = {k: v.float() for k, v in self.call(hf, inputs).items()}
                 got = self.call(self.load(module, ctx, layer), inputs)
-            self.compare(expected, got, self.outputs, f"HF's {self.title} on {description}", (hf, inputs))
+            with self.naming_precision(module, inputs):
+                self.compare(expected, got, self.outputs, f"HF's {self.title} on {description}", (hf, inputs))
+
+    @contextlib.contextmanager
+    def naming_precision(self, module, inputs: dict) -> Iterator[None]:
+        """A values failure no known mistake explains says so when the module computes in half
+        precision: the formula may be right, and float16's rounding alone is over the tolerance."""
+        try:
+            yield
+        except CheckFailed as err:
+            if err.cause != "values" or err.mistake is not None:
+                raise
+            if err.values is not None and precision.output_precision(err.values.got) is not None:
+                raise  # the output's own values named the precision already (Task.compare)
+            half = precision.module_precision(module, inputs)
+            if half is None:
+                raise
+            raise err.adding(
+                f"Your module computes in {precision.name(half)}: {precision.advice(half)}", first=True
+            ) from None

@@ -1,0 +1,76 @@
+"""The values tolerance follows float32's rounding at the size of each value: right code that is
+more exact than HF's (float64, cast back) or sums in another order passes; half precision fails
+with a message that names it. End to end, the same forms are bad-submission cases
+(tests/submissions.py); their margins are in tests/tolerance_sweep.py's tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from bertlab.checks import CheckFailed, check
+from bertlab.checks.compare import RTOL, allclose, worst_position
+from tests.conftest import solution_namespace
+
+NS = solution_namespace("05-feed-forward")
+BertIntermediate: Any = NS["BertIntermediate"]
+
+
+def intermediate(dense) -> type:
+    """The solution's BertIntermediate whose forward computes ``dense(module, hidden_states)``,
+    then its GELU, and returns float32."""
+
+    def forward(self, hidden_states):
+        return self.intermediate_act_fn(dense(self, hidden_states)).to(hidden_states.dtype)
+
+    return type(f"BertIntermediate_{dense.__name__}", (BertIntermediate,), {"forward": forward})
+
+
+def in_float64(m, x):
+    return F.linear(x.double(), m.dense.weight.double(), m.dense.bias.double())
+
+
+def with_einsum(m, x):
+    return torch.einsum("bti,oi->bto", x, m.dense.weight) + m.dense.bias
+
+
+def with_addmm(m, x):
+    return torch.addmm(m.dense.bias, x.reshape(-1, x.shape[-1]), m.dense.weight.t()).reshape(*x.shape[:-1], -1)
+
+
+def in_float16(m, x):
+    return F.linear(x.half(), m.dense.weight.half(), m.dense.bias.half()).float()  # GELU in float32
+
+
+def in_bfloat16(m, x):
+    return F.linear(x.bfloat16(), m.dense.weight.bfloat16(), m.dense.bias.bfloat16())  # GELU in bfloat16
+
+
+@pytest.mark.parametrize("dense", [in_float64, with_einsum, with_addmm])
+def test_right_code_that_rounds_otherwise_passes(dense):
+    """float64 inside failed an absolute 1e-5 alone: 1.5e-5 from HF's float32 at a value of 20.3."""
+    check("5.1", intermediate(dense), upto="batches")
+
+
+@pytest.mark.parametrize(
+    "dense, named",
+    [
+        (in_float16, r"computes in float16: float16 keeps 11 bits"),
+        (in_bfloat16, r"every value is a bfloat16 number(?s:.*)bfloat16 keeps 8 bits"),
+    ],
+)
+def test_half_precision_fails_naming_it(dense, named):
+    with pytest.raises(CheckFailed, match=named) as err:
+        check("5.1", intermediate(dense), upto="values")
+    assert err.value.cause == "values" and "compute in float32" in str(err.value)
+
+
+def test_the_tolerance_grows_with_the_value():
+    expected = torch.tensor([0.5, 20.0])
+    assert allclose(expected, expected + torch.tensor([0.0, 3e-5]), 1e-5, RTOL)  # 3e-5 at 20: rounding
+    assert not allclose(expected, expected + torch.tensor([3e-5, 0.0]), 1e-5, RTOL)  # at 0.5: a mistake
+    line = worst_position(expected, expected + torch.tensor([2e-5, 4e-5]), ("dim",), 1e-5, RTOL)
+    assert line is not None and "furthest over its tolerance (1.1e-05 there): 2.0e-05 at (dim 0)" in line
