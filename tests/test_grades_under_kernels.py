@@ -4,7 +4,9 @@
   CPU dispatches but its own (every other test of the suite grades under that one), and the
   reference stays within half of every tolerance: its largest
   difference over each check's comparisons, under its thinnest condition, is at most
-  ``1 / FLOOR`` of the tolerance (``tests/tolerance_sweep.py`` prints the table).
+  ``1 / FLOOR`` of the tolerance (``tests/tolerance_sweep.py`` prints the table); so do the
+  right forms that round otherwise (float64 cast back, einsum, addmm), and every known mistake
+  the captured values show stays ``FLOOR`` times over it.
 - End to end (``grade()``, its judges and learner processes all started under the condition),
   the bad-submission cases whose verdict rests on values keep their verdicts. These runs take
   minutes per condition, so they run under one: ``default``, the kernel set furthest from the one
@@ -25,7 +27,7 @@ import pytest
 from tests.kernels import Condition, capabilities, native
 from tests.submissions import CASES, build_course
 from tests.test_bad_submissions import problems_with
-from tests.tolerance_sweep import FLOOR, margins, sweep
+from tests.tolerance_sweep import FLOOR, margins, mistake_margins, sweep
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -46,6 +48,8 @@ VALUE_CASES = (
     "01-gelu-returns-float64",
     "05-nan-output",
     "05-global-thread-count",
+    "05-intermediate-in-float64",
+    "05-intermediate-in-float16",
 )
 END_TO_END = Condition("default", 1)
 
@@ -74,6 +78,14 @@ def test_the_reference_stays_within_half_of_every_tolerance(in_process):
     found = margins(in_process)
     assert len(found) >= 40, f"too few checks measured: {sorted(found)}"
     thin = [f"{key}: margin {m:.3g} under {where}" for key, (m, where) in found.items() if m < FLOOR]
+    assert thin == []
+
+
+def test_every_known_mistake_stays_twice_over_the_tolerance(in_process):
+    """The tolerance's relative part swallows no mistake that the captured values show."""
+    found = mistake_margins(in_process)
+    assert "5.1 tanh-gelu" in found, sorted(found)
+    thin = [f"{key}: {s:.3g} times the tolerance under {where}" for key, (s, _, where) in found.items() if s < FLOOR]
     assert thin == []
 
 
