@@ -344,10 +344,9 @@ claims.claim("embeddings_larger_share_when_narrow", embedding_share["all-MiniLM-
 # - The FFN is just under two thirds of every layer's parameters; the count of
 #   `BertModel(BertConfig())` reproduces Devlin et al.'s 110 M (printed above).
 #
-# Lesson 2 starts at the bottom of the stack, with the embeddings.
-#
-# **Exercise:** [01-numpy-bert](../exercises/01-numpy-bert/01-numpy-bert.ipynb): open it with
-# `make lab`, then grade it with `bertlab grade 01`.
+# Lesson 2 starts at the bottom of the stack, with the embeddings. Lesson 1 has no exercise of
+# its own: the layer in numpy, [01-numpy-bert](../exercises/01-numpy-bert/01-numpy-bert.ipynb),
+# needs the attention, the Add & Norms, GELU and LayerNorm, so it comes after lesson 6.
 #
 # ## Check yourself
 #

@@ -822,6 +822,10 @@ claims.claim("few_large_shifts", beta_max, ">", 10 * beta_mean_max,
 #   weights after each one expect centred, unit-variance tokens scaled by the learned $\gamma$
 #   and shifted by $\beta$.
 #
+# **Exercise:** [01-numpy-bert](../exercises/01-numpy-bert/01-numpy-bert.ipynb): you have now
+# met every piece of a layer; compute the whole layer in numpy. Open it with `make lab`, then
+# grade it with `bertlab grade 01`.
+#
 # **Next:** [Lesson 7: Putting it together](07-putting-it-together.py) composes the whole
 # encoder from the pieces of lessons 2 to 6; exercise 06 (the whole model) follows it.
 #

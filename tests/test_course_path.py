@@ -12,6 +12,10 @@ markdown cells and in docs/*.md, and reports:
 - an exercise whose "Read first" names a lesson that comes after it, or leaves out one of the
   lessons between the previous exercise and it;
 - an exercise whose "Done?" does not send the reader to the step right after it on the path.
+
+Apart from links, every lesson an exercise needs comes before it on the path: the lessons its
+tasks name, its hints and known mistakes cite, and its notebook links outside "Done?" (the home
+page promises it, and its path table follows the same order).
 """
 
 from __future__ import annotations
@@ -228,8 +232,10 @@ def test_the_path_holds_every_lesson_and_exercise_in_order():
     lessons = [p.stem for p in path if p.parts[0] == "lessons"]
     exercises = [p.parts[1] for p in path if p.parts[0] == "exercises"]
     assert lessons == sorted(p.stem for p in ROOT.glob("lessons/*.py")), "a lesson is missing or out of order"
-    assert exercises == sorted(p.name for p in ROOT.glob("solutions/*") if p.is_dir()), (
-        "an exercise is missing or out of order"
+    # Exercises keep their numbers but follow the lessons they need (exercise 01 after lesson 6):
+    # their order is the one the next tests check.
+    assert sorted(exercises) == sorted(p.name for p in ROOT.glob("solutions/*") if p.is_dir()), (
+        "an exercise is missing or listed twice"
     )
 
 
@@ -251,6 +257,120 @@ def test_every_exercise_intro_links_the_notation_page():
             target(Link(notebook.relative_to(ROOT), "", m.group(2), m.group(3))) for m in LINK.finditer(_prose(intro))
         }
         assert Path("docs/notation.md") in found, f"{notebook.relative_to(ROOT)}: its intro does not link the notation"
+
+
+def cited_lessons(root: Path, exercise: str) -> dict[str, set[str]]:
+    """Lesson stem -> what in ``exercise`` (a folder name, "01-numpy-bert") cites it.
+
+    Its tasks' ``lesson``, its tasks' hint ladders, the known mistakes of its tasks, and every
+    lesson its source notebook links to outside "Done?", whose links point ahead on purpose.
+    """
+    from bertlab import diagnose
+    from bertlab.checks import TASKS  # registers every mistake
+
+    number = str(int(exercise[:2]))
+    cited: dict[str, set[str]] = {}
+    for task_id, task in TASKS.items():
+        if task_id.split(".")[0] == number:
+            cited.setdefault(task.lesson, set()).add(f"Task {task_id}'s lesson")
+    for task_id, ladder in diagnose.TASK_LADDERS.items():
+        if task_id.split(".")[0] == number:
+            cited.setdefault(ladder.lesson, set()).add(f"Task {task_id}'s hint")
+    for mistake in diagnose.REGISTRY.values():
+        if any(t.split(".")[0] == number for t in mistake.tasks):
+            cited.setdefault(mistake.lesson, set()).add(f"mistake {mistake.id}")
+    notebook = Path("solutions") / exercise / f"{exercise}.ipynb"
+    for cell in markdown_cells(root / notebook):
+        for m in LINK.finditer(_prose(re.split(r"^#+\s*Done\?", cell, flags=re.M)[0])):
+            path = target(Link(notebook, "", m.group(2), m.group(3)))
+            if path is not None and path.parts[0] == "lessons" and (root / path).exists():
+                cited.setdefault(path.stem, set()).add("a link in its notebook")
+    return cited
+
+
+def lessons_ahead(root: Path) -> set[tuple[str, str, str]]:
+    """(exercise, lesson, what cites it) for every lesson an exercise cites that does not come
+    before it on the path of ``root``'s mkdocs.yml."""
+    path = course_path(root)
+    ahead = set()
+    for here, step in enumerate(path):
+        if step.parts[0] != "exercises":
+            continue
+        before = {p.stem for p in path[:here] if p.parts[0] == "lessons"}
+        for lesson, citers in cited_lessons(root, step.parts[1]).items():
+            ahead |= {(step.parts[1], lesson, citer) for citer in citers if lesson not in before}
+    return ahead
+
+
+# Mistakes shared by several tasks carry one lesson each, the one that explains them in full;
+# for the first tasks that can make them it is a later lesson. The dropout mistakes cite lesson
+# 3's "Dropout", yet Task 2.1 has dropout too (lesson 2 says what it does); the LayerNorm
+# mistakes cite lesson 6, yet Tasks 2.1, 4.1 and 5.2 each hold a LayerNorm. Each exception is
+# listed, so a new one fails, and one fixed must leave the list.
+SHARED_AHEAD = {
+    *(
+        ("02-embeddings", "03-multi-head-attention", f"mistake dropout-{kind}")
+        for kind in ("in-eval", "missing", "mask-shared", "not-scaled", "applied-twice")
+    ),
+    *(
+        (exercise, "06-layernorm", f"mistake {mistake}")
+        for exercise in ("02-embeddings", "04-attention-output", "05-feed-forward")
+        for mistake in ("layernorm-eps-typed",)
+    ),
+    *(
+        (exercise, "06-layernorm", f"mistake {mistake}")
+        for exercise in ("04-attention-output", "05-feed-forward")
+        for mistake in ("unbiased-variance", "layernorm-wrong-axis", "layernorm-eps-outside-sqrt")
+    ),
+    ("04-attention-output", "06-layernorm", "mistake pre-ln-order"),
+}
+
+
+def test_every_exercise_comes_after_the_lessons_it_cites():
+    ahead = lessons_ahead(ROOT)
+    assert ahead - SHARED_AHEAD == set(), "an exercise cites a lesson that comes after it:\n" + "\n".join(
+        f"{exercise}: {citer} cites lessons/{lesson}" for exercise, lesson, citer in sorted(ahead - SHARED_AHEAD)
+    )
+    assert SHARED_AHEAD - ahead == set(), f"no longer ahead, leave SHARED_AHEAD: {sorted(SHARED_AHEAD - ahead)}"
+
+
+def test_the_numpy_layer_needs_lessons_3_to_6():
+    """Exercise 01 computes a whole layer: what it cites is what put it after lesson 6."""
+    cited = cited_lessons(ROOT, "01-numpy-bert")
+    for lesson in ("03-multi-head-attention", "04-add-and-norm", "05-feed-forward", "06-layernorm"):
+        assert lesson in cited, f"01-numpy-bert no longer cites lessons/{lesson}: may it come earlier?"
+
+
+def test_the_old_place_of_the_numpy_layer_is_reported(tmp_path):
+    """Right after lesson 1, where it was, exercise 01 would come before four lessons it cites."""
+    root = _copy(tmp_path)
+    config = root / "mkdocs.yml"
+    text = config.read_text()
+    entry = re.search(r"^ +- (?:[^\n:]+: )?exercises/01-numpy-bert/01-numpy-bert\.ipynb\n", text, re.M)
+    assert entry, "mkdocs.yml's Course has no entry for exercise 01"
+    text = text.replace(entry.group(0), "")
+    config.write_text(text.replace("- lessons/01-anatomy.py\n", "- lessons/01-anatomy.py\n" + entry.group(0)))
+    ahead = {(exercise, lesson) for exercise, lesson, _ in lessons_ahead(root) - SHARED_AHEAD}
+    assert ahead == {
+        ("01-numpy-bert", lesson)
+        for lesson in ("03-multi-head-attention", "04-add-and-norm", "05-feed-forward", "06-layernorm")
+    }
+
+
+PROMISE = "each exercise comes right after the lessons it needs"
+
+
+def test_the_home_page_keeps_its_promise_in_the_path_order():
+    home = (ROOT / "docs" / "index.md").read_text()
+    assert PROMISE in " ".join(home.split()), f"docs/index.md no longer says {PROMISE!r}"
+    table = home.split("## The path through the course", 1)[1].split("\n\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if re.match(r"^\| \d+ \|", line)]
+    linked = [
+        target(Link(Path("docs/index.md"), "", m.group(2), m.group(3))) for m in (LINK.search(r) for r in rows) if m
+    ]
+    steps = [_real(ROOT, ROOT / p) for p in linked if p is not None]
+    assert len(steps) == len(rows), "a row of the path table links no lesson or exercise"
+    assert steps == course_path(ROOT), "the home page's path table and mkdocs.yml's Course differ in order"
 
 
 def test_every_link_lands_where_its_words_say():
