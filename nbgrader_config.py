@@ -53,7 +53,7 @@ c.GenerateFeedback.preprocessors = [
 # Autograde judges each notebook as `bertlab grade` does (the learner's code in its own process,
 # the verdict outside it) after nbgrader's own run, so both give the same score per grade cell.
 c.Autograde.autograde_preprocessors = [
-    "nbgrader.preprocessors.Execute",
+    "bertlab.nbgrader_execute.Execute",  # nbgrader's, with a reason where a cell ended its kernel
     "bertlab.nbgrader_verdicts.JudgeVerdicts",
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",

@@ -33,9 +33,9 @@ CODE = '''
 import json, os, sys
 print(json.dumps({
     "torch_at_start": "torch" in sys.modules,
-    "parent": open(f"/proc/{os.getppid()}/cmdline").read().replace(chr(0), " "),
+    "ppid": os.getppid(),
     "cwd": os.getcwd(),
-    "marker": os.environ.get("KERNEL_MARKER"),
+    "marker": os.environ.get("BERTLAB_KERNEL_MARKER"),
     "history": str(get_ipython().history_manager.hist_file),
     "pid": os.getpid(),
 }))
@@ -45,7 +45,11 @@ for _ in range(2):
     km, kc = start_new_kernel(kernel_name=c.Execute.kernel_name, extra_arguments=[HISTORY])
     out = []
     kc.execute_interactive(CODE, output_hook=lambda m: out.append(m["content"].get("text", "")), timeout=120)
-    seen.append(json.loads("".join(out)))
+    kernel = json.loads("".join(out))
+    # Read here: a confined kernel reads no other process's /proc entry (its parent is its keeper,
+    # a fork of the template too).
+    kernel["parent"] = open(f"/proc/{kernel['ppid']}/cmdline").read().replace(chr(0), " ")
+    seen.append(kernel)
     kc.stop_channels()
     km.shutdown_kernel(now=True)
 print(json.dumps({"owner": os.getpid(), "kernels": seen}))
@@ -55,10 +59,11 @@ print(json.dumps({"owner": os.getpid(), "kernels": seen}))
 def run_owner(tmp_path, **env) -> dict:
     work = tmp_path / "submission"
     work.mkdir()
+    # The marker's name is one a confined kernel's environment keeps (bertlab.grading.confinement).
     proc = subprocess.run(
         [sys.executable, "-c", OWNER, str(tmp_path / "workspace")],
         cwd=work,
-        env={**os.environ, "KERNEL_MARKER": "from-the-owner", "PYTHONPATH": str(ROOT), **env},
+        env={**os.environ, "BERTLAB_KERNEL_MARKER": "from-the-owner", "PYTHONPATH": str(ROOT), **env},
         capture_output=True,
         text=True,
         timeout=300,

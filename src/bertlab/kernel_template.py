@@ -16,7 +16,9 @@ users below run. Two users:
 - the site build (``docs/hooks/lesson_render.py``) starts a template for its lessons (``start``);
 - ``nbgrader autograde`` (``nbgrader_config.py`` calls ``use_in_nbgrader``): the kernelspec's
   stand-in (``connect-lazily``) starts the template itself when the first notebook runs, one per
-  nbgrader process, and the template ends with that process.
+  nbgrader process, and the template ends with that process. These kernels run learners' code:
+  ``--confined`` has each confined and kept as ``bertlab grade``'s learner process is
+  (``bertlab.grading.platforms.linux.confined_kernel``); the lessons' kernels are not confined.
 
 Where forking after torch's imports is not safe (macOS, and the portable path that stands in for
 it) or no template answers, the stand-in becomes an ordinary kernel: the notebook runs as before,
@@ -59,7 +61,8 @@ def start(directory: Path, name: str) -> subprocess.Popen:
 def use_in_nbgrader(config, directory: str) -> None:
     """Make nbgrader's ``Execute`` run each notebook in a forked kernel (``config``: nbgrader's
     ``c``; ``directory``: where the kernelspec is written, put on ``JUPYTER_PATH``)."""
-    kernelspec(Path(directory), NBGRADER_KERNEL, ["connect-lazily"])
+    # Confined: these kernels run learners' code (``connect``), the site's lessons do not.
+    kernelspec(Path(directory), NBGRADER_KERNEL, ["connect-lazily", "--confined"])
     os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [directory, os.environ.get("JUPYTER_PATH")]))
     config.Execute.kernel_name = NBGRADER_KERNEL
     # The first kernel is ready only when the template has imported torch and the course, which
@@ -94,8 +97,38 @@ def _spawn_template(socket_path: str, owner: int) -> subprocess.Popen:
     return template
 
 
-def _ordinary_kernel(connection_file: str, arguments: list[str]):
-    os.execv(sys.executable, [sys.executable, "-m", "ipykernel_launcher", "-f", connection_file, *arguments])
+def _ordinary_kernel(connection_file: str, arguments: list[str], confine: dict | None = None):
+    """A kernel that starts anew; confined under a keeper in this process when ``confine`` asks
+    for it and the platform can (Linux)."""
+
+    def launch():
+        os.execv(sys.executable, [sys.executable, "-m", "ipykernel_launcher", "-f", connection_file, *arguments])
+
+    if confine is not None and _forking_is_safe():
+        from bertlab.grading.platforms.linux import confined_kernel
+
+        sys.exit(confined_kernel.keep({"connection_file": connection_file, "confine": confine}, None, launch))
+    launch()
+
+
+def confinement(connection_file: str) -> dict:
+    """What a kernel running a learner's notebook (in this directory) is confined to: what the
+    judge's learner process reads (``bertlab.grading.confinement``) and its connection file, and
+    the course's memory and process limits (``bertlab.toml``)."""
+    from bertlab.grading import confinement as lists
+    from bertlab.grading.notebooks import course_root
+    from bertlab.settings import DEFAULT_MEMORY_MB, PROCESS_LIMIT, SettingsError, grade_settings
+
+    try:
+        memory = grade_settings(course_root(Path.cwd().resolve())).get("memory_limit", DEFAULT_MEMORY_MB)
+    except SettingsError:  # the judge that follows the kernel says what is wrong with the file
+        memory = DEFAULT_MEMORY_MB
+    return {
+        "readable": [*lists.readable(), os.path.abspath(connection_file)],
+        "unreadable": lists.unreadable(),
+        "memory_mb": memory,
+        "processes": PROCESS_LIMIT,
+    }
 
 
 def _forking_is_safe() -> bool:
@@ -104,30 +137,46 @@ def _forking_is_safe() -> bool:
     return hasattr(os, "fork") and not platforms.is_portable()
 
 
-def connect(socket_path: str, connection_file: str, arguments: list[str]) -> None:
-    """The stand-in Jupyter starts: a kernel forked by the template, or an ordinary one."""
+def connect(socket_path: str, connection_file: str, arguments: list[str], confined: bool = False) -> None:
+    """The stand-in Jupyter starts: a kernel forked by the template, or an ordinary one.
+    ``confined``: the kernel runs a learner's code, and gets only what ``bertlab grade``'s
+    learner process gets (``confinement``; its environment: ``bertlab.grading.confinement``)."""
+    confine = None
+    if confined:
+        from bertlab.grading.confinement import environment
+
+        confine = confinement(connection_file)
+        if not any(a.startswith("--HistoryManager.hist_file") for a in arguments):  # given twice, IPython fails
+            arguments = [*arguments, "--HistoryManager.hist_file=:memory:"]  # not in the home it cannot write
+        kept = environment()
+        os.environ.clear()
+        os.environ.update(kept)
     if not _forking_is_safe():
-        _ordinary_kernel(connection_file, arguments)
+        _ordinary_kernel(connection_file, arguments, confine)
     try:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.connect(socket_path)
     except OSError:
-        _ordinary_kernel(connection_file, arguments)
+        _ordinary_kernel(connection_file, arguments, confine)
     stand_in_r, _stand_in_w = os.pipe()  # the kernel reads EOF when this process ends
     kernel_r, kernel_w = os.pipe()  # this process reads EOF when the kernel ends
     request = {"connection_file": connection_file, "cwd": os.getcwd(), "env": dict(os.environ), "arguments": arguments}
+    if confine is not None:
+        request["confine"] = confine
     socket.send_fds(sock, [json.dumps(request).encode()], [stand_in_r, kernel_w, 0, 1, 2])
     os.close(stand_in_r)
     os.close(kernel_w)
     answer = sock.makefile().readline().strip()
     if not answer.isdigit():
-        _ordinary_kernel(connection_file, arguments)
+        _ordinary_kernel(connection_file, arguments, confine)
     pid = int(answer)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda number, _frame: os.kill(pid, number))
-    while os.read(kernel_r, 1):
-        pass
-    sys.exit(0)
+    said = b""
+    while chunk := os.read(kernel_r, 64):
+        said += chunk
+    # A confined kernel's keeper says how the kernel ended: Jupyter sees it as this exit status.
+    sys.exit(int(said) if said.strip().isdigit() else 0)
 
 
 def owner_socket(owner: int) -> str:
@@ -137,7 +186,7 @@ def owner_socket(owner: int) -> str:
     return str(folder / f"{owner}.sock")
 
 
-def connect_lazily(connection_file: str, arguments: list[str]) -> None:
+def connect_lazily(connection_file: str, arguments: list[str], confined: bool = False) -> None:
     """The stand-in for the process that started it (nbgrader): its template, started here when
     this is that process's first kernel."""
     if _forking_is_safe():
@@ -151,8 +200,8 @@ def connect_lazily(connection_file: str, arguments: list[str]) -> None:
             _spawn_template(socket_path, owner)
         finally:
             probe.close()
-        connect(socket_path, connection_file, arguments)
-    _ordinary_kernel(connection_file, arguments)
+        connect(socket_path, connection_file, arguments, confined)
+    connect("", connection_file, arguments, confined)  # not forked: an ordinary kernel, confined alike
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -173,6 +222,11 @@ def main(argv: list[str] | None = None) -> None:
         sub = commands.add_parser(name, help=text)
         if name == "connect":
             sub.add_argument("socket", help="the template's Unix socket")
+        sub.add_argument(
+            "--confined",
+            action="store_true",
+            help="the kernel runs a learner's code: confine it as `bertlab grade` does",
+        )
         sub.add_argument("connection_file", help="the kernel's connection file, from Jupyter")
         sub.add_argument("arguments", nargs=argparse.REMAINDER, help="more arguments for the kernel")
     args = parser.parse_args(argv)
@@ -181,9 +235,9 @@ def main(argv: list[str] | None = None) -> None:
 
         serve(args.socket, args.owner)
     elif args.command == "connect":
-        connect(args.socket, args.connection_file, args.arguments)
+        connect(args.socket, args.connection_file, args.arguments, args.confined)
     else:
-        connect_lazily(args.connection_file, args.arguments)
+        connect_lazily(args.connection_file, args.arguments, args.confined)
 
 
 if __name__ == "__main__":

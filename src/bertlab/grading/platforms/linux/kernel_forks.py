@@ -89,7 +89,7 @@ def _preload() -> None:
 
 def _kernel(request: dict, stand_in_alive: int, kernel_alive: int, stdin: int, stdout: int, stderr: int) -> None:
     """The forked kernel: the stand-in's environment, directory, arguments and standard streams,
-    then ipykernel."""
+    then ipykernel; confined under a keeper (``confined_kernel``) when the request asks for it."""
     try:
         os.setsid()
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -99,6 +99,13 @@ def _kernel(request: dict, stand_in_alive: int, kernel_alive: int, stdin: int, s
         os.environ.clear()
         os.environ.update(request["env"])
         os.chdir(request["cwd"])
+        sys.argv = [sys.argv[0], "-f", request["connection_file"], *request.get("arguments", [])]
+        if request.get("confine") is not None:  # nbgrader's: the learner's code, confined and kept
+            from bertlab.grading.platforms.linux import confined_kernel
+
+            status = confined_kernel.keep(request, stand_in_alive, _launch, (kernel_alive,))
+            os.write(kernel_alive, f"{status}\n".encode())  # how it ended, for the stand-in's exit status
+            os._exit(0)
 
         def exit_with_stand_in() -> None:
             os.read(stand_in_alive, 1)  # returns when the stand-in is gone: its end of the pipe closed
@@ -106,9 +113,12 @@ def _kernel(request: dict, stand_in_alive: int, kernel_alive: int, stdin: int, s
 
         threading.Thread(target=exit_with_stand_in, daemon=True).start()
         # ``kernel_alive`` stays open until this process ends: the stand-in waits for that.
-        from ipykernel.kernelapp import IPKernelApp
-
-        sys.argv = [sys.argv[0], "-f", request["connection_file"], *request.get("arguments", [])]
-        IPKernelApp.launch_instance(argv=sys.argv[1:])
+        _launch()
     finally:
         os._exit(0)
+
+
+def _launch() -> None:
+    from ipykernel.kernelapp import IPKernelApp
+
+    IPKernelApp.launch_instance(argv=sys.argv[1:])
