@@ -40,6 +40,7 @@ PENDING = "pending"  # the fingerprint of a submission a run set out to grade an
 JUDGE_STEPS = (
     "nbgrader.preprocessors.Execute",
     "nbgrader.preprocessors.execute.Execute",
+    "bertlab.nbgrader_execute.Execute",  # the course's configuration: nbgrader's, naming a killed kernel
     "bertlab.nbgrader_verdicts.JudgeVerdicts",
 )
 
