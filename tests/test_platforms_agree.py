@@ -77,7 +77,7 @@ def by_classroom(tmp: Path, hand_ins: dict[str, bytes]) -> dict[str, dict[str, f
     steps = yaml.safe_load(workflow.read_text())["jobs"]["grade"]["steps"]
     (grading,) = [s for s in steps if s.get("name") == "Grade the notebooks"]
     tests = [s for s in steps if s.get("uses") == COMMAND_GRADER]
-    scores = {}
+    scores: dict[str, dict[str, float]] = {}
     for student, data in hand_ins.items():
         repo, runner_temp = tmp / student / "repo", tmp / student / "runner-temp"
         runner_temp.mkdir(parents=True)
