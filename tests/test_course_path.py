@@ -44,8 +44,8 @@ HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*(?:\{#([\w-]+)\})?\s*$", re.M)
 NUMBERED = re.compile(r"\b(lesson|task|exercise)\s+0*(\d+)\b", re.I)
 # a title quoted in italics: *Add & Norm* or _Add & Norm_
 QUOTED = re.compile(r"(?<![\w*])[*_]([^*_]+)[*_](?![\w*])")
-# "# Lesson 4: Add & Norm", "# Task 3: multi-head self-attention"
-TITLE = re.compile(r"^(Lesson|Task)\s+(\d+):\s*(.+)$")
+# "# Lesson 4: Add & Norm", "# Exercise 03: multi-head self-attention"
+TITLE = re.compile(r"^(Lesson|Exercise)\s+(\d+):\s*(.+)$")
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ def check_link(root: Path, link: Link) -> list[str]:
     heading = title(root / path) or ""
     named = TITLE.match(heading)
     for kind, number in NUMBERED.findall(link.text):
-        expected = {"lesson": "Lesson"}.get(kind.lower(), "Task")
+        expected = {"lesson": "Lesson"}.get(kind.lower(), "Exercise")
         if named is None or named.group(1) != expected or int(named.group(2)) != int(number):
             errors.append(f"{where}: says {kind} {number}, but {path} is {heading!r}")
     # the page's title, or with a fragment the section's

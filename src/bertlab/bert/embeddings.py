@@ -32,7 +32,7 @@ class BertEmbeddings(nn.Module):
     @staticmethod
     def position_buffers(config) -> tuple[torch.Tensor, torch.Tensor]:
         """The non-persistent buffers: positions 0, 1, ..., P - 1 and token types 0, each (1, P)."""
-        position_ids = torch.arange(config.max_position_embeddings).unsqueeze(0)  # (1, P)
+        position_ids = torch.arange(config.max_position_embeddings).unsqueeze(0)  # (1, max_position_embeddings)
         return position_ids, torch.zeros(position_ids.size(), dtype=torch.long)
 
     def forward(

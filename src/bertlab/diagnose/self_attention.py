@@ -134,7 +134,7 @@ for _id, _tasks, _description, _section in [
     (
         "heads-split-wrong",
         ("3.2",),
-        "heads split by `view(B, heads, T, d)` without the transpose: tokens and heads get mixed",
+        "heads split by `reshape(B, A, T, d)` (or `view`) without the transpose: tokens and heads get mixed",
         "Splitting into heads",
     ),
     (
