@@ -1990,6 +1990,105 @@ def _intermediate_returns_float16():
     )
 
 
+SHAPE_LINE = "        B, T, _ = hidden_states.shape\n"
+CALLS_3_2 = ("test-3-2-gradients",)  # the cell whose full run holds the calls check
+
+
+def _self_attention_mask_prepared(prelude: str, lines: str) -> nbformat.NotebookNode:
+    """Task 3.2 whose forward passes the mask through ``lines`` first (right on any one call)."""
+    nb = right(ATTENTION)
+    replace(
+        nb,
+        "bert-self-attention",
+        "class BertSelfAttention(nn.Module):",
+        prelude + "class BertSelfAttention(nn.Module):",
+    )
+    return replace(nb, "bert-self-attention", SHAPE_LINE, lines + SHAPE_LINE)
+
+
+@case(
+    "mask-cached-by-data-ptr",
+    ATTENTION,
+    scores=max_points(ATTENTION) - 1,
+    status="failed",
+    message=r"refilled in place.*\n(.*\n)*.*`self\._mask_cache`",
+    must_fail=CALLS_3_2,
+)
+def _mask_cached_by_data_ptr():
+    """Task 3.2 keeps its float copy of the mask by the tensor's ``data_ptr()`` ("the same mask
+    tensor every step"): a caller that refills that tensor in place gets the old mask. The calls
+    check's long run refills its tensors in place: the cell with the calls check fails, named."""
+    return _self_attention_mask_prepared(
+        "",
+        "        if attention_mask is not None:\n"
+        "            cache = self.__dict__.setdefault('_mask_cache', {})\n"
+        "            if attention_mask.data_ptr() not in cache:\n"
+        "                cache[attention_mask.data_ptr()] = attention_mask.float().clone()\n"
+        "            attention_mask = cache[attention_mask.data_ptr()]\n",
+    )
+
+
+@case(
+    "mask-in-an-lru-cache",
+    ATTENTION,
+    scores=max_points(ATTENTION) - 1,
+    status="failed",
+    message=r"`as_float \(an lru_cache\)`",
+    must_fail=CALLS_3_2,
+)
+def _mask_in_an_lru_cache():
+    """Task 3.2 converts the mask through ``functools.lru_cache`` keyed on the tensor (tensors hash
+    by identity): the same tensor refilled gets the old answer; the calls check names the cache."""
+    return _self_attention_mask_prepared(
+        "import functools\n\n\n"
+        "@functools.lru_cache(maxsize=None)\n"
+        "def as_float(mask):\n"
+        "    return mask.float().clone()\n\n\n",
+        "        if attention_mask is not None:\n            attention_mask = as_float(attention_mask)\n",
+    )
+
+
+@case("mask-cached-by-its-values", ATTENTION, scores=max_points(ATTENTION), status="passed", message=PASSED)
+def _mask_cached_by_its_values():
+    """Right: Task 3.2 keeps its masks in a cache keyed on their values (shape and bytes): a
+    refilled tensor is a new key. Full marks."""
+    return _self_attention_mask_prepared(
+        "",
+        "        if attention_mask is not None:\n"
+        "            cache = self.__dict__.setdefault('_by_value', {})\n"
+        "            key = (tuple(attention_mask.shape), attention_mask.numpy().tobytes())\n"
+        "            attention_mask = cache.setdefault(key, attention_mask.clone())\n",
+    )
+
+
+@case(
+    "self-output-frozen-weights-from-sixth-call",
+    ADD_NORM,
+    scores=max_points(ADD_NORM) - 1,
+    status="failed",
+    message=r"no gradient reaches dense\.weight, after \d+ calls|other weights loaded",
+    must_fail=("test-4-1-gradients",),
+)
+def _self_output_frozen_weights_from_sixth_call():
+    """Task 4.1 counts its calls and from the sixth multiplies by a copy of its weights made under
+    no_grad: right values until other weights are loaded, and no gradient reaches the weights.
+    The calls check makes more calls than that, checks the gradients after them and loads other
+    weights: the cell with the calls check fails, naming what was kept."""
+    return replace(
+        right(ADD_NORM),
+        "bert-self-output",
+        "        hidden_states = self.dense(hidden_states)  # (B, T, H): heads mixed by W_O\n",
+        "        self.calls = getattr(self, 'calls', 0) + 1\n"
+        "        if self.calls >= 6 and not hasattr(self, 'fast_weights'):\n"
+        "            with torch.no_grad():\n"
+        "                self.fast_weights = (self.dense.weight.clone(), self.dense.bias.clone())\n"
+        "        if self.calls >= 6:\n"
+        "            hidden_states = torch.nn.functional.linear(hidden_states, *self.fast_weights)\n"
+        "        else:\n"
+        "            hidden_states = self.dense(hidden_states)\n",
+    )
+
+
 # -- the course directory ---------------------------------------------------------------------------
 
 

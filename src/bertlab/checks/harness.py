@@ -320,6 +320,7 @@ def invoke(
     grad: bool = False,
     threads: int | None = None,
     located: list | None = None,
+    reuse_arguments: bool = False,
 ) -> Outcome:
     """Call ``fn(*args, **kwargs)`` on copies of the arguments and report what happened.
 
@@ -330,6 +331,8 @@ def invoke(
         forbid_shortcuts: fail when the call runs reference code (``reference_code``; module tasks).
         grad: keep autograd on (the gradients check); otherwise the call runs under no_grad.
         threads: torch's thread count for the call (the grader's own, so sums split alike).
+        reuse_arguments: the call gets the argument objects themselves, not copies (the calls
+            check refills the same tensors in place, as a training loop does: ``refilled_calls``).
     """
     kwargs = kwargs or {}
     if forbid_shortcuts:
@@ -339,8 +342,8 @@ def invoke(
     given = (args, kwargs)
     # Without grad the call gets copies and ``given`` stays as it came: it is the record to
     # compare with. With grad the call gets ``given`` itself (gradients flow to its leaves).
-    call_args, call_kwargs = (args, kwargs) if grad else _copy(given)
-    pristine = _copy(given) if grad else given
+    call_args, call_kwargs = (args, kwargs) if grad or reuse_arguments else _copy(given)
+    pristine = _copy(given) if grad or reuse_arguments else given
     watch = _ShortcutWatch() if forbid_shortcuts else None
     # The profile watch sees this thread only; the course's modules refuse every other thread too.
     parts_only = given_parts.watching() if forbid_shortcuts else contextlib.nullcontext()

@@ -9,10 +9,10 @@ from bertlab.checks.framework import CheckFailed, Context
 from bertlab.checks.harness import (
     state_digest,
 )
-from bertlab.checks.module_base import ModuleBase
+from bertlab.checks.stage_calls_refilled import RefilledCallChecks
 
 
-class CallChecks(ModuleBase):
+class CallChecks(RefilledCallChecks):
     """Stage calls (``bertlab.checks.stages``)."""
 
     def check_calls(self, cls, ctx: Context) -> None:
@@ -20,7 +20,9 @@ class CallChecks(ModuleBase):
         shape, answers each call as HF's does. No call may change a parameter or buffer. An
         attribute a call writes (the last probabilities kept "for visualisation", a counter) is
         the learner's own business while every answer is HF's: it fails only when it changes an
-        answer, which a fourth call, on new inputs of the same shape, is there to show."""
+        answer, which a fourth call, on new inputs of the same shape, is there to show. Then the
+        long run (``stage_calls_refilled``): many calls on the same tensors refilled in place and on
+        reused memory, the gradients after them, and other weights loaded."""
         layer = self.layers(ctx)[0]
         module = self.learner_for(cls, ctx, layer)
         hf = self.reference(ctx, layer)
@@ -75,6 +77,11 @@ class CallChecks(ModuleBase):
                 ) from None
             if number == 2 and kept:  # kept and, so far, never read: once more, on new inputs
                 calls.append((other_inputs_of_the_same_shape(second, ctx.generator), "a fourth call, on new inputs"))
+        # The long run, on the first sentence alone (each of its calls costs a quarter of a batch's)
+        row = {k: (v[:1] if isinstance(v, torch.Tensor) and v.dim() > 1 else v) for k, v in first.items()}
+        sets = [row, other_inputs_of_the_same_shape(row, ctx.generator)]
+        sets.append(other_inputs_of_the_same_shape(sets[1], ctx.generator))
+        self.check_refilled_calls(module, ctx, layer, sets, kept)
 
 
 def other_inputs_of_the_same_shape(inputs: dict, generator: torch.Generator) -> dict:

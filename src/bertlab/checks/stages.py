@@ -55,8 +55,10 @@ ORDER: tuple[Stage, ...] = (
     Stage(
         "calls",
         "Called again with other inputs and another mask of the same shape, and once more with the first, "
-        "does your module answer each call right and leave its weights as they were? A value you keep for "
-        "yourself (the last probabilities, for a plot) is fine while no later call's answer depends on it.",
+        "does your module answer each call right and leave its weights as they were? And called many more "
+        "times on the same tensors refilled in place and on reused memory, then with other weights loaded? A "
+        "value you keep for yourself (the last probabilities, for a plot) is fine while no later call's answer "
+        "depends on it.",
     ),
     Stage(
         "config",
