@@ -79,3 +79,14 @@ MUTATIONS += [
         ),
     ),
 ]
+
+# Dropout drawn by hand at its place, the kept elements not divided by 1 - p (Task 4.1).
+MUTATIONS += [
+    Mutation(
+        "dropout-not-scaled",
+        NB,
+        "hidden_states = self.dropout(hidden_states)  # drops part of the update, never the residual\n",
+        "if self.training:\n"
+        "            hidden_states = hidden_states * (torch.rand_like(hidden_states) > self.dropout.p)\n",
+    ),
+]

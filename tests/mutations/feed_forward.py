@@ -43,3 +43,13 @@ MUTATIONS += [
         "+ self.LayerNorm.bias",
     ),
 ]
+
+# self.dropout applied twice at its place (Task 5.2): p drops become 1 - (1 - p)^2, scaled twice.
+MUTATIONS += [
+    Mutation(
+        "dropout-applied-twice",
+        NB,
+        "hidden_states = self.dropout(hidden_states)  # drops part of the update, never the residual",
+        "hidden_states = self.dropout(self.dropout(hidden_states))",
+    ),
+]
