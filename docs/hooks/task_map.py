@@ -35,7 +35,10 @@ GUIDE, PASSED = "learner-guide.md", re.compile(r"<!-- passed (\d+\.\d+) -->")
 # checks, and the order the instructor guide names. Neither is typed on a page.
 STAGE_TABLE, STAGE_ORDER = "<!-- stage table -->", "<!-- stage order -->"
 # Files of the keyed folders that belong to no one exercise.
-SHARED = {"src/bertlab/diagnose": {"__init__", "common", "simulated", "dropout_measured"}, "tests/mutations": {"__init__"}}
+SHARED = {
+    "src/bertlab/diagnose": {"__init__", "common", "simulated", "dropout_measured"},
+    "tests/mutations": {"__init__"},
+}
 COLUMNS = ("Task", "Lesson", "Notebook", "Checks", "Known mistakes", "Mutation tests", "Check tests")
 
 
