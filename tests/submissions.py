@@ -620,7 +620,7 @@ ATTENTION_BODY = """        context_layer, attention_probs = eager_attention_for
             scaling=self.scaling,
             dropout=self.dropout.p if self.training else 0.0,
         )
-        context_layer = context_layer.reshape(B, T, self.all_head_size)  # (B, T, h, d) -> (B, T, H)"""
+        context_layer = context_layer.reshape(B, T, self.all_head_size)  # (B, T, A, d) -> (B, T, H)"""
 PER_HEAD_ATTENTION = """        contexts, probs = [], []
         for h in range(self.num_attention_heads):  # one head at a time: (B, T, d) slices
             scores = query_layer[:, h] @ key_layer[:, h].transpose(-1, -2) * self.scaling  # (B, T, T)
