@@ -89,7 +89,7 @@ claims.claim("minilm_narrower", config.hidden_size, "<", base_config.hidden_size
 # size of $2048 = 4 \times 512$ in their base model, four times its width. Devlin et al. keep the
 # inner size at $4H$ and replace the ReLU $\max(0,\cdot)$ by GELU.
 #
-# In Hugging Face's code every box of that picture is a small module, and a parameter's name is
+# In Hugging Face's code every box of the layer diagram below is a small module, and a parameter's name is
 # the path to its module. One layer, as the library builds it:
 
 # %%
@@ -217,7 +217,9 @@ for label, (ours, theirs) in comparisons.items():
 
 # %% [markdown]
 # Each difference is either exactly zero or a few float32 rounding steps at the size of the
-# values compared (the code prints which, and how many steps; a product computed by hand may sum
+# values compared. A rounding step is the gap between two neighbouring float32 numbers of that
+# size, about `torch.finfo(torch.float32).eps` times it (the code prints which, and how many
+# steps; a product computed by hand may sum
 # in another order than the library's): `intermediate.dense`
 # followed by GELU is the first half of the FFN, `output.dense` is the second half, and
 # `output.LayerNorm` closes the layer's second Add & Norm. The two modules are named after what

@@ -133,7 +133,10 @@ claims.claim("unscaled_rows_more_peaked", mean_entropy(raw), "<", mean_entropy(s
 # (1 - m[:, None, None, :].float()) * torch.finfo(torch.float32).min   # (B, 1, 1, T)
 # ```
 #
-# and in transformers 5 the eager attention path receives that row repeated for every query,
+# and in transformers 5 the eager attention path (the library's plain PyTorch attention,
+# `eager_attention_forward`, which computes the scores, the softmax and the weighted sum one step
+# at a time, as opposed to a fused kernel such as PyTorch's `scaled_dot_product_attention`)
+# receives that row repeated for every query,
 # (B, 1, T, T) (the next section shows which function builds it). It is added to the scores
 # before the softmax, so $e^{\text{score} + \text{min}}$ underflows to exactly 0.
 # `bertlab.masks.additive_mask` builds the same (B, 1, T, T) tensor:
@@ -255,7 +258,7 @@ claims.claim("renormalised_matches_additive", renorm_gap, "<", 16 * float32_step
 # renormalised, it gives the additive mask's probabilities up to float rounding
 # {{ claim: renormalised_matches_additive }}. The additive form gets there in
 # one operation: a single broadcast add on the scores, after which the softmax's own division by
-# $Z$ does the renormalising, since $e^{s + \text{min}}$ underflows to exactly 0 and drops out of
+# $Z$ does the renormalising, since $e^{\text{score} + \text{min}}$ underflows to exactly 0 and drops out of
 # $Z$. The product form needs a multiply, a second sum over the keys and a division, each over
 # the whole (B, A, T, T) tensor, in every layer.
 
@@ -327,10 +330,11 @@ print(f"our probabilities vs the model's attentions[{LAYER}]: max abs diff "
 # %% [markdown]
 # ## A numerically stable softmax
 #
-# $\mathrm{softmax}(s)_j = e^{s_j} / \sum_k e^{s_k}$ is unchanged when the same constant is
-# subtracted from every $s_j$. Subtracting the row's maximum keeps every exponent $\le 0$, so
-# nothing overflows; `torch.softmax` does this internally. Written naively, a float32 $e^{s}$
-# overflows to infinity once $s$ passes about 88, and an overflowed entry becomes `nan` (infinity over infinity):
+# For the row $S_t$ of one query's scores (one head's $S_i$, head index dropped),
+# $\mathrm{softmax}(S_t)_j = e^{S_{tj}} / \sum_k e^{S_{tk}}$ is unchanged when the same constant is
+# subtracted from every $S_{tj}$. Subtracting the row's maximum keeps every exponent $\le 0$, so
+# nothing overflows; `torch.softmax` does this internally. Written naively, a float32 $e^{S_{tj}}$
+# overflows to infinity once $S_{tj}$ passes about 88, and an overflowed entry becomes `nan` (infinity over infinity):
 
 # %%
 row = scores[0, 0, 0] * 100  # (T,): one query's scores, made large on purpose
@@ -604,11 +608,15 @@ claims.claim("per_head_most_kernels", work["per head"].kernels, "==", 3 * A * wo
 # The three variants do exactly the same multiply-adds {{ claim: same_multiply_adds }}; what
 # differs is how they are cut: {{ heads_kernels }} product kernels per head and role,
 # {{ role_kernels }} per role, {{ fused_kernels }} fused {{ claim: per_head_most_kernels }}.
-# Each kernel call pays a fixed overhead (dispatch, memory traffic, a thread pool woken up), and a
-# small product keeps the arithmetic units less busy than a large one of the same total size:
-# that is the argument for one matrix. The times printed are from this machine and this build,
-# and on a shared machine at this size their order can change from one build to the next, so the
-# page claims nothing about them.
+# The argument for one matrix is that count: each kernel call pays a fixed overhead (dispatch,
+# reading the input again, a thread pool woken up), which weighs *when that overhead is a large
+# part of the time*, as with many small products on a GPU. It is an argument, not a
+# measurement: whether cutting the calls pays depends on how the matrix library splits each
+# product over the cores, and on a CPU at this size the fused product can even take the longest
+# of the three. The times printed are from this machine and this build, and on a shared machine
+# their order can change from one build to the next, so the page claims nothing about them.
+# `BertSelfAttention` itself takes the middle way, one product per role ({{ role_kernels }}
+# kernels), which keeps `query`, `key` and `value` as three named weights.
 #
 # ## What we found
 #
@@ -623,9 +631,10 @@ claims.claim("per_head_most_kernels", work["per head"].kernels, "==", 3 * A * wo
 #   and this model's later layers rely on it: maps that keep each head in its slot, even fitted
 #   to the tokens measured, move the next layer's input by {{ moved_fit }}
 #   {{ claim: own_slot_fit_falls_short }}.
-# - One large product does the same multiply-adds as $3A$ small ones, in one kernel call instead
-#   of {{ heads_kernels }} {{ claim: per_head_most_kernels }}; the timings above are this
-#   machine's, this build's.
+# - The projections take the same multiply-adds cut three ways: {{ heads_kernels }} product
+#   kernels head by head, {{ role_kernels }} in `BertSelfAttention` (one per role) and
+#   {{ fused_kernels }} fused {{ claim: per_head_most_kernels }}. Cutting the calls is the argument
+#   for one matrix; the timings above are this machine's, this build's, and do not settle it.
 # - Along the way: the scores are scaled by $1/\sqrt{d}$, padding is removed by an **additive**
 #   float mask (a bool mask is silently wrong, leaving padding {{ bool_mask_padding_share }} of
 #   the attention {{ claim: bool_mask_leaves_padding_share }}; multiplying the scores by 0/1 leaves padding a

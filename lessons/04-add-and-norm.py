@@ -360,7 +360,9 @@ plt.show()
 # $$\text{Post-LN: } x_{l+1} = \mathrm{LayerNorm}\big(x_l + F(x_l)\big) \qquad
 # \text{Pre-LN: } x_{l+1} = x_l + F\big(\mathrm{LayerNorm}(x_l)\big).$$
 #
-# With a mean-field analysis they show that at initialisation the expected gradients of the
+# With a mean-field analysis (the weights taken as random draws, and the expected sizes of the
+# activations and gradients followed from layer to layer, as if each were an average over many
+# independent units) they show that at initialisation the expected gradients of the
 # Post-LN parameters near the output layer are large, and they argue that this is why Post-LN
 # training needs a learning-rate warm-up (Devlin et al. warm up over the first 10,000 steps); in
 # their experiments Pre-LN transformers train without the warm-up stage. Lesson 6 measures

@@ -84,7 +84,8 @@ claims.claim("average_stays_in_range", inside_share, "==", 1,
 # %% [markdown]
 # So attention *routes*: the softmax decides how much of each token to take, but what it delivers
 # is an average of linear images ($xW^V$) of tokens already in the sentence, which $W^O$ then maps
-# linearly again. Nothing in the attention sub-layer applies a nonlinear function to a token's
+# linearly again. Nothing in the attention branch, from the sub-layer's input up to $W^O$ (the
+# update $a$; the Add & Norm that follows is lesson 4's), applies a nonlinear function to a token's
 # features: a token whose attention is all on itself comes out as a linear map of itself.
 #
 # ## The per-token nonlinearity
@@ -166,7 +167,7 @@ print(f"sum of {I} weighted value vectors vs the FFN: max abs diff {(summed - ff
 # unit "fires" when its output is above 0. The recorded `intermediate` outputs give, for every
 # real token and every layer, the fraction of the $4H$ units that fire:
 
-# %% alt="Box plots, one per layer, of the fraction of the feed-forward network's intermediate units that are positive after GELU, per corpus token."
+# %% alt="Box plots, one per layer, of the fraction of the feed-forward network's intermediate units that are positive after GELU, per corpus token, with whiskers from the minimum to the maximum."
 fire = []
 for i in range(model.config.num_hidden_layers):
     m_all = cap.layer(i, "intermediate").output  # (B, T, 4H), after GELU
@@ -181,11 +182,11 @@ claims.value("fire_max_mean", 100 * fire_max, "{:.0f}%")
 claims.claim("tokens_use_a_fraction", fire_max, "<", 0.5,
              "in every layer a token fires fewer than half of the units, on average over the tokens")
 fig, ax = plt.subplots(figsize=(6, 3))
-ax.boxplot([f.numpy() for f in fire], showfliers=False)
+ax.boxplot([f.numpy() for f in fire], whis=(0, 100))  # whiskers from the min to the max printed
 ax.set_xticks(range(1, len(fire) + 1), [str(i) for i in range(len(fire))])
 ax.set_xlabel("layer")
 ax.set_ylabel("fraction of units > 0")
-ax.set_title("FFN units firing per token (corpus tokens)")
+ax.set_title("FFN units firing per token (corpus tokens; whiskers: min to max)")
 fig.tight_layout()
 plt.show()
 

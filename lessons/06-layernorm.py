@@ -13,7 +13,7 @@
 # learned gain $\gamma$ and bias $\beta$ (the letters are those of the
 # [notation page](../docs/notation.md); $z$ is $x + a$ or $h + f$):
 #
-# $$\mu = \frac{1}{H}\sum_{k=1}^{H} z_k, \qquad \sigma^2 = \frac{1}{H}\sum_{k=1}^{H} (z_k - \mu)^2,
+# $$\mu = \frac{1}{H}\sum_{k=0}^{H-1} z_k, \qquad \sigma^2 = \frac{1}{H}\sum_{k=0}^{H-1} (z_k - \mu)^2,
 # \qquad \mathrm{LN}(z) = \gamma \odot \frac{z - \mu}{\sqrt{\sigma^2 + \varepsilon}} + \beta.$$
 #
 # Two details decide whether a re-implementation matches the pretrained model: the variance is
@@ -304,9 +304,12 @@ claims.claim("ln_output_norms_differ", max(out_norms), ">", 1.25 * min(out_norms
 # output is a pure sum, $x_L = x_0 + \sum_l F_l(\cdot)$; in Post-LN every half layer divides the
 # stream, and with it the gradient flowing back, by a data-dependent standard deviation. Xiong et
 # al. (2020, "On Layer Normalization in the Transformer Architecture", ICML) study the gradients
-# at initialisation with mean-field theory and show that for Post-LN the expected gradients of
+# at initialisation with mean-field theory (weights taken as random draws, expected sizes of the
+# activations and gradients followed from layer to layer) and show that for Post-LN the expected gradients of
 # the parameters near the output layer are large. Xiong et al.'s Theorem 1, under their assumptions
-# (Xavier initialisation among them), bounds the gradient of the last layer's $W_2$ (their
+# (Xavier initialisation among them: Glorot & Bengio's 2010 rule, each weight drawn with
+# variance $2 / (\text{fan-in} + \text{fan-out})$, so that signals keep their size forwards and
+# backwards), bounds the gradient of the last layer's $W_2$ (their
 # $W^{2,L}$) by $O(H\sqrt{\ln H})$ for Post-LN, with no dependence on depth, and by
 # $O(H\sqrt{\ln H / L})$ for Pre-LN, smaller by a factor $\sqrt L$ (their $d$ is the width, our
 # $H$). They argue that applying a large learning rate to those large gradients makes training

@@ -398,7 +398,11 @@ claims.claim("cls_vectors_alike", alike["[CLS] vector"], ">", alike["mean poolin
 # | FFN, $W_1$ and $W_2$ | $2 \cdot T \cdot H \cdot 4H = 8TH^2$ |
 #
 # In all, $12TH^2 + 2T^2H$: linear in $T$ but for the attention pattern, quadratic in $H$. The
-# $T^2$ terms catch up with the rest when $2T^2H = 12TH^2$, at $T = 6H$. PyTorch's FLOP counter
+# $T^2$ terms (the scores and the weighted sum) catch up with the rest, all the other parts
+# together (projections, $W^O$ and FFN, $12TH^2$), when $2T^2H = 12TH^2$, at $T = 6H$. Against
+# one part alone they catch up earlier: the projections' $3TH^2$ at $T = 1.5H$
+# {{ claim: passes_projections_at_1_5h }}, the FFN's $8TH^2$ at $T = 4H$
+# {{ claim: passes_ffn_at_4h }}. PyTorch's FLOP counter
 # (`torch.utils.flop_counter`, which counts $2nkm$ per product) checks the table on layer 0 of
 # the pretrained model, part by part (`bertlab.experiments.layer_cost`), for a few lengths; the
 # time is measured beside it, fastest of three runs:
@@ -447,7 +451,7 @@ lengths_here = mask.sum(1)  # (B,): the course's sentences, in tokens
 cross = layer_cost.crossover(H, I)
 fig, ax = plt.subplots(figsize=(7, 3.4))
 for p in layer_cost.PARTS:
-    ax.plot(sweep, shares[p], label=p)
+    ax.plot(sweep, shares[p], label=p.replace("W^O", "$W^O$"))  # mathtext, not a literal caret
 ax.axvspan(lengths_here.min().item(), lengths_here.max().item(), color="gray", alpha=0.2, label="course's sentences")
 ax.axvline(model.config.max_position_embeddings, color="gray", ls=":", label="longest input (max positions)")
 ax.axvline(cross, color="black", ls="--", label=f"T = 6H = {cross}")
@@ -475,6 +479,22 @@ claims.value("ffn_share_here", 100 * ffn_share, "{:.0f}%")
 claims.value("quadratic_share_here", 100 * quadratic_share, "{:.1f}%")
 claims.value("quadratic_share_max", 100 * quadratic_at_max, "{:.0f}%")
 claims.claim("crossover_is_6h", cross, "==", 6 * H, "the T^2 terms overtake the rest at T = 6H")
+
+
+def passes(part: str) -> int:
+    """The smallest T at which the scores and weighted sum do at least as much as ``part`` alone."""
+    costs = (layer_cost.multiply_adds(T_, H, I) for T_ in range(1, 8 * H))
+    return 1 + next(n for n, c in enumerate(costs) if c["scores and weighted sum"] >= c[part])
+
+
+past_qkv, past_ffn = passes("Q, K, V projections"), passes("FFN")
+print(f"the T^2 terms pass the Q, K, V projections alone at T = {past_qkv}, the FFN alone at T = {past_ffn}")
+claims.value("past_qkv", past_qkv, "{:.0f}")
+claims.value("past_ffn", past_ffn, "{:.0f}")
+claims.claim("passes_one_part_before_the_rest", max(past_qkv, past_ffn), "<", cross,
+             "the T^2 terms pass each single part before they pass all the other parts together")
+claims.claim("passes_projections_at_1_5h", past_qkv, "==", -(-3 * H // 2), "they pass the projections at T = 1.5H")
+claims.claim("passes_ffn_at_4h", past_ffn, "==", 4 * H, "they pass the FFN at T = 4H")
 claims.claim("crossover_beyond_max_positions", cross, ">", model.config.max_position_embeddings,
              "the crossover lies beyond the longest input the model takes")
 claims.claim("ffn_dominates_here", ffn_share, ">", 0.5,
@@ -483,8 +503,11 @@ claims.claim("quadratic_small_here", quadratic_share, "<", 0.02,
              "the T^2 terms are under 2% of the work for the course's sentences")
 
 # %% [markdown]
-# For this model the $T^2$ terms would overtake at $T = 6H$ = {{ six_h }} tokens
-# {{ claim: crossover_is_6h }}, beyond the {{ max_positions }} positions it can take at all
+# For this model the $T^2$ terms would overtake all the other parts together at
+# $T = 6H$ = {{ six_h }} tokens {{ claim: crossover_is_6h }} (on the figure, where each part has
+# its own line, the scores and weighted sum pass the Q, K, V projections first, at
+# T = {{ past_qkv }}, and the FFN at T = {{ past_ffn }} {{ claim: passes_one_part_before_the_rest }}),
+# beyond the {{ max_positions }} positions it can take at all
 # {{ claim: crossover_beyond_max_positions }}; even at {{ max_positions }} they are
 # {{ quadratic_share_max }} of the work. The course's sentences, {{ course_longest }} tokens at
 # most, sit at the far left: there the FFN does {{ ffn_share_here }} of the work
@@ -511,7 +534,8 @@ claims.claim("quadratic_small_here", quadratic_share, "<", 0.02,
 #   vectors alone set topical partners apart less well {{ claim: mean_pooling_separates_partners }}.
 # - One layer does $12TH^2 + 2T^2H$ multiply-adds (checked with PyTorch's FLOP counter
 #   {{ claim: cost_formula_counts }}); for the course's sentences the FFN does most of it
-#   {{ claim: ffn_dominates_here }}, and the $T^2$ terms would overtake only at $T = 6H$,
+#   {{ claim: ffn_dominates_here }}, and the $T^2$ terms would overtake all the other parts
+#   together only at $T = 6H$,
 #   beyond the model's longest input {{ claim: crossover_beyond_max_positions }}.
 #
 # **Exercise:** [06-bert-model](../exercises/06-bert-model/06-bert-model.ipynb): open it with

@@ -1,10 +1,10 @@
 # %% [markdown]
 # # Lesson 9: No activation after attention, none on the residual path
 #
-# **Question.** The feed-forward network has its GELU. But the attention sub-layer ends with
-# $W^O$ and goes straight into the add, and the skip connection carries $x$ with no function
-# applied at all. Is attention then "just linear"? And why not put a ReLU after $W^O$, or on the
-# residual path?
+# **Question.** The feed-forward network has its GELU. But the attention branch (the attention
+# sub-layer before its Add & Norm) ends with $W^O$, and its update $a$ goes straight into the
+# add; the skip connection carries $x$ with no function applied at all. Is attention then "just
+# linear"? And why not put a ReLU after $W^O$, or on the residual path?
 #
 # ## The equation
 #
@@ -152,6 +152,8 @@ neg_stream = (stream[real_l] < 0).float().mean().item()
 print(f"attention updates: {neg_upd:.1%} of the coordinates are negative; a ReLU would remove "
       f"on average {lost:.1%} of each update's norm")
 print(f"residual stream:   {neg_stream:.1%} of the coordinates are negative")
+claims.value("relu_norm_lost", 100 * lost, "{:.1f}%")
+claims.claim("relu_keeps_part_of_update", lost, "<", 1, "a ReLU after W_O leaves part of each update's norm")
 
 # %% [markdown]
 # ## The residual stream is a linear channel
@@ -276,8 +278,9 @@ claims.claim("skip_relu_shuffles_scores", relu_skip.score_correlation, "<", relu
 #
 # ## What we found
 #
-# - For fixed attention weights, the attention sub-layer is affine in its input (reconstructed to
-#   rounding from the OV matrices); its nonlinearity is the softmax that decides where to look.
+# - For fixed attention weights, the attention update $a$ (the branch up to $W^O$, before the
+#   Add & Norm) is affine in its input (reconstructed to rounding from the OV matrices); its
+#   nonlinearity is the softmax that decides where to look.
 # - $W^V_i W^O_i$ is one low-rank map per head, and heads add their terms independently; an
 #   activation after $W^O$ would couple them and discard the negative part of every update.
 # - The residual stream is a linear channel every sub-layer reads from and writes to by
@@ -310,8 +313,10 @@ ask.check("check_softmax_bends", "Recompute the probabilities on $2X$ instead of
 ], section="Attention with its weights held fixed")
 ask.check("check_relu_against_removal", "In any one layer, does a ReLU after $W^O$ cost more or less than "
           "removing that layer's whole attention block?", [
-    ask.holds("wo_relu_milder_than_removing", "less", "The ReLU keeps the positive half of the update; "
-              "removing the block keeps none of it {{ claim: wo_relu_milder_than_removing }}."),
+    ask.holds("wo_relu_milder_than_removing", "less", "The ReLU keeps the update's positive coordinates, "
+              "though with them only part of its norm (it removes {{ relu_norm_lost }} on average "
+              "{{ claim: relu_keeps_part_of_update }}); removing the block keeps none of it "
+              "{{ claim: wo_relu_milder_than_removing }}."),
     ask.fails("wo_relu_milder_than_removing", "more", "That would hold if a half-cut update misled the "
               "next layers more than no update. It keeps part of what they expect."),
 ], section="The experiment: put the ReLUs in")
@@ -319,8 +324,11 @@ ask.check("check_skip_relu_each_layer", "One layer at a time, is the ReLU on the
     ask.holds("skip_relu_worse_every_layer", "yes, in every layer", "In every layer, the ReLU on the "
               "skips costs more than the ReLU after $W^O$ {{ claim: skip_relu_worse_every_layer }}: the "
               "stream matters wherever it is cut."),
-    ask.fails("skip_relu_worse_every_layer", "not in every layer", "That would hold if some layer's update "
-              "carried more than the stream it joins. None does here."),
+    ask.fails("skip_relu_worse_every_layer", "not in every layer", "That would hold if in some layer the "
+              "attention update $a$, all that the ReLU after $W^O$ cuts, carried more than the stream $x$ it "
+              "joins. The lesson on residual connections measures $a$ smaller than $x$ in every layer "
+              "{{ claim: 08-residual-connections: attention_update_below_stream }} (the FFN's update, which "
+              "neither ReLU touches, is another matter)."),
 ], section="The experiment: put the ReLUs in")
 
 # %% [markdown]

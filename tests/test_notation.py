@@ -306,3 +306,73 @@ def test_the_layer_diagram_labels_each_add_and_norm_with_the_notation_pages_equa
     assert defined == {"h = LN₁(x + a)", "y = LN₂(h + f)"}, defined
     labels = set(re.findall(r'<text class="note"[^>]*>([^<]*LN[^<]*)</text>', svg))
     assert labels == defined, labels
+
+
+# -- index conventions: indices count from 0, the heads are A, the segment is s ------------------
+
+# (pattern, why); searched in the lessons, the docs pages and the solution notebooks (from which
+# the exercises are generated), prose and code alike.
+INDEX_RETIRED = [
+    (r"\\sum_\{?[a-z]\s*=\s*1\b", "indices count from 0: a sum over the features runs from 0 to H - 1"),
+    (r"\((?:B, )?(?:T, )?h, (?:T, )?d\)", "the number of heads is A: (B, A, T, d), (B, T, A, d)"),
+    (r"\bhead h\b", "a head is i (h is the first Add & Norm's output)"),
+    (r"\(1, P\)", "P_i is head i's probabilities: name the size, (1, max_position_embeddings)"),
+]
+
+
+def index_checked_files() -> list[Path]:
+    return [*lessons(), *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "solutions").glob("*/*.ipynb"))]
+
+
+def source_text(path: Path) -> str:
+    if path.suffix != ".ipynb":
+        return path.read_text()
+    import json
+
+    return "\n".join("".join(cell["source"]) for cell in json.loads(path.read_text())["cells"])
+
+
+def index_mistakes(text: str) -> list[str]:
+    return [f"{m.group(0)!r} ({why})" for pattern, why in INDEX_RETIRED for m in re.finditer(pattern, text)]
+
+
+def test_index_conventions_are_searched_in_real_files():
+    files = index_checked_files()
+    assert sum(path.suffix == ".ipynb" for path in files) >= 6 and len(files) >= 20
+
+
+@pytest.mark.parametrize("path", index_checked_files(), ids=lambda p: p.name)
+def test_indices_follow_the_notation_page(path: Path):
+    found = index_mistakes(source_text(path))
+    assert not found, f"{path.name}: " + "; ".join(found)
+
+
+def test_index_mistakes_are_caught():
+    old = (
+        r"$$\mu = \frac{1}{H}\sum_{k=1}^{H} z_k$$"
+        "\n# (B, h, T, d) -> (B, T, h, d)\n# head h owns rows h*d .. (h+1)*d - 1.\n"
+        "position_ids = torch.arange(P)[None, :]  # (1, P)\n"
+    )
+    assert len(index_mistakes(old)) == 5
+    assert not index_mistakes(r"$\sum_{k=0}^{H-1} z_k$, (B, A, T, d), head i, (1, max_position_embeddings)")
+
+
+def notation_sections() -> dict[str, set[str]]:
+    """The symbols of the first column of each table of docs/notation.md, by section heading."""
+    found: dict[str, set[str]] = {}
+    for section in re.split(r"^## ", NOTATION.read_text(), flags=re.M)[1:]:
+        heading, _, body = section.partition("\n")
+        rows = [
+            line.split("|")[1] for line in body.splitlines() if line.startswith("|") and not re.match(r"\|\s*-", line)
+        ]
+        found[heading.strip()] = math_symbols("\n".join(rows))
+    return found
+
+
+def test_no_index_letter_also_names_an_embedding_quantity():
+    # s was both a key position and the segment id s_t: an index letter of the page names nothing else
+    sections = notation_sections()
+    indices = sections["Sizes and indices"]
+    embeddings = next(symbols for heading, symbols in sections.items() if heading.startswith("Embeddings"))
+    assert {"t", "j", "H"} <= indices and {"s", "w"} <= embeddings
+    assert not indices & embeddings, sorted(indices & embeddings)
