@@ -60,9 +60,9 @@ def output_problems(page_html: str) -> list[str]:
             if hygiene.is_stream(first) and hygiene.is_stream(second) and same:
                 found.append(f"output area {number}: one printout split across blocks")
         for index, child in enumerate(children):
-            if hygiene.is_result(child) and any(hygiene.is_stream(c) for c in children[:index]):
+            if hygiene.is_result(child) and any(hygiene.is_stream(c) or hygiene.is_figure(c) for c in children[:index]):
                 text = hygiene.visible_text(child)
-                found.append(f"output area {number}: a stray value {text[:40]!r} under a printout")
+                found.append(f"output area {number}: a stray value {text[:40]!r} under a printout or a figure")
             if hygiene.is_stream(child):
                 found += [
                     f"output area {number}: a raw repr in a printout: {line.strip()[:80]!r}"
@@ -94,6 +94,13 @@ SCRIPT_ONLY = (
     '<script type="application/vnd.bertlab.claims+json">{"claims": {}}</script></div></div>'
 )
 PLANTED = _area(_child("stream", "head  a  b\n"), _child("stream", "row   1  2\n"), _child("result", "True", "Out[9]:"))
+# a chart, then the claim the cell ended with (lesson 1's parameter shares once showed it)
+FIGURE = (
+    '<div class="jp-OutputArea-child jp-OutputArea-displayData"><div class="jp-OutputPrompt jp-OutputArea-prompt">'
+    '</div><div class="jp-RenderedImage jp-OutputArea-output" data-mime-type="image/png">'
+    '<img src="data:image/png;base64,AAAA" alt="a chart"></div></div>'
+)
+PLANTED_UNDER_FIGURE = _area(FIGURE, _child("result", "True", "Out[12]:"))
 
 
 def test_the_checks_find_each_planted_defect():
@@ -101,6 +108,7 @@ def test_the_checks_find_each_planted_defect():
     assert any("split across blocks" in f for f in found), found
     assert any("stray value 'True'" in f for f in found), found
     assert any("empty Out[11]: prompt" in f for f in found), found
+    assert any("stray value 'True' under a printout or a figure" in f for f in output_problems(PLANTED_UNDER_FIGURE))
     raw = output_problems(_area(_child("stream", "share 0.667 tensor(0.6663)\n")))
     assert raw == ["output area 1: a raw repr in a printout: 'share 0.667 tensor(0.6663)'"], raw
     # A value a cell shows on its own, with its prompt, is what the cell is for.
@@ -113,6 +121,8 @@ def test_the_hook_mends_each_planted_defect_and_keeps_the_claims():
     soup = BeautifulSoup(mended, "html.parser")
     assert [pre.get_text() for pre in soup.find_all("pre")] == ["head  a  b\nrow   1  2\n"]
     assert soup.find("script", type="application/vnd.bertlab.claims+json") is not None  # read by claims.py
+    under_figure = hygiene.tidy(PLANTED_UNDER_FIGURE)
+    assert output_problems(under_figure) == [] and "<img" in under_figure and "True" not in under_figure
     # A value shown on its own keeps its prompt.
     alone = hygiene.tidy(_area(_child("result", "tensor([1., 2.])", "Out[3]:")))
     assert "Out[3]:" in alone
@@ -270,3 +280,73 @@ def test_the_graders_heat_maps_each_have_a_colour_bar(layered):
     images = [image for ax in figure.axes for image in ax.get_images()]
     assert len(images) == (2 if layered else 1)
     assert all(image.colorbar is not None for image in images), "a heat map of the grader has no colour bar"
+
+
+# -- figure legends: a caret is drawn as a caret outside mathtext --------------------------------
+
+OUTSIDE_MATH = re.compile(r"\$[^$]*\$")
+
+
+def caret_outside_math(text: str) -> bool:
+    return "^" in OUTSIDE_MATH.sub("", text)
+
+
+def literal_labels(code: str) -> list[str]:
+    """The literal text of every ``label=`` argument of ``code``: strings and f-strings' fixed parts
+    (not the text a ``.replace`` looks for, which is not drawn)."""
+    found = []
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.keyword) and node.arg == "label":
+            replaced = {
+                id(call.args[0])
+                for call in ast.walk(node.value)
+                if isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and call.func.attr == "replace"
+                and call.args
+            }
+            found += [
+                part.value
+                for part in ast.walk(node.value)
+                if isinstance(part, ast.Constant) and isinstance(part.value, str) and id(part) not in replaced
+            ]
+    return found
+
+
+def test_a_caret_in_a_legend_is_found():
+    code = 'ax.plot(x, label="|a| / |x|")\nax.bar(x, label=f"T = 6H = {c}")'
+    assert literal_labels(code) == ["|a| / |x|", "T = 6H = "]
+    assert caret_outside_math("W^O") and not caret_outside_math("$W^O$")
+    # a part name with a caret given as a label unchanged, as lesson 7 once did
+    assert not legend_maps_to_math("for p in PARTS:\n    ax.plot(x, y, label=p)\n", "W^O")
+
+
+def legend_maps_to_math(code: str, name: str) -> bool:
+    """Whether ``code`` turns ``name`` into mathtext (``.replace("W^O", "$W^O$")``) in a label."""
+    return any(
+        isinstance(node, ast.keyword)
+        and node.arg == "label"
+        and f".replace({name!r}, {'$' + name + '$'!r})" in ast.unparse(node.value).replace('"', "'")
+        for node in ast.walk(ast.parse(code))
+    )
+
+
+def test_no_legend_of_the_lessons_shows_a_caret_outside_math():
+    lessons = sorted((ROOT / "lessons").glob("[0-9][0-9]-*.py"))
+    found = [
+        f"{path.name}: label {label!r}"
+        for path in lessons
+        for label in literal_labels(path.read_text())
+        if caret_outside_math(label)
+    ]
+    # the labels a lesson draws from a list of names (layer_cost.PARTS on lesson 7's chart)
+    from bertlab.experiments import layer_cost
+
+    code = (ROOT / "lessons" / "07-putting-it-together.py").read_text()
+    assert "label=p" in code.replace(" ", "") or "layer_cost.PARTS" in code
+    found += [
+        f"07-putting-it-together.py: part {name!r} drawn as it is"
+        for name in layer_cost.PARTS
+        if caret_outside_math(name) and not legend_maps_to_math(code, name)
+    ]
+    assert not found, "\n".join(found)

@@ -8,9 +8,10 @@ nbconvert renders every output a kernel sent, the way it was sent. On a lesson p
 - one printout split into several blocks: ``print`` lines that reached the kernel in separate
   messages (a loop printing a table row per step) are separate outputs. Consecutive outputs of
   one stream are joined into one block;
-- a stray value under a printout: a cell that prints its result and ends with an expression
-  (``claims.claim(...)``, which returns whether the claim holds) also shows that expression's
-  ``repr``, ``True`` under a formatted table. A cell that printed shows what it printed only.
+- a stray value under a printout or a figure: a cell that prints its result or draws a chart and
+  ends with an expression (``claims.claim(...)``, which returns whether the claim holds) also
+  shows that expression's ``repr``, ``True`` under a formatted table or a chart. A cell that
+  printed or drew shows what it printed and drew only.
 
 And the site has no sitemap: a sitemap lists absolute addresses, and the course is served
 wherever a learner runs ``make start`` (any host, any port), so there is no address to list.
@@ -53,6 +54,12 @@ def is_result(child: Tag) -> bool:
     return "jp-OutputArea-executeResult" in list(child.get("class") or [])
 
 
+def is_figure(child: Tag) -> bool:
+    """A chart the cell drew (``plt.show()``): displayed data that is an image, not a returned value."""
+    output = _output(child)
+    return not is_result(child) and output is not None and output.find(["img", "svg", "canvas"]) is not None
+
+
 def visible_text(child: Tag) -> str:
     """What a reader sees of an output: its text without scripts; an image counts as visible."""
     output = _output(child)
@@ -85,9 +92,9 @@ def tidy(content: str) -> str:
                         into.append(node.extract())
                     child.decompose()
                     continue
-            printed = any(is_stream(k) for k in kept)
+            printed = any(is_stream(k) or is_figure(k) for k in kept)
             if printed and is_result(child) and mime_type(child) == "text/plain":
-                child.decompose()  # the repr of the cell's last expression, under what it printed
+                child.decompose()  # the repr of the cell's last expression, under what it printed or drew
                 continue
             kept.append(child)
         for child in kept:
