@@ -106,7 +106,7 @@ print(model.encoder.layer[0])
 #
 # ## Every tensor, mapped
 #
-# A parameter's name is the path to its module, and a module can hold more than one tensor. The
+# A parameter's name is the path to its module, and a module can hold several tensors. The
 # list below shows those of the embeddings, the first layer and the pooler; a census then counts
 # them per layer.
 #

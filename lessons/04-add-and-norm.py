@@ -161,7 +161,7 @@ for label, candidate in {
 #
 # In training, `hidden_dropout_prob` zeroes features of the sub-layer's output (`dense(...)`),
 # before the add. The residual input $x$ is added untouched, so a token's representation is never
-# wiped out by dropout; only the sub-layer's update to it is thinned. Training-mode draws through
+# wiped out by dropout; dropout thins the sub-layer's update to it and nothing else. Training-mode draws through
 # the first Add & Norm, averaged over {{ dropout_draws }} draws so that the comparison is about
 # dropout, not about one mask (a mask depends on the random generator, which differs between
 # machines); how far a draw moves the tokens is measured as $1 - \cos$ to eval mode:

@@ -19,7 +19,7 @@
 # $$a = \sum_i P_i\, X\, \underbrace{W^V_i W^O_i}_{\text{OV}_i} \;+\; \Big(\sum_i b^V_i W^O_i + b^O\Big).$$
 #
 # The equation separates two things a head does: what it moves, $X$ through a fixed
-# $H \times H$ matrix $\text{OV}_i$ of rank at most $d$, and the weights $P_i$ it averages the
+# $H \times H$ matrix $\text{OV}_i$ of rank $d$ or less, and the weights $P_i$ it averages the
 # tokens with, which the softmax computes from $X$ through both $W^Q_i$ and $W^K_i$. Elhage et al.
 # (2021) make the same split: an attention head is a QK circuit (where to look) and an OV circuit
 # (what to move).
