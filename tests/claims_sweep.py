@@ -24,6 +24,7 @@ import tempfile
 from datetime import date
 from pathlib import Path
 
+from tests.docs_hooks import load_hook
 from tests.kernels import Condition, conditions, run_all
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,13 +117,7 @@ def built_condition(env: dict[str, str]) -> Condition:
 
 def claims_hook():
     """The site's claims hook (``docs/hooks/claims.py``), loaded as a module: hooks are not a package."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("claims_hook", ROOT / "docs" / "hooks" / "claims.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_hook("claims")
 
 
 def site_run(site: Path, lessons: list[Path]) -> dict[str, dict]:

@@ -14,6 +14,7 @@ from bench import attention_projections
 
 from bertlab import reference
 from tests.conftest import ROOT
+from tests.docs_hooks import load_hook
 
 
 def test_attention_projection_benchmark_writes_ratios(tmp_path, monkeypatch):
@@ -153,12 +154,7 @@ def test_every_ratio_shown_is_the_quotient_of_the_figures_beside_it(tmp_path):
 
 
 def _performance_hook():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("performance_hook", ROOT / "docs" / "hooks" / "performance.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_hook("performance")
 
 
 def _measured_cells(page_table: str) -> dict[str, str]:

@@ -14,28 +14,20 @@ from __future__ import annotations
 
 import argparse
 import html
-import importlib.util
 import re
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import learner_env
+from tests.docs_hooks import load_hook
 from tests.test_site import site  # noqa: F401  (a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 
 
-def _hook(name: str):
-    spec = importlib.util.spec_from_file_location(f"hook_{name}", DOCS / "hooks" / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-examples = _hook("examples")
+examples = load_hook("examples")
 
 # What the course prints, by shape: a page that shows one of these typed it by hand.
 TYPED = {

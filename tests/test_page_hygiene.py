@@ -15,7 +15,6 @@ built site (or the sources) that it does not.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import itertools
 import json
 import re
@@ -25,20 +24,13 @@ from urllib.parse import urlsplit
 import pytest
 from bs4 import BeautifulSoup
 
+from tests.docs_hooks import load_hook
 from tests.test_site import site  # noqa: F401  (a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _hook(name: str):
-    spec = importlib.util.spec_from_file_location(f"hook_{name}", ROOT / "docs" / "hooks" / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-hygiene = _hook("page_hygiene")
+hygiene = load_hook("page_hygiene")
 
 
 # -- what a page's outputs may not show ---------------------------------------------------------

@@ -12,7 +12,6 @@ across the course fail the strict build.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
@@ -20,13 +19,11 @@ import pytest
 from bertlab import notebook_guesses
 from bertlab.experiments import claims, predictions
 from tests.conftest import ROOT
+from tests.docs_hooks import load_hook
 
 
 def hook():
-    spec = importlib.util.spec_from_file_location("predictions_hook", ROOT / "docs" / "hooks" / "predictions.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_hook("predictions")
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ that a check that could never fail fails here.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
 import subprocess
@@ -22,6 +21,8 @@ from mkdocs.exceptions import PluginError
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
+
+from tests.docs_hooks import load_hook
 
 ROOT = Path(__file__).resolve().parents[1]
 # What disagreements reads, relative to the root (every docs/*.md page too).
@@ -35,16 +36,7 @@ RUN = re.compile(r"\b(3\.\d+) to (3\.\d+)\b")
 EXAMPLE = re.compile(r"\bpython[@]?(3\.\d+)\b")
 
 
-def _hook():
-    spec = importlib.util.spec_from_file_location("pythons_hook", ROOT / "docs" / "hooks" / "pythons.py")
-    if spec is None or spec.loader is None:
-        raise ImportError("no hook pythons in docs/hooks")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-pythons = _hook()
+pythons = load_hook("pythons")
 
 
 def minor(version: str) -> int:

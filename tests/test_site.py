@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import html.parser
-import importlib.util
 import os
 import posixpath
 import re
@@ -24,6 +23,7 @@ import pytest
 from filelock import FileLock
 
 from tests.conftest import learner_env
+from tests.docs_hooks import load_hook
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -412,13 +412,7 @@ def test_every_image_has_a_description(site):
     assert not undescribed, "images without a description:\n" + "\n".join(undescribed)
 
 
-def _hook(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "docs" / "hooks" / f"{name}.py")
-    if spec is None or spec.loader is None:
-        raise ImportError(f"no hook {name} in docs/hooks")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+_hook = load_hook
 
 
 def test_every_fragment_link_points_at_an_id(site):

@@ -14,7 +14,6 @@ offline they are skipped, except under CI, which installs from the index and so 
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import subprocess
@@ -29,21 +28,13 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
+from tests.docs_hooks import load_hook
+
 ROOT = Path(__file__).resolve().parents[1]
 UV = Path(sys.executable).parent / "uv"
 
 
-def _pythons_hook():
-    """docs/hooks/pythons.py, which reads the Makefile's list (hooks are not a package)."""
-    spec = importlib.util.spec_from_file_location("pythons_hook", ROOT / "docs" / "hooks" / "pythons.py")
-    if spec is None or spec.loader is None:
-        raise ImportError("no hook pythons in docs/hooks")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-pythons = _pythons_hook()
+pythons = load_hook("pythons")  # reads the Makefile's list
 PYTHONS = tuple(pythons.admitted())
 # (name, uv's --python-platform, extra environment)
 PLATFORMS: tuple[tuple[str, str, dict[str, str]], ...] = (
