@@ -3,7 +3,6 @@ and every path and command ``CONTRIBUTING.md`` and "How the course is built" nam
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shlex
 import shutil
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.docs_hooks import load_hook
 from tests.test_import_cycles import graph
 from tests.test_site import site  # noqa: F401  (a fixture)
 
@@ -34,6 +34,7 @@ LAYERS = [
         "settings",
         "headings",
         "notebook_guesses",
+        "given_parts",
     },
     {"diagnose", "experiments"},
     {"checks"},
@@ -48,6 +49,7 @@ LAYERS = [
         "hint_steps",
         "nbgrader_verdicts",
         "nbgrader_feedback",
+        "nbgrader_execute",
         "kernel_template",
         "terminated",
         "",
@@ -55,13 +57,7 @@ LAYERS = [
 ]
 
 
-def _hook(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "docs" / "hooks" / f"{name}.py")
-    if spec is None or spec.loader is None:
-        raise ImportError(f"no hook {name} in docs/hooks")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+_hook = load_hook
 
 
 task_map = _hook("task_map")

@@ -21,14 +21,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bertlab.diagnose import LADDERS, TASK_LADDERS
+from bertlab.grading.results import first_of_each_task, task_of
 from bertlab.progress import heading_id, lesson_url
 
 STEPS = 3
 TITLES = ("what to look at", "where it is explained", "the fix in words")
 # Verdicts that say nothing about the learner's code: no ladder for them.
 NOT_THE_CODE = {"timeout", "memory", "tampering"}
-# The course's grade cells are named test-<n>-<m>-<what>, for Task n.m.
-_GRADE_ID = re.compile(r"test-(\d+)-(\d+)-")
 
 
 @dataclass(frozen=True)
@@ -126,27 +125,6 @@ class Shown:
     key: str  # what the count is kept under: "3.2 no-scaling", or "3.2 masks" (the stage that failed)
     step: int
     ladder: Ladder
-
-
-def task_of(check) -> str | None:
-    """The task ("3.2") a verdict is about: the tasks its grade cell checked, else its grade cell's id."""
-    if check.tasks:
-        return str(check.tasks[0])
-    match = _GRADE_ID.match(check.name)
-    return f"{match.group(1)}.{match.group(2)}" if match else None
-
-
-def first_of_each_task(failed: list) -> list:
-    """The first of ``failed`` (verdicts in notebook order) for each task they are about: what the
-    table prints in full, since a notebook holds several tasks and each one's failure is news."""
-    seen: set[str] = set()
-    first = []
-    for check in failed:
-        task = task_of(check) or check.name
-        if task not in seen:
-            seen.add(task)
-            first.append(check)
-    return first
 
 
 def _ladder(task: str, check) -> tuple[str, Ladder] | None:

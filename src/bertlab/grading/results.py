@@ -3,11 +3,20 @@ shares (the judge that makes a verdict, the runner that collects them, the repor
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 
 from bertlab.settings import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT
 
-__all__ = ["DEFAULT_MEMORY_MB", "DEFAULT_TIMEOUT", "CheckResult", "NotebookResult", "grade_cell_meta"]
+__all__ = [
+    "DEFAULT_MEMORY_MB",
+    "DEFAULT_TIMEOUT",
+    "CheckResult",
+    "NotebookResult",
+    "first_of_each_task",
+    "grade_cell_meta",
+    "task_of",
+]
 
 
 @dataclass
@@ -44,3 +53,28 @@ class NotebookResult:
 def grade_cell_meta(cell) -> dict | None:
     meta = cell.get("metadata", {}).get("nbgrader", {})
     return meta if meta.get("grade") and cell.get("cell_type") == "code" else None
+
+
+# The course's grade cells are named test-<n>-<m>-<what>, for Task n.m.
+_GRADE_ID = re.compile(r"test-(\d+)-(\d+)-")
+
+
+def task_of(check) -> str | None:
+    """The task ("3.2") a verdict is about: the tasks its grade cell checked, else its grade cell's id."""
+    if check.tasks:
+        return str(check.tasks[0])
+    match = _GRADE_ID.match(check.name)
+    return f"{match.group(1)}.{match.group(2)}" if match else None
+
+
+def first_of_each_task(failed: list) -> list:
+    """The first of ``failed`` (verdicts in notebook order) for each task they are about: what the
+    table prints in full, since a notebook holds several tasks and each one's failure is news."""
+    seen: set[str] = set()
+    first = []
+    for check in failed:
+        task = task_of(check) or check.name
+        if task not in seen:
+            seen.add(task)
+            first.append(check)
+    return first

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import shutil
 
+from bertlab.grading.results import first_of_each_task
 from bertlab.grading.runner import Report
-from bertlab.hints import first_of_each_task
 
 
 def render(report: Report, verbose: bool = False) -> str:
