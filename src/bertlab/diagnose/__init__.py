@@ -701,7 +701,7 @@ TASK_LADDERS: dict[str, TaskLadder] = {
     ),
     "5.1": TaskLadder(
         "The first half of the feed-forward network: widen each token to `intermediate_size`, then the "
-        "nonlinearity that `config.hidden_act` names.",
+        "nonlinearity that `config.hidden_act` names: for every config of the course, the exact GELU.",
         "05-feed-forward",
         "Exact GELU",
         GELU,
