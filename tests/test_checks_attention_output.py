@@ -293,8 +293,9 @@ def test_an_eps_message_measures_what_it_claims():
     with pytest.raises(CheckFailed) as err:
         check("4.1", cls, upto="names")
     message = str(err.value)
-    alone, yours = (float(x) for x in re.findall(r"by up to ([\d.e+-]+)", message))
-    assert yours > 10 * alone, message
+    # the eps alone, yours, and yours with the config's eps
+    alone, yours, with_eps = (float(x) for x in re.findall(r"by up to ([\d.e+-]+)", message))
+    assert yours > 10 * alone and with_eps > 10 * alone, message
     assert "more than the eps differs" in message, message
     assert "only about" not in message
 

@@ -151,8 +151,7 @@ def test_every_dropout_route_is_recorded_and_replays_hfs_mask():
         with located_dropout.recording() as drawn:
             first = route()
         assert len(drawn) == 1 and (first == 0).any(), f"{name}: not recorded, or nothing dropped"
-        with located_dropout.patched(drawn):
-            again = route()
+        again = located_dropout.patched(drawn).run(route)
         assert torch.equal(first, again), f"{name}: the recorded mask is not replayed"
     outside = torch.dropout(torch.ones(64, 64), 0.5, True) == 0
     assert not (outside == outside[0]).all(), "torch's own dropout is not back after the block"

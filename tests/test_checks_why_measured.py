@@ -60,6 +60,8 @@ def loop_residual(hidden_states, attention_mask, flaw=None):
         X = x if flaw == "residual-includes-padding" else x[m.bool()]  # (n, H): real tokens only
         if flaw == "residual-mean-over-features":
             centred = X - X.mean(1, keepdim=True)  # each token minus its own mean
+        elif flaw == "residual-mean-includes-padding":
+            centred = X - x.mean(0)  # the mean token over every position, padding included
         else:
             centred = X - X.mean(0)  # each token minus the mean token
         whole = x if flaw == "residual-norm-includes-padding" else X
