@@ -1,8 +1,6 @@
 """One class, four graders, the same score per grade cell.
 
 A class of 20 submissions (tests/class_submissions.py) is graded by
-- the notebooks' own grade cells, run in order in a kernel (nbgrader's ``Execute``: what a learner
-  running the notebook sees), recorded before the judge's verdict replaces their outputs;
 - ``bertlab grade``;
 - ``nbgrader autograde`` with the repository's nbgrader_config.py (its gradebook);
 - ``bertlab autograde`` (its gradebook, in a second copy of the course);
@@ -10,10 +8,10 @@ A class of 20 submissions (tests/class_submissions.py) is graded by
   started with Dask's own commands as the instructor guide says (its gradebook, in a third copy);
   its gradebook export must equal the local one's too.
 
-Every grade cell of every submission gets the same points from all four, with one exception made
-on purpose: a notebook that rebinds ``check`` passes its own grade cells in the kernel, and both
-graders give it 0 (the reason the judge exists). The submission that hangs is graded on its own,
-with a 10 s limit, in each grader.
+Every grade cell of every submission gets the same points from all four. The notebooks' own grade
+cells, run in nbgrader's kernel, are no fifth grader: that kernel is confined as the judge's
+learner process is, and its ``check`` defers to the judge. The submission that hangs is graded on
+its own, with a 10 s limit, in each grader.
 """
 
 from __future__ import annotations
@@ -29,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.class_submissions import kernel_recorder, roster, write_class, write_course, write_grade_view
+from tests.class_submissions import roster, write_class, write_course, write_grade_view
 from tests.conftest import ROOT
 from tests.dask_loopback import log_tail, loopback_cluster
 
@@ -120,9 +118,7 @@ def graded(tmp_path_factory):
     # side, one per core, without sharing a database; bertlab: the whole class in one course.
     nbgrader_courses = {name: write_course(base / f"nbgrader-{name}", {name}) for name in assignments}
     bertlab_course = write_course(base / "bertlab", set(assignments))
-    kernel_out = base / "kernel"
     for name, course in nbgrader_courses.items():
-        kernel_recorder(course, kernel_out)
         _run("generate_assignment", _nbgrader("generate_assignment", name, "--force"), course)
         write_class(course, [s for s in students if s.assignment == name])
     for name in assignments:  # records each assignment's grade cells in the gradebook
@@ -209,12 +205,7 @@ def graded(tmp_path_factory):
         ).stdout
     )["tasks"]
 
-    kernel = {}
-    for s in students:
-        path = kernel_out / s.id / f"{s.assignment}.json"
-        kernel[s.id] = json.loads(path.read_text()) if path.exists() else {}  # never ran: nothing earned
     ways = {
-        "in-notebook grade cells": kernel,
         "bertlab grade": {t["task"]: {c["name"]: c["points"] for c in t["checks"]} for t in report["tasks"]},
         "nbgrader autograde": {
             k: v
@@ -275,11 +266,9 @@ def test_same_score_per_grade_cell(graded, index):
     assert cells["nbgrader autograde"] == judged, f"{cells}\n{logs}"
     assert cells["bertlab autograde"] == judged, cells
     assert cells["bertlab autograde --scheduler"] == judged, cells
-    if student.member.kernel_differs:
-        # The notebook rebinds `check`: its own grade cells pass in the kernel, the graders give 0.
-        assert sum(judged.values()) == 0 and all(v > 0 for v in cells["in-notebook grade cells"].values()), cells
-    else:
-        assert cells["in-notebook grade cells"] == judged, cells
+    # nbgrader's kernel is confined now, as the judge's learner process is: the notebook's own
+    # `check` there defers to the judge (it says so and passes), so the kernel's record of the grade
+    # cells is no verdict to compare; the judge's, above, is the one nbgrader keeps.
 
 
 def _export(course: Path) -> list[tuple]:
