@@ -57,10 +57,7 @@ LAYERS = [
 ]
 
 
-_hook = load_hook
-
-
-task_map = _hook("task_map")
+task_map = load_hook("task_map")
 
 
 def tasks() -> list[dict]:

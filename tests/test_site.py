@@ -412,12 +412,9 @@ def test_every_image_has_a_description(site):
     assert not undescribed, "images without a description:\n" + "\n".join(undescribed)
 
 
-_hook = load_hook
-
-
 def test_every_fragment_link_points_at_an_id(site):
     """Body links, navigation and tables of contents: every #fragment exists on its target page."""
-    anchors = _hook("anchors")
+    anchors = load_hook("anchors")
     links = sum(len(anchors.read(p).links) for p in site.rglob("*.html"))
     assert links > 100, f"only {links} fragment links found: the parser misses them"
     assert anchors.broken_anchors(site) == []
