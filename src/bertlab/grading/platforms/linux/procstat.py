@@ -31,16 +31,22 @@ def parent(pid: int) -> int | None:
     return int(fields[1]) if fields else None
 
 
-def rss_mb(pid: int) -> float:
-    """The resident memory of ``pid`` in MB (0 when it is gone)."""
+def _field_mb(path: str, key: str) -> float | None:
+    """The ``key: N kB`` line of ``path`` (a ``/proc`` file) in MB, or None when it cannot be read."""
     try:
-        with open(f"/proc/{pid}/status") as f:
+        with open(path) as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(key):
                     return int(line.split()[1]) / 1024
     except OSError:
         pass
-    return 0.0
+    return None
+
+
+def rss_mb(pid: int) -> float:
+    """The resident memory of ``pid`` in MB (0 when it is gone)."""
+    found = _field_mb(f"/proc/{pid}/status", "VmRSS:")
+    return 0.0 if found is None else found
 
 
 def descendants(root: int) -> list[int]:
@@ -98,11 +104,5 @@ def pss_mb(pid: int) -> float:
     n processes counts 1/n (0 when it is gone). Its RSS, too much but never too little, where
     ``smaps_rollup`` cannot be read: a kernel before 4.14, or a process that made itself
     undumpable (``PR_SET_DUMPABLE``), which only root may then read."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return rss_mb(pid)
+    found = _field_mb(f"/proc/{pid}/smaps_rollup", "Pss:")
+    return rss_mb(pid) if found is None else found
