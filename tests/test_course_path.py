@@ -267,13 +267,14 @@ def cited_lessons(root: Path, exercise: str) -> dict[str, set[str]]:
     """
     from bertlab import diagnose
     from bertlab.checks import TASKS  # registers every mistake
+    from bertlab.diagnose import ladders
 
     number = str(int(exercise[:2]))
     cited: dict[str, set[str]] = {}
     for task_id, task in TASKS.items():
         if task_id.split(".")[0] == number:
             cited.setdefault(task.lesson, set()).add(f"Task {task_id}'s lesson")
-    for task_id, ladder in diagnose.TASK_LADDERS.items():
+    for task_id, ladder in ladders.TASK_LADDERS.items():
         if task_id.split(".")[0] == number:
             cited.setdefault(ladder.lesson, set()).add(f"Task {task_id}'s hint")
     for mistake in diagnose.REGISTRY.values():

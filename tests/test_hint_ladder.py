@@ -17,8 +17,8 @@ import pytest
 
 from bertlab import cli, diagnose, hint_steps, hints, progress
 from bertlab.checks import TASKS as CHECKED_TASKS
-from bertlab.diagnose import LADDERS as MISTAKES
-from bertlab.diagnose import TASK_LADDERS as TASKS
+from bertlab.diagnose.ladders import LADDERS as MISTAKES
+from bertlab.diagnose.ladders import TASK_LADDERS as TASKS
 from bertlab.grading.results import CheckResult
 from bertlab.grading.runner import Report, TaskResult
 from tests.conftest import ROOT
@@ -51,7 +51,7 @@ def _three_steps(ladder: hints.Ladder) -> None:
 
 @pytest.mark.parametrize("mistake", list(diagnose.REGISTRY.values()), ids=list(diagnose.REGISTRY))
 def test_every_known_mistake_has_three_steps(mistake):
-    assert mistake.id in MISTAKES, f"known mistake {mistake.id} has no hint ladder in bertlab.diagnose.LADDERS"
+    assert mistake.id in MISTAKES, f"known mistake {mistake.id} has no hint ladder in bertlab.diagnose.ladders.LADDERS"
     assert mistake.ladder is MISTAKES[mistake.id]
     ladder = hints.for_mistake(mistake.id, mistake.lesson, mistake.section)
     assert ladder is not None

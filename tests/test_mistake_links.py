@@ -6,6 +6,7 @@ import pytest
 
 from bertlab import diagnose
 from bertlab.checks import TASKS  # noqa: F401  (registers every mistake)
+from bertlab.diagnose import ladders
 from tests.conftest import ROOT
 
 
@@ -70,7 +71,7 @@ TASK_SUBJECTS = {"2.1": ["eps", "layernorm"], "4.1": ["eps", "layernorm", "dropo
 
 @pytest.mark.parametrize("task", sorted(TASK_SUBJECTS))
 def test_task_ladder_section_speaks_of_its_usual_failures(task):
-    ladder = diagnose.TASK_LADDERS[task]
+    ladder = ladders.TASK_LADDERS[task]
     text = section_text(ladder.lesson, ladder.section)
     missing = [w for w in TASK_SUBJECTS[task] if not re.search(SUBJECTS[w], text, re.IGNORECASE)]
     assert not missing, f'lessons/{ladder.lesson}, section "{ladder.section}", never speaks of {missing}'

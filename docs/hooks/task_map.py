@@ -36,7 +36,7 @@ GUIDE, PASSED = "learner-guide.md", re.compile(r"<!-- passed (\d+\.\d+) -->")
 STAGE_TABLE, STAGE_ORDER = "<!-- stage table -->", "<!-- stage order -->"
 # Files of the keyed folders that belong to no one exercise.
 SHARED = {
-    "src/bertlab/diagnose": {"__init__", "common", "simulated", "dropout_measured"},
+    "src/bertlab/diagnose": {"__init__", "common", "simulated", "dropout_measured", "ladders"},
     "tests/mutations": {"__init__"},
 }
 COLUMNS = ("Task", "Lesson", "Notebook", "Checks", "Known mistakes", "Mutation tests", "Check tests")

@@ -20,7 +20,7 @@ import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from bertlab.diagnose import LADDERS, TASK_LADDERS
+from bertlab.diagnose.ladders import LADDERS, TASK_LADDERS
 from bertlab.grading.results import first_of_each_task, task_of
 from bertlab.progress import heading_id, lesson_url
 
