@@ -29,24 +29,21 @@ from __future__ import annotations
 import html
 import json
 import logging
-import operator
-import os
 import re
 import sys
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
 
+from lesson_records import holds, lesson_stem, read, strict
+
 log = logging.getLogger("mkdocs.hooks.claims")
 
-SCRIPT = re.compile(r'<script type="application/vnd\.bertlab\.claims\+json">(.*?)</script>', re.S)
 # {{ name }}, {{ 05-feed-forward: name }}, {{ claim: name }}, {{ claim: 05-feed-forward: name }}
 PLACEHOLDER = re.compile(r"\{\{\s*(claim\s*:\s*)?(?:(\d\d-[a-z0-9-]+)\s*:\s*)?([A-Za-z_][\w.]*)\s*\}\}")
 # Code, where a placeholder is an example (the API reference shows the syntax), not a number.
 CODE = re.compile(r"(<code[^>]*>.*?</code>|<pre[^>]*>.*?</pre>)", re.S)
-# The same comparisons as bertlab.experiments.claims.OPS: the hook must not import the course.
-OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne}
 
 # The contributor page's table of claim margins, and the Setup page's list of the CPU conditions
 # they were run under, from the file tests/claims_sweep.py writes.
@@ -55,27 +52,6 @@ MARKERS = {"<!-- claim margins -->": "how-it-is-built.md", "<!-- claim condition
 
 _records: dict[str, dict] = {}  # lesson stem -> {"values": .., "claims": ..}
 _failed: list[str] = []  # "stem: name" of this build's claims that do not hold (lenient mode)
-
-
-def strict() -> bool:
-    """The same switch as ``bertlab.experiments.claims.strict`` (the hook must not import the course)."""
-    return os.environ.get("BERTLAB_CLAIMS", "").strip().lower() == "strict"
-
-
-def lesson_stem(src_uri: str) -> str | None:
-    path = PurePosixPath(src_uri)
-    return path.stem if path.parts[:1] == ("lessons",) and path.suffix == ".py" else None
-
-
-def read(page_html: str) -> dict | None:
-    """The records a lesson page carries, or None."""
-    found = SCRIPT.search(page_html)
-    return json.loads(found.group(1).replace("<\\/", "</")) if found else None
-
-
-def holds(record: dict) -> bool:
-    left, right = record["left"], record["right"]
-    return left == left and right == right and bool(OPS[record["op"]](left, right))  # NaN never holds
 
 
 def contradicted(stem: str, records: dict) -> list[str]:

@@ -31,14 +31,13 @@ from __future__ import annotations
 import html
 import json
 import math
-import os
 import re
 import sys
-from pathlib import PurePosixPath
 
 from mkdocs.exceptions import PluginError
 
-SCRIPT = re.compile(r'<script type="application/vnd\.bertlab\.claims\+json">(.*?)</script>', re.S)
+from lesson_records import SCRIPT, holds, lesson_stem, read, strict
+
 # {{ predict: name }}, alone in its paragraph (the usual case) or in a line of prose
 PLACEHOLDER = re.compile(r"(?:<p>\s*)?\{\{\s*predict\s*:\s*([A-Za-z_][\w.]*)\s*\}\}(?:\s*</p>)?")
 # The first code cell after a prediction: the measurement the revealed answer points to.
@@ -65,37 +64,13 @@ MOST_RIGHT = {"two options": 0.6, "three or more options": 0.4}
 FEWEST_JUDGED = 5
 
 
-def strict() -> bool:
-    """The same switch as ``bertlab.experiments.claims.strict`` (the hook must not import the course)."""
-    return os.environ.get("BERTLAB_CLAIMS", "").strip().lower() == "strict"
-
-
-def lesson_stem(src_uri: str) -> str | None:
-    path = PurePosixPath(src_uri)
-    return path.stem if path.parts[:1] == ("lessons",) and path.suffix == ".py" else None
-
-
-def read(page_html: str) -> dict | None:
-    found = SCRIPT.search(page_html)
-    return json.loads(found.group(1).replace("<\\/", "</")) if found else None
-
-
-def _claim_holds(record: dict) -> bool:
-    import operator
-
-    ops = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq}
-    ops["!="] = operator.ne
-    left, right = record["left"], record["right"]
-    return left == left and right == right and bool(ops[record["op"]](left, right))  # NaN never holds
-
-
 def is_right(when: dict, records: dict) -> bool:
     """Whether an option's condition holds for a lesson's ``records``; KeyError names what is missing."""
     if "claim" in when:
         claim = records.get("claims", {}).get(when["claim"])
         if claim is None:
             raise KeyError(f"claim {when['claim']!r}")
-        return _claim_holds(claim) == when["holds"]
+        return holds(claim) == when["holds"]
     value = records.get("values", {}).get(when["value"])
     if value is None or value["value"] is None:
         raise KeyError(f"value {when['value']!r} (a number)")
