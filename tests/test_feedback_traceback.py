@@ -33,6 +33,44 @@ def test_ipython_shows_the_learners_lines_then_the_message(capsys):
     assert not [name for name in GRADER_FILES if name in shown], shown
 
 
+# A grade cell as the exercises lock it: a comment naming the check, then the call.
+LAYER_NORM_RETURNS_X = "def layer_norm(x, weight, bias, eps):\n    return x"
+GRADE_CELL = '# Task 1.2, shapes and values: both LayerNorms (1 point)\ncheck("1.2", layer_norm, upto="values")'
+
+
+def test_a_grade_cells_frame_is_labelled_the_check_cell_not_the_learners(capsys):
+    """The learner did not write the locked ``check(...)`` line: it is labelled for what it is."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    for source in (SETUP, LAYER_NORM_RETURNS_X, GRADE_CELL):
+        shell.run_cell(source)
+    shown = capsys.readouterr().out
+    assert "The check cell, line 2:" in shown and 'check("1.2", layer_norm, upto="values")' in shown, shown
+    assert "Your code" not in shown, shown
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [
+        # the learner's own code in the cell beside the call
+        'x = 1\ncheck("1.2", layer_norm, upto="values")',
+        # a call through a name of the learner's: not the course's check at the top of a check cell
+        'def mine(*args, **kwargs):\n    check(*args, **kwargs)\n\nmine("1.2", layer_norm, upto="values")',
+    ],
+    ids=["code-beside-the-call", "own-helper"],
+)
+def test_a_cell_with_code_of_the_learners_stays_theirs(cell, capsys):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    for source in (SETUP, LAYER_NORM_RETURNS_X, cell):
+        shell.run_cell(source)
+    shown = capsys.readouterr().out
+    assert "[Task 1.2] layer_norm: values differ" in shown, shown
+    assert "Your code, line" in shown and "The check cell" not in shown, shown
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
