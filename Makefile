@@ -26,7 +26,7 @@ export TRANSFORMERS_VERBOSITY := error
 # mkdocs-material prints an end-of-life banner for mkdocs 1.x on every build
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: help start lint check test lab site grade doctor exercises bench profile browser clean
+.PHONY: help start lint check test lab site grade doctor exercises bench profile pythons browser clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -115,6 +115,11 @@ profile: $(STAMP) ## where one notebook's grading spends its time: bench/results
 	@mkdir -p bench/results
 	$(BIN)/py-spy record --subprocesses --rate 100 --output bench/results/profile-grade.svg -- \
 	  $(BIN)/bertlab grade 05 --path solutions --no-progress --cold
+
+pythons: ## as root: install, grade the solutions, build the site and make check on each of PYTHONS (an hour)
+	@# In a Debian testing chroot made once in the user's cache; results go to the Setup page.
+	@# ARGS='--help' says more; ARGS='--pythons 3.14' runs one. It needs no .venv: the standard library only.
+	$(if $(filter 0,$(shell id -u)),,sudo) $(PYTHON) -m bench.pythons $(ARGS)
 
 browser: ## install Debian's chromium for the browser test (once)
 	@# Elsewhere (macOS, say) there is no apt-get: the browser test is then skipped, with a message.
