@@ -174,8 +174,18 @@ class Chroot:
 
     def install(self, packages: list[str]) -> None:
         print(f"==> installing {' '.join(packages)} in the chroot", flush=True)
-        quiet = "apt-get -qq -o=Dpkg::Use-Pty=0"
+        # A mirror that serves a snapshot of the suite (a snapshot archive, a proxy) serves a Release
+        # file past its Valid-Until date: apt would refuse it. Its signature is still checked.
+        quiet = "apt-get -qq -o=Dpkg::Use-Pty=0 -o=Acquire::Check-Valid-Until=false"
         self.output(f"{quiet} update && {quiet} install -y --no-install-recommends {' '.join(packages)} >/dev/null")
+
+    def trust_local_certificates(self) -> None:
+        """The certificates this machine trusts beyond Debian's own (a company proxy's, say): pip
+        in the chroot reaches the package registry as the machine itself does."""
+        local = Path("/usr/local/share/ca-certificates")
+        if local.is_dir() and any(local.iterdir()):
+            shutil.copytree(local, self.path / local.relative_to("/"), dirs_exist_ok=True)
+            self.output("update-ca-certificates >/dev/null")
 
     def has_package(self, name: str) -> bool:
         policy = subprocess.run(self.argv(f"apt-cache policy {name}"), capture_output=True, text=True).stdout
@@ -303,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         chroot.create(list(BASE_PACKAGES))
         chroot.mount()
         chroot.install(list(BASE_PACKAGES))
+        chroot.trust_local_certificates()
         packaged = [p for p in pythons if chroot.has_package(f"python{p}-venv")]
         for minor in pythons:
             if minor not in packaged:
@@ -317,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         print("==> stopped; the steps that finished are below", file=sys.stderr)
     except subprocess.CalledProcessError as err:
         print(f"==> could not prepare the chroot: {shlex.join(map(str, err.cmd))} failed", file=sys.stderr)
+        print((err.stderr or "").strip(), file=sys.stderr)
     except SetupError as err:
         print(f"==> {err}", file=sys.stderr)
     finally:
