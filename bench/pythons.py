@@ -119,7 +119,10 @@ def table(runs: list[Run]) -> list[str]:
     for run in runs:
         rows += [(run.version or run.python, s.step, s.result, duration(s.seconds), s.summary) for s in run.steps]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    return [" ".join(cell.ljust(w) for cell, w in zip(row[:4], widths, strict=True)) + " " + row[4] for row in rows]
+    return [
+        (" ".join(cell.ljust(w) for cell, w in zip(row[:4], widths, strict=True)) + " " + row[4]).rstrip()
+        for row in rows
+    ]
 
 
 class Chroot:
@@ -193,8 +196,11 @@ class Chroot:
         return bool(candidate and candidate.group(1) != "(none)")
 
     def system(self) -> str:
+        """ "Debian testing (forky), Linux 6.18 x86_64": the kernel matters to the sandbox (Landlock)."""
         release = dict(re.findall(r'^(\w+)="?([^"\n]*)"?$', (self.path / "etc" / "os-release").read_text(), re.M))
-        return f"{release.get('PRETTY_NAME', 'Debian')}, Linux {platform.release()} {platform.machine()}"
+        codename = f" ({release['VERSION_CODENAME']})" if release.get("VERSION_CODENAME") else ""
+        kernel = ".".join(platform.release().split(".")[:2])
+        return f"Debian {self.suite}{codename}, Linux {kernel} {platform.machine()}"
 
 
 def run_step(chroot: Chroot, step: Step, cwd: str, log: Path, verbose: bool, label: str) -> None:
