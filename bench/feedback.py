@@ -3,9 +3,13 @@
 Every figure is a median of ``--rounds`` runs (default 5), and every ratio divides two figures
 of this same run, so a busy machine slows both sides alike. Merged into ``bench/results.json``:
 
-- ``floor_s``: ``python -c "import torch, transformers"``, the least any grading command costs;
-- ``reference_import_s``: importing transformers' BERT modules as well, which a judge must hold
-  to compare with (transformers' top-level import is lazy: the floor does not load them);
+- ``floor_s``: start Python, import torch and read the pretrained weights (``FLOOR_CODE``): what
+  any grader of this course must pay, whatever it compares with;
+- ``transformers_floor_s``: the floor before the judge compared with the course's own BERT,
+  ``python -c "import torch, transformers"``, kept beside it for comparison (a floor that holds
+  transformers' import flatters every ratio over it), and ``transformers_floor_vs_floor``;
+- ``reference_import_s``: what a judge loads to compare with: the course's own BERT
+  (``bertlab.bert``) with the pretrained weights in it;
 - ``reference_import_vs_floor``: the two above divided, the least ``grade_one_cold_vs_floor`` can be;
 - ``grade_one_s``, ``grade_one_vs_floor``: ``bertlab grade 05 --path solutions``, a new command
   sent to warm judges (``bertlab judges start``, as ``make start`` runs them for the learner);
@@ -74,13 +78,21 @@ def median_of(rounds: int, measure) -> float:
     return statistics.median(measure() for _ in range(rounds))
 
 
-def floor(rounds: int) -> float:
-    return median_of(rounds, lambda: seconds_of([PYTHON, "-c", "import torch, transformers"]))
+# The floor: start Python, import torch, read the weights, with the reader the course's model uses.
+FLOOR_CODE = (
+    "import torch; from safetensors.torch import load_file; "
+    "from bertlab import model_files; load_file(model_files.weights_file(model_files.model_dir()))"
+)
+TRANSFORMERS_FLOOR_CODE = "import torch, transformers"
+REFERENCE_CODE = "from bertlab.bert import load; load.load_model()"
+
+
+def floor(rounds: int, code: str = FLOOR_CODE) -> float:
+    return median_of(rounds, lambda: seconds_of([PYTHON, "-c", code]))
 
 
 def reference_import(rounds: int) -> float:
-    code = "import torch, transformers.models.bert.modeling_bert"
-    return median_of(rounds, lambda: seconds_of([PYTHON, "-c", code]))
+    return median_of(rounds, lambda: seconds_of([PYTHON, "-c", REFERENCE_CODE]))
 
 
 def grade(rounds: int, *tasks: str, cold: bool = False) -> float:
@@ -323,8 +335,10 @@ def run(rounds: int, only: set[str], start: bool) -> dict:
         report["floor_s"] = floor(rounds)
     if "floor_s" in report or wanted("reference_import_s"):  # its ratio is shown beside the floor
         report.setdefault("floor_s", floor(rounds))
+        report["transformers_floor_s"] = floor(rounds, TRANSFORMERS_FLOOR_CODE)
+        report["transformers_floor_vs_floor"] = report["transformers_floor_s"] / report["floor_s"]
         report["reference_import_s"] = reference_import(rounds)
-        # The least a command that starts its own judge can take: they compare with transformers' modules.
+        # The least a command that starts its own judge can take: it loads the model it compares with.
         report["reference_import_vs_floor"] = report["reference_import_s"] / report["floor_s"]
     gradings(
         rounds,

@@ -95,6 +95,7 @@ def test_feedback_benchmark_smoke(tmp_path, monkeypatch):
     assert report["grade_one_cold_vs_floor"] == report["grade_one_cold_s"] / report["floor_s"]
     for key in (
         "floor_s",
+        "transformers_floor_s",
         "reference_import_s",
         "grade_one_s",
         "grade_one_cold_s",
@@ -105,6 +106,7 @@ def test_feedback_benchmark_smoke(tmp_path, monkeypatch):
     # Judges, their templates and the factory: more than one model's worth, less than a copy each.
     assert 100 < report["warm_judges_memory_mb"] < 4000, report["warm_judges_memory_mb"]
     assert report["reference_import_vs_floor"] == report["reference_import_s"] / report["floor_s"]
+    assert report["transformers_floor_vs_floor"] == report["transformers_floor_s"] / report["floor_s"]
     assert [a[-4:-2] for a, _ in built] == [["build", "--strict"]] * 2  # one cold and one warm build
     assert report["goals"]["watch_latency_s"] == {"kind": "max", "bound": results.GOALS["watch_latency_s"][1]}
     assert report["feedback_machine"]["rounds"] == 1
@@ -127,7 +129,7 @@ def test_feedback_benchmark_measures_each_grading_path_in_the_same_run(tmp_path,
 
     monkeypatch.setattr(feedback, "grade", fake_grade)
     monkeypatch.setattr(feedback, "warm_judges", contextlib.nullcontext)
-    monkeypatch.setattr(feedback, "floor", lambda rounds: 1.0)
+    monkeypatch.setattr(feedback, "floor", lambda rounds, code=None: 1.0)
     monkeypatch.setattr(feedback, "reference_import", lambda rounds: 1.5)
     monkeypatch.delenv("BERTLAB_PORTABLE", raising=False)
     feedback.ENV.pop("BERTLAB_PORTABLE", None)

@@ -23,8 +23,13 @@ MARKER = "<!-- bench results -->"
 FIGURE = re.compile(r"\{\{\s*bench\s*:\s*(\w+)\s*\}\}")
 # Each key's meaning, in the order the page lists them.
 KEYS = {
-    "floor_s": ("s", '`python -c "import torch, transformers"`: the import floor'),
-    "reference_import_s": ("s", "`import torch, transformers.models.bert.modeling_bert`: what a judge must load"),
+    "floor_s": ("s", "start Python, import torch, read the pretrained weights: what any grader must pay"),
+    "transformers_floor_s": (
+        "s",
+        '`python -c "import torch, transformers"`: the floor before the judge ran the course\'s own BERT',
+    ),
+    "transformers_floor_vs_floor": ("x", "that old floor over today's, this run"),
+    "reference_import_s": ("s", "the course's own BERT with the pretrained weights: what a judge loads"),
     "reference_import_vs_floor": (
         "x",
         "that import over the floor: the least a command that starts its own judge can take",
