@@ -184,6 +184,131 @@ print(f"alone vs batch, mean over all positions: max abs diff {(e_alone - e_unma
       f"cosine {(e_alone * e_unmasked).sum().item():.4f}")
 
 # %% [markdown]
+# ### What the padded positions hold
+#
+# The mask removes padding as a *key*: no query gives a padded
+# position any weight. It does not remove padding as a *query*. A padded
+# position enters the first layer with a vector like any token's (the
+# `[PAD]` word embedding, its position, segment A), and in every layer
+# it asks its own query of the sentence's real keys. So the model
+# computes an output vector there too, one that no real token reads.
+# What is in it? Per layer, where the attention of padded and of real
+# queries goes; then the last layer's padded vectors against the
+# sentence vectors (`bertlab.experiments.padded_positions`):
+#
+# {{ predict: padded_vectors }}
+
+# %% tags=["remove-input"]
+# A question before the measurement below; the build selects its
+# answer from the value recorded there.
+from bertlab.experiments import predictions as ask
+
+ask.predict("padded_vectors", "A padded position's vector in the last "
+            "layer: which sentence vector is it closest to?", [
+    ask.between("padded_own_over_other", None, 1, "no sentence's in "
+                "particular: it holds the [PAD] token, not the "
+                "sentence",
+                "That would hold if padding were cut out of the "
+                "computation. It is cut out only as a key: as a query "
+                "it reads the real tokens of its sentence."),
+    ask.between("padded_own_over_other", 1, None, "its own sentence's, "
+                "more than any other's", "A padded query attends to "
+                "its sentence's real keys only, so its vector is a "
+                "mixture of that sentence: its cosine with its own "
+                "sentence's vector is at least "
+                "{{ padded_own_over_other }} times its cosine with any "
+                "other's "
+                "{{ claim: padded_vectors_about_own_sentence }}."),
+], section="What the padded positions hold")
+
+# %%
+from bertlab.experiments import padded_positions
+
+with torch.no_grad():
+    seen = model(**batch, output_attentions=True)
+shares = padded_positions.mask_shares(seen.attentions, m01)
+print("share of attention, min or max over heads and queries:")
+print("layer  padded q on real  padded q on pad  real q on pad")
+for index, share in enumerate(shares):
+    print(f"{index:>5} {share.padded_to_real:>17.7f} "
+          f"{share.padded_to_padded:>16.1e} "
+          f"{share.real_to_padded:>14.1e}")
+pads = (1 - m01).sum(1)  # (B,): padded positions per sentence
+cos = padded_positions.padded_cosines(hidden, m01)
+print("last layer, mean cosine with a sentence vector:")
+print("sentence  pads  pad~own  real~own  pad~other  pad~pad (min)")
+for s, own, real_own, other, alike in zip(
+        cos.sentences.tolist(), cos.padded_to_own, cos.real_to_own,
+        cos.padded_to_other, cos.padded_to_padded, strict=True):
+    print(f"{s:>8} {int(pads[s]):>5}{own:>9.3f}{real_own:>10.3f}"
+          f"{other:>11.3f}{alike:>15.3f}")
+the = tokenizer.convert_tokens_to_ids("the")
+refilled = padded_positions.refill_padding(model, batch, the)
+print(f"padding refilled with 'the': real tokens move by "
+      f"{refilled.real_moved:.1e},\npadded positions by "
+      f"{refilled.padded_moved:.2f}")
+
+# %% tags=["remove-input"]
+own_over_other = (cos.padded_to_own / cos.padded_to_other).min()
+_ = claims.value("padded_own_over_other", own_over_other, "{:.2f}")
+_ = claims.value("padded_own_mean", cos.padded_to_own.mean(), "{:.2f}")
+_ = claims.value("padded_real_own_mean", cos.real_to_own.mean(),
+                 "{:.2f}")
+_ = claims.value("padded_alike_min", cos.padded_to_padded.min(),
+                 "{:.2f}")
+_ = claims.value("padded_refill_moved", refilled.padded_moved,
+                 "{:.1f}")
+_ = claims.value("pads_min", pads.min(), "{:.0f}")
+_ = claims.value("pads_max", pads.max(), "{:.0f}")
+_ = claims.claim("padding_gets_no_attention",
+                 max(max(s.padded_to_padded, s.real_to_padded)
+                     for s in shares), "==", 0,
+                 "no query, real or padded, gives a padded key any "
+                 "attention")
+_ = claims.claim("padded_vectors_about_own_sentence", own_over_other,
+                 ">", 1, "every padded sentence's padded vectors are "
+                 "closer to its own sentence vector than to any other")
+_ = claims.claim("padded_less_aligned_than_real",
+                 cos.padded_to_own.mean(), "<",
+                 cos.real_to_own.mean(), "on average padded vectors "
+                 "are less aligned with the sentence vector than its "
+                 "real tokens")
+_ = claims.claim("refill_leaves_real_tokens", refilled.real_moved,
+                 "==", 0, "refilling the padding moves no real token")
+_ = claims.claim("refill_moves_padded", refilled.padded_moved, ">", 0,
+                 "refilling the padding moves the padded positions")
+
+# %% [markdown]
+# In every layer, padded queries put all their attention on the
+# sentence's real keys, and no query, real or padded, gives a padded
+# key any weight at all {{ claim: padding_gets_no_attention }} (an
+# exact zero: added to a score, float32's most negative number makes
+# its exponential underflow to 0). So a padded position's vector is a
+# reading of its own sentence: its cosine with that sentence's vector
+# is at least {{ padded_own_over_other }} times its cosine with any
+# other sentence's {{ claim: padded_vectors_about_own_sentence }}, and
+# the padded vectors of one sentence resemble each other (cosines of
+# {{ padded_alike_min }} or more; they differ by their position
+# embeddings). They are a blurred copy, though: on average a padded
+# vector's cosine with its sentence is {{ padded_own_mean }}, a real
+# token's {{ padded_real_own_mean }}
+# {{ claim: padded_less_aligned_than_real }}.
+#
+# Pooling leaves them out for three reasons this cell shows. They are
+# not tokens of the sentence: the model would compute a vector at any
+# position, whatever token sits there. Their number depends on the
+# batch, not the sentence: here from {{ pads_min }} to {{ pads_max }}
+# per sentence, so averaging them in would give the same sentence
+# another vector in another batch (sentence 0 above). And what they
+# hold depends on the token id that fills them, which nothing fixes:
+# with `the` written in every padded slot, the real tokens' outputs do
+# not move at all {{ claim: refill_leaves_real_tokens }}, the padded
+# ones by up to {{ padded_refill_moved }}
+# {{ claim: refill_moves_padded }}. The attention mask makes the real
+# tokens' outputs independent of the padding; the pooling's mask is
+# what keeps the sentence vector so.
+
+# %% [markdown]
 # ## Semantic search
 #
 # With unit vectors, the cosine similarity of two sentences is their dot product. Each query
