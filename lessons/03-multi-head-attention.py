@@ -570,6 +570,154 @@ fig.colorbar(image, ax=axes, shrink=0.6, label="attention probability")
 plt.show()
 
 # %% [markdown]
+# ### Where the attention lands, layer by layer
+#
+# Many rows of such maps put their weight on one or two columns.
+# Clark et al. (2019, "What Does BERT Look At? An Analysis of BERT's
+# Attention", BlackboxNLP) counted where BERT-base's attention goes:
+# much of it lands on a few tokens, `[CLS]` in the early layers, `[SEP]`
+# in the middle ones (over half of all attention there), and periods
+# and commas. They argued that attending to `[SEP]` works as a no-op, a
+# place for a head to look when its pattern does not apply: the
+# gradient of the loss with respect to that attention is small. Does
+# this model do the same? Per layer, the share of all real queries'
+# attention (averaged over heads, queries and sentences) on each kind of
+# key token, beside the share a uniform row would give it
+# (`bertlab.experiments.special_attention`):
+#
+# {{ predict: attention_sink }}
+
+# %% tags=["remove-input"]
+# A question before the measurement below; the build selects its
+# answer from the claims recorded there.
+ask.predict("attention_sink", "Averaged over the layers, which kind "
+            "of key token gets the most attention for its number, "
+            "compared with a uniform row's share?", [
+    ask.fails("sink_above_sep", "`[SEP]`, as in BERT-base's middle "
+              "layers", "That would hold if this model had kept "
+              "BERT-base's habit. Distilled to six layers, it gives "
+              "`[SEP]` less than a uniform share after its first "
+              "layer."),
+    ask.fails("sink_above_punctuation", "punctuation", "That would "
+              "hold if the heads parked on periods and commas. Here "
+              "punctuation gets less than a uniform share in every "
+              "layer."),
+    ask.holds("sink_is_cls", "`[CLS]`", "`[CLS]` gets "
+              "{{ sink_cls_lift }} times a uniform row's share, "
+              "averaged over the layers {{ claim: sink_is_cls }}: in "
+              "this model it is the token "
+              "the heads park on."),
+], section="Where the attention lands, layer by layer")
+
+# %%
+from bertlab.experiments import special_attention
+from bertlab.experiments.cls_attention import KINDS
+
+with torch.no_grad():
+    seen = model(**cap.batch, output_attentions=True,
+                 output_hidden_states=True)
+by_layer = special_attention.layer_shares(
+    model, seen.hidden_states, seen.attentions,
+    cap.batch["input_ids"], pad, tokenizer)
+print("share of attention (uniform share in the last row)")
+print("layer" + "".join(f"{kind:>13}" for kind in KINDS))
+for index, s in enumerate(by_layer):
+    print(f"{index:>5}" + "".join(f"{s.weight[k]:>13.1%}"
+                                  for k in KINDS))
+print("unif." + "".join(f"{by_layer[0].uniform[k]:>13.1%}"
+                        for k in KINDS))
+
+# %% tags=["remove-input"]
+lift = {k: sum(s.weight[k] / s.uniform[k] for s in by_layer)
+        / len(by_layer) for k in KINDS}  # mean over layers
+later = by_layer[1:]  # after the first layer
+_ = claims.value("sink_cls_lift", lift["[CLS]"], "{:.1f}")
+_ = claims.value("sink_cls_min", 100 * min(
+    s.weight["[CLS]"] for s in by_layer), "{:.0f}%")
+_ = claims.value("sink_cls_max", 100 * max(
+    s.weight["[CLS]"] for s in by_layer), "{:.0f}%")
+_ = claims.value("sink_sep_max_later", 100 * max(
+    s.weight["[SEP]"] for s in later), "{:.1f}%")
+_ = claims.value("sink_sep_uniform", 100 * by_layer[0].uniform[
+    "[SEP]"], "{:.1f}%")
+_ = claims.claim("sink_is_cls", lift["[CLS]"], ">", max(
+    lift[k] for k in KINDS if k != "[CLS]"), "averaged over the "
+    "layers, [CLS] gets the most attention for its number")
+_ = claims.claim("sink_above_sep", lift["[CLS]"], ">", lift["[SEP]"],
+                 "[CLS] gets more attention for its number than [SEP]")
+_ = claims.claim("sink_above_punctuation", lift["[CLS]"], ">",
+                 lift["punctuation"], "[CLS] gets more attention for "
+                 "its number than punctuation")
+_ = claims.claim("sink_cls_above_twice_uniform", min(
+    s.weight["[CLS]"] / s.uniform["[CLS]"] for s in by_layer), ">", 2,
+    "in every layer [CLS] gets more than twice a uniform share")
+_ = claims.claim("sink_sep_below_uniform", max(
+    s.weight["[SEP]"] / s.uniform["[SEP]"] for s in later), "<", 1,
+    "after the first layer [SEP] gets less than a uniform share")
+_ = claims.claim("sink_punctuation_below_uniform", max(
+    s.weight["punctuation"] / s.uniform["punctuation"]
+    for s in by_layer), "<", 1,
+    "in every layer punctuation gets less than a uniform share")
+
+# %% [markdown]
+# This model does it with another token. `[CLS]` gets from
+# {{ sink_cls_min }} to {{ sink_cls_max }} of the attention, more than
+# twice a uniform row's share in every layer
+# {{ claim: sink_cls_above_twice_uniform }}, while `[SEP]`, after the
+# first layer, gets at most {{ sink_sep_max_later }} where a uniform row
+# would give it {{ sink_sep_uniform }}
+# {{ claim: sink_sep_below_uniform }}, and punctuation gets less than a
+# uniform share in every layer
+# {{ claim: sink_punctuation_below_uniform }}. The model was made by
+# distillation and then fine-tuned on sentence pairs; which token its
+# heads settle on is its training's choice, not BERT's design.
+#
+# Is that attention a no-op here? Weight alone cannot say: what a key
+# adds to a query's update is its weight times the vector it writes,
+# $v_k W^O_i$ for head $i$ (section "$W^O$ adds the heads up"), and a
+# key whose vector is short adds little however much weight it gets.
+# Kobayashi et al. (2020, "Attention is Not Only a Weight: Analyzing
+# Transformers with Vector Norms", EMNLP) measured attention this way,
+# by the length $p_{q,k}\,\lVert v_k W^O_i \rVert$, and found BERT's
+# attention to `[SEP]` and punctuation written with short vectors. The
+# same split by that length, the share of what each kind of key writes
+# into the update:
+
+# %%
+print("share of what the attention writes, p |v W^O_i|")
+print("layer" + "".join(f"{kind:>13}" for kind in KINDS))
+for index, s in enumerate(by_layer):
+    print(f"{index:>5}" + "".join(f"{s.written[k]:>13.1%}"
+                                  for k in KINDS))
+
+# %% tags=["remove-input"]
+cls_kept = max(s.written["[CLS]"] / s.weight["[CLS]"] for s in later)
+content_gain = min(s.written["content"] / s.weight["content"]
+                   for s in later)
+_ = claims.value("sink_cls_written_max", 100 * max(
+    s.written["[CLS]"] for s in later), "{:.0f}%")
+_ = claims.value("sink_cls_kept", 100 * cls_kept, "{:.0f}%")
+_ = claims.value("sink_content_gain", content_gain, "{:.1f}")
+_ = claims.claim("sink_cls_writes_little", cls_kept, "<", 1 / 3,
+                 "after the first layer [CLS] writes less than a third "
+                 "of its attention share")
+_ = claims.claim("sink_content_writes_more", content_gain, ">", 1,
+                 "after the first layer the content tokens write a "
+                 "larger share than their attention share")
+
+# %% [markdown]
+# After the first layer, `[CLS]` writes at most
+# {{ sink_cls_written_max }} of the attention's update, and in each
+# layer less than a third of its share of the weight (at most
+# {{ sink_cls_kept }} of it) {{ claim: sink_cls_writes_little }}: its
+# value vectors through $W^O$ are short. The content tokens write more
+# than their weight, at least {{ sink_content_gain }} times it
+# {{ claim: sink_content_writes_more }}.
+# That is what a no-op looks like: a head with nothing to do puts its
+# weight on `[CLS]` and adds little to the token. It is consistent with
+# Clark et al.'s reading, moved from `[SEP]` to `[CLS]`, and does not
+# prove it: a short vector can still matter downstream.
+#
 # ## Why one matrix: one product instead of many
 #
 # Storing the heads side by side lets the hardware do one large matrix product instead of many
