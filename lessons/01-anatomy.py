@@ -9,11 +9,18 @@
 #
 # We answer with the pretrained model this course grades against, all-MiniLM-L6-v2: a small
 # BERT that Hugging Face loads as the same `BertModel` class as BERT-base, with fewer
-# {{ claim: minilm_fewer_layers }} and narrower {{ claim: minilm_narrower }} layers. Every number below is printed by the code that computes it, and every number
-# on this site is measured on all-MiniLM-L6-v2 unless the page says otherwise. The letters of
-# the equations ($x$, $a$, $h$, $m$, $f$, $y$, $W^Q$, ..., $W_1$, $W_2$) are defined once, on the
+# {{ claim: minilm_fewer_layers }} and narrower {{ claim: minilm_narrower }} layers. Every
+# number below is printed by the code that computes it, and every number on this site is
+# measured on all-MiniLM-L6-v2 unless the page says otherwise. The letters of the equations
+# ($x$, $a$, $h$, $m$, $f$, $y$, $W^Q$, ..., $W_1$, $W_2$) are defined once, on the
 # [notation page](../docs/notation.md), which also explains why an equation's $W$ is the
 # transpose of an `nn.Linear`'s `weight`.
+#
+# **The check marks.** A ✓ after a sentence, like the two above, means the site checked that
+# sentence: it compares two numbers the lesson's code measures, and the build that made this page
+# found the comparison true on your machine. The build refuses to publish a sentence its numbers
+# contradict. Pointing at a mark shows the two numbers. The calls that record them run with the
+# code but are not shown in it, so the code you read and copy is the experiment alone.
 
 # %%
 import matplotlib.pyplot as plt

@@ -164,7 +164,7 @@ PAGE_READING = """() => {
     const text = e => { const c = e.cloneNode(true);
         c.querySelectorAll("mjx-container, .anchor-link, .headerlink").forEach(x => x.remove());
         return c.textContent.replace(/\\s+/g, " ").trim(); };
-    const toc = Array.from(document.querySelectorAll(".md-sidebar--secondary a.md-nav__link[href^='#']"))
+    const toc = Array.from(document.querySelectorAll(".md-nav--secondary a.md-nav__link[href^='#']"))
         .map(a => { const h = document.getElementById(decodeURIComponent(a.hash.slice(1)));
                     return [a.hash, text(a), h ? text(h) : null,
                             a.querySelectorAll("mjx-container").length,

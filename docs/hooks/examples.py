@@ -45,6 +45,7 @@ MISTAKE = (
     "x.view(B, self.num_attention_heads, T, self.attention_head_size)",
 )
 HEATMAP_SHOWN = 24  # characters of a heatmap's base64 text the JSON sample keeps
+MESSAGE_SHOWN = 60  # characters of a message the JSON sample keeps: its line then fits the page
 # Environment variables that can change what the grader prints (as lesson_run.py keys lessons).
 KEY_ENV_PREFIXES = ("ATEN_", "BERTLAB_", "HF_", "TRANSFORMERS_", "TOKENIZERS_", "TORCH", "OMP_", "MKL_", "OPENBLAS_")
 KEY_ENV_IGNORED = ("BERTLAB_CLAIMS", "BERTLAB_JUDGES_DIR", "BERTLAB_CACHE_DIR")
@@ -76,11 +77,15 @@ def mistaken_notebook(root: Path, out: Path) -> Path:
 
 
 def shortened(report: dict) -> dict:
-    """``report`` with each heatmap's base64 text cut to ``HEATMAP_SHOWN`` characters and an ellipsis."""
+    """``report`` with each heatmap's base64 text cut to ``HEATMAP_SHOWN`` characters and each
+    message to ``MESSAGE_SHOWN``, with an ellipsis: a message is one JSON line of hundreds of
+    characters, which would scroll the page sideways (the feedback example shows one whole)."""
     for task in report["tasks"]:
         for check in task["checks"]:
             if check.get("heatmap"):
                 check["heatmap"] = check["heatmap"][:HEATMAP_SHOWN] + "..."
+            if len(check.get("message") or "") > MESSAGE_SHOWN:
+                check["message"] = check["message"][:MESSAGE_SHOWN].rsplit(" ", 1)[0] + " ..."
     return report
 
 

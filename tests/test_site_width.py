@@ -1,0 +1,62 @@
+"""Code on the built site reads without sideways scrolling on a laptop screen, and without the checks.
+
+At 1280 x 800 in headless Chromium (test_site's ``site``, built once per run), no code block of
+any page scrolls sideways: neither a lesson's code (written to 100 columns, ``lessons/ruff.toml``)
+nor a printout (which keeps its columns: ``docs/assets/site.css``), nor a sample on the guides.
+Each lesson page shows its code without the ``claims`` calls that check its prose
+(``docs/hooks/lesson_code.py``), and says in text, once, what a check mark means.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+
+from tests.test_site import Reader, base_url, lessons, pages, site  # noqa: F401  (fixtures)
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("site")]
+
+VIEWPORT = {"width": 1280, "height": 800}
+# Every block that could scroll: a page's <pre>, its <code> (Material scrolls the <code> inside a
+# <pre>), a notebook cell's highlighted code and its printouts.
+SCROLLING = """() => Array.from(document.querySelectorAll(
+        "article pre, article pre > code, .jupyter-wrapper .highlight-ipynb, .jp-OutputArea-output"))
+    .filter(e => e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1)
+    .map(e => {
+        const lines = (e.innerText || "").split("\\n");
+        const widest = lines.reduce((a, b) => (b.length > a.length ? b : a), "");
+        return `${e.tagName.toLowerCase()}.${e.className}: ${e.scrollWidth} px in ${e.clientWidth} px, ` +
+               `${widest.length} characters: ${widest.slice(0, 90)}`;
+    })"""
+CODE = re.compile(r"<pre[^>]*>(.*?)</pre>|<div class=\"clipboard-copy-txt\"[^>]*>(.*?)</div>", re.S)
+
+
+def test_no_code_block_scrolls_sideways_at_1280_px(browser, base_url, site):  # noqa: F811  (fixtures)
+    context = browser.new_context(viewport=VIEWPORT)
+    reader = Reader(context, base_url)
+    scrolled = []
+    try:
+        for url in pages(site):
+            page = reader.visit(url)
+            scrolled += [f"{url or 'home'}: {found}" for found in page.evaluate(SCROLLING)]
+    finally:
+        context.close()
+    assert not scrolled, f"{len(scrolled)} code blocks scroll sideways at 1280 px:\n" + "\n".join(scrolled[:40])
+    assert not reader.problems, reader.problems
+
+
+def test_lesson_pages_show_and_copy_no_claims_call(site):  # noqa: F811  (test_site's fixture)
+    for lesson in lessons():
+        page = (site / "lessons" / lesson.stem / "index.html").read_text(encoding="utf-8")
+        for found in CODE.finditer(page):
+            text = html.unescape(re.sub(r"<[^>]+>", "", found.group(1) or found.group(2)))
+            assert "claims." not in text and "import claims" not in text, (lesson.stem, text[:300])
+
+
+def test_the_check_marks_are_explained_in_text(site):  # noqa: F811  (test_site's fixture)
+    first = next(lesson for lesson in lessons() if "{{ claim:" in lesson.read_text(encoding="utf-8"))
+    for page in (site / "lessons" / first.stem / "index.html", site / "learner-guide" / "index.html"):
+        text = re.sub(r"<[^>]+>", " ", page.read_text(encoding="utf-8"))
+        assert re.search(r"A ✓ after a sentence[^.]*means the site checked", " ".join(text.split())), page
