@@ -68,6 +68,20 @@ def test_half_precision_fails_naming_it(dense, named):
     assert err.value.cause == "values" and "compute in float32" in str(err.value)
 
 
+def test_a_bfloat16_layernorm_is_named_bfloat16_not_float16():
+    """A LayerNorm's outputs in bfloat16 are all float16 numbers too (no tiny values): the
+    output's grid names bfloat16, the coarser of the two that holds them."""
+    from bertlab.checks.precision import output_precision
+
+    torch.manual_seed(0)
+    x = torch.randn(4, 8, 384)  # (B, T, H)
+    ln = torch.nn.LayerNorm(384).bfloat16()
+    got = ln(x.bfloat16()).float()
+    assert bool((got.half().float() == got).all())  # on float16's grid as well
+    assert output_precision(got) == torch.bfloat16
+    assert output_precision(F.layer_norm(x.half(), (384,)).float()) == torch.float16
+
+
 def test_the_tolerance_grows_with_the_value():
     expected = torch.tensor([0.5, 20.0])
     assert allclose(expected, expected + torch.tensor([0.0, 3e-5]), 1e-5, RTOL)  # 3e-5 at 20: rounding

@@ -1,9 +1,10 @@
 """Whether a learner's output was computed in half precision (float16, bfloat16), to say so.
 
 Half precision keeps 11 (float16) or 8 (bfloat16) bits of a number where float32 keeps 24: its
-rounding alone moves BertIntermediate's outputs by thousands of times the values tolerance, so
-such code fails however right its formula is. "values differ" would send the learner looking
-for a wrong formula; the message names the precision instead. Two kinds of evidence, neither a
+rounding alone moves a layer's modules by hundreds (float16) to thousands (bfloat16) of times
+the values tolerance (lesson 6 measures each), so such code fails however right its formula is.
+"values differ" would send the learner looking for a wrong formula; the message names the
+precision instead. Two kinds of evidence, neither a
 guess from the size of the difference (a wrong formula can differ by as much):
 
 - every value of the output is a float16 (bfloat16) number, as after ``.half()`` and a cast back
@@ -48,7 +49,10 @@ def output_precision(got: torch.Tensor) -> torch.dtype | None:
     # A few exact numbers (0, 1, small integers: a ReLU's zeros) lie in every format.
     if int((values != values.round()).sum()) < 16:
         return None
-    for dtype in HALF:
+    # bfloat16 first: its 8 bits are a subset of float16's 11 wherever float16 reaches, so a
+    # bfloat16 result without tiny values (a LayerNorm's output) is all float16 numbers too,
+    # while a float16 result is almost never all bfloat16 numbers.
+    for dtype in (torch.bfloat16, torch.float16):
         if bool((values.to(dtype).float() == values).all()):
             return dtype
     return None
