@@ -36,17 +36,30 @@ from bertlab.reference import load_model
 
 model = load_model()  # pretrained all-MiniLM-L6-v2, eval mode, frozen
 config = model.config
-H, A, L, I = config.hidden_size, config.num_attention_heads, config.num_hidden_layers, config.intermediate_size
-print(f"hidden size H = {H}, heads = {A} (head size {H // A}), layers = {L}, intermediate size = {I} = {I / H:g} H")
-print(f"activation: {config.hidden_act!r}, vocabulary: {config.vocab_size}, positions: {config.max_position_embeddings}")
+H, A, L, I = (
+    config.hidden_size,
+    config.num_attention_heads,
+    config.num_hidden_layers,
+    config.intermediate_size,
+)
+print(
+    f"hidden size H = {H}, heads = {A} (head size {H // A}), layers = {L}, intermediate size = {I} "
+    f"= {I / H:g} H"
+)
+print(
+    f"activation: {config.hidden_act!r}, vocabulary: {config.vocab_size}, positions: "
+    f"{config.max_position_embeddings}"
+)
 
 # %% [markdown]
 # ## The reference model next to bert-base
 #
-# Write-ups about BERT usually quote bert-base's sizes, those of Devlin et al. (2019). `BertConfig()`'s defaults are bert-base's
+# Write-ups about BERT usually quote bert-base's sizes, those of Devlin et al. (2019).
+# `BertConfig()`'s defaults are bert-base's
 # (uncased) sizes, so both configurations are available offline: the bundled model's, read by
 # `bertlab.reference`, and the defaults. One layer of each is built with `BertLayer(config)` and
 # its parameters are counted:
+
 
 # %%
 def sizes(cfg):
@@ -67,14 +80,29 @@ for row in columns["all-MiniLM-L6-v2"]:
     print(f"{row:<31}" + "".join(f"{col[row]:>26,}" for col in columns.values()))
 # the sizes other pages (the FAQ) quote: read from the configs, never typed
 for prefix, cfg in (("", config), ("base_", BertConfig())):
-    for key, number in (("H", cfg.hidden_size), ("A", cfg.num_attention_heads), ("L", cfg.num_hidden_layers),
-                        ("I", cfg.intermediate_size), ("d", cfg.hidden_size // cfg.num_attention_heads)):
+    for key, number in (
+        ("H", cfg.hidden_size),
+        ("A", cfg.num_attention_heads),
+        ("L", cfg.num_hidden_layers),
+        ("I", cfg.intermediate_size),
+        ("d", cfg.hidden_size // cfg.num_attention_heads),
+    ):
         claims.value(prefix + key, number, "{:.0f}")
 base_config = BertConfig()
-claims.claim("minilm_fewer_layers", config.num_hidden_layers, "<", base_config.num_hidden_layers,
-             "all-MiniLM-L6-v2 has fewer layers than BERT-base")
-claims.claim("minilm_narrower", config.hidden_size, "<", base_config.hidden_size,
-             "all-MiniLM-L6-v2's layers are narrower than BERT-base's")
+claims.claim(
+    "minilm_fewer_layers",
+    config.num_hidden_layers,
+    "<",
+    base_config.num_hidden_layers,
+    "all-MiniLM-L6-v2 has fewer layers than BERT-base",
+)
+claims.claim(
+    "minilm_narrower",
+    config.hidden_size,
+    "<",
+    base_config.hidden_size,
+    "all-MiniLM-L6-v2's layers are narrower than BERT-base's",
+)
 
 # %% [markdown]
 # ## The layer in the papers
@@ -90,13 +118,15 @@ claims.claim("minilm_narrower", config.hidden_size, "<", base_config.hidden_size
 # The FFN is Vaswani et al.'s equation (2), two linear maps with a nonlinearity between them,
 # applied to every position separately:
 #
-# $$\mathrm{FFN}(h) = \max(0,\, hW_1 + b_1)\,W_2 + b_2, \qquad W_1 \in \mathbb{R}^{H \times 4H},\ W_2 \in \mathbb{R}^{4H \times H},$$
+# $$\mathrm{FFN}(h) = \max(0,\, hW_1 + b_1)\,W_2 + b_2, \qquad W_1 \in \mathbb{R}^{H \times 4H},\
+# W_2 \in \mathbb{R}^{4H \times H},$$
 #
 # with $h$ the token vector the FFN receives (the output of the first Add & Norm) and an inner
 # size of $2048 = 4 \times 512$ in their base model, four times its width. Devlin et al. keep the
 # inner size at $4H$ and replace the ReLU $\max(0,\cdot)$ by GELU.
 #
-# In Hugging Face's code every box of the layer diagram below is a small module, and a parameter's name is
+# In Hugging Face's code every box of the layer diagram below is a small module, and a parameter's
+# name is
 # the path to its module. One layer, as the library builds it:
 
 # %%
@@ -120,20 +150,52 @@ print(model.encoder.layer[0])
 # {{ predict: tensors_per_layer }}
 
 # %% tags=["remove-input"]
-# A question before the list and the census: the build selects its answer from the number recorded below.
+# A question before the list and the census: the build selects its answer from the number recorded
+# below.
 from bertlab.experiments import predictions as ask
 
-ask.predict("tensors_per_layer", "How many named tensors does one layer hold?", [
-    ask.between("tensors_per_layer", 20, None, "24 or more", "That would hold if every head had its own "
-                "query, key and value tensors. The heads' matrices are stacked into one `Linear` each."),
-    ask.between("tensors_per_layer", 14, 20, "16", "{{ tensors_per_layer }}: query, key, value, $W^O$, "
-                "$W_1$ and $W_2$ each have a weight and a bias, and the two LayerNorms a gain and a shift each."),
-    ask.between("tensors_per_layer", 9, 14, "12", "Counting only the weights of attention and the FFN, "
-                "with their biases, leaves out the two LayerNorms, a gain and a shift each."),
-    ask.between("tensors_per_layer", None, 9, "about 6", "One tensor per box of the diagram: that would "
-                "hold if a `Linear` were one tensor and a LayerNorm one. Each `Linear` has a weight and a "
-                "bias, each LayerNorm a gain and a shift."),
-], section="Every tensor, mapped")
+ask.predict(
+    "tensors_per_layer",
+    "How many named tensors does one layer hold?",
+    [
+        ask.between(
+            "tensors_per_layer",
+            20,
+            None,
+            "24 or more",
+            "That would hold if every head had its own "
+            "query, key and value tensors. The heads' matrices are stacked into one `Linear` each.",
+        ),
+        ask.between(
+            "tensors_per_layer",
+            14,
+            20,
+            "16",
+            "{{ tensors_per_layer }}: query, key, value, $W^O$, "
+            "$W_1$ and $W_2$ each have a weight and a bias, and the two LayerNorms a gain and a "
+            "shift each.",
+        ),
+        ask.between(
+            "tensors_per_layer",
+            9,
+            14,
+            "12",
+            "Counting only the weights of attention and the FFN, "
+            "with their biases, leaves out the two LayerNorms, a gain and a shift each.",
+        ),
+        ask.between(
+            "tensors_per_layer",
+            None,
+            9,
+            "about 6",
+            "One tensor per box of the diagram: that would "
+            "hold if a `Linear` were one tensor and a LayerNorm one. Each `Linear` has a weight "
+            "and a "
+            "bias, each LayerNorm a gain and a shift.",
+        ),
+    ],
+    section="Every tensor, mapped",
+)
 
 # %% [markdown]
 # `locate` (in `bertlab.experiments.census`) maps a parameter name onto one of six parts and
@@ -164,7 +226,9 @@ for name, p in model.named_parameters():
     where = locate(name)
     if where.layer not in (None, 0):
         continue
-    role = ROLE.get((where.part, where.piece), "bias of the line above" if where.piece.endswith("bias") else "")
+    role = ROLE.get(
+        (where.part, where.piece), "bias of the line above" if where.piece.endswith("bias") else ""
+    )
     print(f"{name:<50} {tuple(p.shape)!s:<14} {where.part:<17} {role}")
 
 # %% [markdown]
@@ -181,8 +245,10 @@ names = [name for name, _ in model.named_parameters()]
 places = [locate(name) for name in names]  # raises on any name it cannot place
 per_layer = {i: sum(w.layer == i for w in places) for i in range(L)}
 outside = sum(w.layer is None for w in places)
-print(f"{len(names)} named tensors: {outside} outside the layers + {L} layers x {per_layer[0]} "
-      f"(per layer: {sorted(set(per_layer.values()))})")
+print(
+    f"{len(names)} named tensors: {outside} outside the layers + {L} layers x {per_layer[0]} "
+    f"(per layer: {sorted(set(per_layer.values()))})"
+)
 assert len(names) == outside + sum(per_layer.values())
 
 # %% tags=["remove-input"]
@@ -211,14 +277,21 @@ f = m @ w2.weight.T + w2.bias  # (B, T, 4H) @ (4H, H) -> (B, T, H)
 ln = model.encoder.layer[0].output.LayerNorm
 comparisons = {
     "GELU(h W_1 + b_1) vs the recorded intermediate output m": (by_hand, m),
-    "LN_2(h + m W_2 + b_2) vs the layer's output hidden_states[1]": (ln(h + f), cap.hidden_states[1]),
+    "LN_2(h + m W_2 + b_2) vs the layer's output hidden_states[1]": (
+        ln(h + f),
+        cap.hidden_states[1],
+    ),
 }
 eps32 = torch.finfo(torch.float32).eps
 for label, (ours, theirs) in comparisons.items():
     diff = (ours - theirs).abs().max().item()
     # a float32 rounding step at the size of the largest value compared
     step = eps32 * theirs.abs().max().item()
-    verdict = "exactly zero" if diff == 0 else f"{diff / step:.1f} float32 rounding steps of the largest value"
+    verdict = (
+        "exactly zero"
+        if diff == 0
+        else f"{diff / step:.1f} float32 rounding steps of the largest value"
+    )
     assert diff <= 64 * step  # the prose below says "a few rounding steps at most"
     print(f"{label}: max abs diff {diff:.1e} ({verdict})")
 
@@ -242,20 +315,51 @@ for label, (ours, theirs) in comparisons.items():
 
 # %% tags=["remove-input"]
 claims.value("ffn_share_of_layer", ffn_share(model), "{:.1%}")  # measured by the census below
-ask.predict("ffn_share_of_layer", "What share of one layer's parameters is the feed-forward network "
-            "(`intermediate` and `output`)?", [
-    ask.between("ffn_share_of_layer", None, 0.45, "about a third (below 0.45)", "That would hold if the "
-                "attention, with its query, key, value and $W^O$, were the heavy part. Those are four "
-                "$H \\times H$ matrices; the FFN's two matrices are $H \\times 4H$ and $4H \\times H$."),
-    ask.between("ffn_share_of_layer", 0.45, 0.6, "about a half (0.45 to 0.6)", "That would hold if the "
-                "FFN's matrices were as large as attention's. Each is $4H$ wide on one side: two of them "
-                "hold twice the entries of attention's four $H \\times H$ matrices."),
-    ask.between("ffn_share_of_layer", 0.6, 0.7, "about two thirds (0.6 to 0.7)", "The FFN holds "
-                "{{ ffn_share_of_layer }} of a layer of all-MiniLM-L6-v2: its two matrices have $8H^2$ "
-                "entries, attention's four have $4H^2$."),
-    ask.between("ffn_share_of_layer", 0.7, None, "more than 0.7", "That would hold if the FFN were "
-                "wider than $4H$, or attention narrower than its four $H \\times H$ matrices."),
-], section="Parameter census")
+ask.predict(
+    "ffn_share_of_layer",
+    "What share of one layer's parameters is the feed-forward network "
+    "(`intermediate` and `output`)?",
+    [
+        ask.between(
+            "ffn_share_of_layer",
+            None,
+            0.45,
+            "about a third (below 0.45)",
+            "That would hold if the "
+            "attention, with its query, key, value and $W^O$, were the heavy part. Those are four "
+            "$H \\times H$ matrices; the FFN's two matrices are $H \\times 4H$ and $4H \\times H$.",
+        ),
+        ask.between(
+            "ffn_share_of_layer",
+            0.45,
+            0.6,
+            "about a half (0.45 to 0.6)",
+            "That would hold if the "
+            "FFN's matrices were as large as attention's. Each is $4H$ wide on one side: two of "
+            "them "
+            "hold twice the entries of attention's four $H \\times H$ matrices.",
+        ),
+        ask.between(
+            "ffn_share_of_layer",
+            0.6,
+            0.7,
+            "about two thirds (0.6 to 0.7)",
+            "The FFN holds "
+            "{{ ffn_share_of_layer }} of a layer of all-MiniLM-L6-v2: its two matrices have $8H^2$ "
+            "entries, attention's four have $4H^2$.",
+        ),
+        ask.between(
+            "ffn_share_of_layer",
+            0.7,
+            None,
+            "more than 0.7",
+            "That would hold if the FFN were "
+            "wider than $4H$, or attention narrower than its four $H \\times H$ matrices.",
+        ),
+    ],
+    section="Parameter census",
+)
+
 
 # %%
 def show_census(m, title):
@@ -301,20 +405,43 @@ for label, m in [("all-MiniLM-L6-v2", model), ("BERT-base", base)]:
     assert m.config.intermediate_size == 4 * h
     layer = census(m, by="group", layer=0)
     assert layer["attention"] == 4 * h * h + 6 * h and layer["feed-forward"] == 8 * h * h + 7 * h
-    print(f"{label:<17} H={h:<4} attention {layer['attention']:>9,}  FFN {layer['feed-forward']:>9,}  "
-          f"FFN share of a layer {ffn_share(m):.4f}")
+    print(
+        f"{label:<17} H={h:<4} attention {layer['attention']:>9,}  FFN "
+        f"{layer['feed-forward']:>9,}  "
+        f"FFN share of a layer {ffn_share(m):.4f}"
+    )
 print(f"limit 2/3 = {2 / 3:.4f}")
 # the shares differ from 2/3 in the fourth digit: the claims compare the gaps to 2/3, not the shares
-gap = {label: 2 / 3 - ffn_share(m) for label, m in [("all-MiniLM-L6-v2", model), ("BERT-base", base)]}
+gap = {
+    label: 2 / 3 - ffn_share(m) for label, m in [("all-MiniLM-L6-v2", model), ("BERT-base", base)]
+}
 print("gap to 2/3: " + ", ".join(f"{label} {g:.1e}" for label, g in gap.items()))
-claims.claim("ffn_share_below_two_thirds", -min(gap.values()), "<", 0,
-             "in both models the FFN's share of a layer is below 2/3")
-claims.claim("ffn_share_nearer_two_thirds_when_wider", gap["BERT-base"], "<", gap["all-MiniLM-L6-v2"],
-             "the wider BERT-base's share is nearer 2/3 than all-MiniLM-L6-v2's")
+claims.claim(
+    "ffn_share_below_two_thirds",
+    -min(gap.values()),
+    "<",
+    0,
+    "in both models the FFN's share of a layer is below 2/3",
+)
+claims.claim(
+    "ffn_share_nearer_two_thirds_when_wider",
+    gap["BERT-base"],
+    "<",
+    gap["all-MiniLM-L6-v2"],
+    "the wider BERT-base's share is nearer 2/3 than all-MiniLM-L6-v2's",
+)
 
-# %% alt="Two horizontal stacked bars, all-MiniLM-L6-v2 and BERT-base, each splitting all the model's parameters into the shares of the embeddings, attention, feed-forward and pooler, labelled in percent."
+# %%
+# alt: Two horizontal stacked bars, all-MiniLM-L6-v2 and BERT-base, each splitting all the model's
+#   parameters into the shares of the embeddings, attention, feed-forward and pooler, labelled in
+#   percent.
 fig, ax = plt.subplots(figsize=(8, 2.4))
-colors = {"embeddings": "#9aa5b1", "attention": "#4c78a8", "feed-forward": "#f58518", "pooler": "#54a24b"}
+colors = {
+    "embeddings": "#9aa5b1",
+    "attention": "#4c78a8",
+    "feed-forward": "#f58518",
+    "pooler": "#54a24b",
+}
 for row, (_label, groups) in enumerate([("all-MiniLM-L6-v2", minilm), ("BERT-base", base_groups)]):
     total, left = sum(groups.values()), 0.0
     for g in GROUPS:
@@ -329,17 +456,26 @@ ax.set_xlabel("share of all parameters")
 ax.legend(ncol=4, loc="upper center", bbox_to_anchor=(0.5, 1.35), frameon=False)
 fig.tight_layout()
 plt.show()
-embedding_share = {label: groups["embeddings"] / sum(groups.values())
-                   for label, groups in (("all-MiniLM-L6-v2", minilm), ("BERT-base", base_groups))}
-claims.claim("embeddings_larger_share_when_narrow", embedding_share["all-MiniLM-L6-v2"], ">",
-             embedding_share["BERT-base"], "the embeddings take a larger share of all-MiniLM-L6-v2 than of BERT-base")
+embedding_share = {
+    label: groups["embeddings"] / sum(groups.values())
+    for label, groups in (("all-MiniLM-L6-v2", minilm), ("BERT-base", base_groups))
+}
+claims.claim(
+    "embeddings_larger_share_when_narrow",
+    embedding_share["all-MiniLM-L6-v2"],
+    ">",
+    embedding_share["BERT-base"],
+    "the embeddings take a larger share of all-MiniLM-L6-v2 than of BERT-base",
+)
 
 # %% [markdown]
 # Inside the layers the FFN always holds just under two thirds. Across the whole model the
-# picture depends on width: the word-embedding table has $V \times H$ entries and grows linearly in $H$
+# picture depends on width: the word-embedding table has $V \times H$ entries and grows linearly in
+# $H$
 # while the layers grow quadratically, so in the narrow all-MiniLM-L6-v2 the embeddings take a
 # much larger share than in BERT-base, {{ embedding_share_minilm }} against
-# {{ embedding_share_base }} {{ claim: embeddings_larger_share_when_narrow }} (compare the two bars).
+# {{ embedding_share_base }} {{ claim: embeddings_larger_share_when_narrow }} (compare the two
+# bars).
 #
 # ## What we found
 #
@@ -366,32 +502,78 @@ claims.claim("embeddings_larger_share_when_narrow", embedding_share["all-MiniLM-
 # {{ predict: check_embedding_share }}
 
 # %% tags=["remove-input"]
-shares = {label: groups["embeddings"] / sum(groups.values()) for label, groups in (("minilm", minilm), ("base", base_groups))}
+shares = {
+    label: groups["embeddings"] / sum(groups.values())
+    for label, groups in (("minilm", minilm), ("base", base_groups))
+}
 claims.value("embedding_share_minilm", shares["minilm"], "{:.1%}")
 claims.value("embedding_share_base", shares["base"], "{:.1%}")
-ask.check("check_ffn_below_two_thirds", "Compared with two thirds, the FFN's share of a layer is:", [
-    ask.fails("ffn_share_below_two_thirds", "exactly two thirds, or above", "That would hold if only the "
-              "weight matrices counted. The biases and LayerNorms count too, and weigh more on attention's "
-              "side relative to its size."),
-    ask.holds("ffn_share_below_two_thirds", "just below", "Attention's LayerNorm and biases add $6H$ to its "
-              "$4H^2$ weights, the FFN's add $7H$ to its $8H^2$: the small terms tip the ratio just under "
-              "two thirds, {{ ffn_share_of_layer }} in all-MiniLM-L6-v2."),
-], section="The FFN is about two thirds of every layer")
-ask.check("check_ffn_share_with_width", "Whose layer has its FFN share nearer two thirds?", [
-    ask.holds("ffn_share_nearer_two_thirds_when_wider", "BERT-base's (H = 768)", "The terms in $H$ shrink "
-              "next to those in $H^2$ as $H$ grows, so the wider model is nearer the limit."),
-    ask.fails("ffn_share_nearer_two_thirds_when_wider", "all-MiniLM-L6-v2's (H = 384)", "That would hold if "
-              "the biases and LayerNorms grew as fast as the matrices. They grow with $H$, the matrices "
-              "with $H^2$."),
-], section="The FFN is about two thirds of every layer")
-ask.check("check_embedding_share", "In which model do the embeddings take the larger share of all parameters?", [
-    ask.fails("embeddings_larger_share_when_narrow", "BERT-base", "That would hold if the embeddings grew "
-              "as fast as the layers with the width. The table has one row of $H$ numbers per "
-              "vocabulary entry: it grows with $H$, the layers with $H^2$."),
-    ask.holds("embeddings_larger_share_when_narrow", "all-MiniLM-L6-v2", "The word-embedding table grows "
-              "with $H$, the layers with $H^2$: in the narrow model the table weighs more, "
-              "{{ embedding_share_minilm }} of the model against {{ embedding_share_base }} in BERT-base."),
-], section="The FFN is about two thirds of every layer")
+ask.check(
+    "check_ffn_below_two_thirds",
+    "Compared with two thirds, the FFN's share of a layer is:",
+    [
+        ask.fails(
+            "ffn_share_below_two_thirds",
+            "exactly two thirds, or above",
+            "That would hold if only the "
+            "weight matrices counted. The biases and LayerNorms count too, and weigh more on "
+            "attention's "
+            "side relative to its size.",
+        ),
+        ask.holds(
+            "ffn_share_below_two_thirds",
+            "just below",
+            "Attention's LayerNorm and biases add $6H$ to its "
+            "$4H^2$ weights, the FFN's add $7H$ to its $8H^2$: the small terms tip the ratio just "
+            "under "
+            "two thirds, {{ ffn_share_of_layer }} in all-MiniLM-L6-v2.",
+        ),
+    ],
+    section="The FFN is about two thirds of every layer",
+)
+ask.check(
+    "check_ffn_share_with_width",
+    "Whose layer has its FFN share nearer two thirds?",
+    [
+        ask.holds(
+            "ffn_share_nearer_two_thirds_when_wider",
+            "BERT-base's (H = 768)",
+            "The terms in $H$ shrink "
+            "next to those in $H^2$ as $H$ grows, so the wider model is nearer the limit.",
+        ),
+        ask.fails(
+            "ffn_share_nearer_two_thirds_when_wider",
+            "all-MiniLM-L6-v2's (H = 384)",
+            "That would hold if "
+            "the biases and LayerNorms grew as fast as the matrices. They grow with $H$, the "
+            "matrices "
+            "with $H^2$.",
+        ),
+    ],
+    section="The FFN is about two thirds of every layer",
+)
+ask.check(
+    "check_embedding_share",
+    "In which model do the embeddings take the larger share of all parameters?",
+    [
+        ask.fails(
+            "embeddings_larger_share_when_narrow",
+            "BERT-base",
+            "That would hold if the embeddings grew "
+            "as fast as the layers with the width. The table has one row of $H$ numbers per "
+            "vocabulary entry: it grows with $H$, the layers with $H^2$.",
+        ),
+        ask.holds(
+            "embeddings_larger_share_when_narrow",
+            "all-MiniLM-L6-v2",
+            "The word-embedding table grows "
+            "with $H$, the layers with $H^2$: in the narrow model the table weighs more, "
+            "{{ embedding_share_minilm }} of the model against {{ embedding_share_base }} in "
+            "BERT-base.",
+        ),
+    ],
+    section="The FFN is about two thirds of every layer",
+)
 
 # %% tags=["remove-input"]
 claims.publish()  # the numbers above, for the build that renders this page

@@ -53,7 +53,10 @@ print(emb)
 batch = corpus.batch(tokenizer)
 ids = batch["input_ids"]  # (B, T)
 B, T = ids.shape
-print(f"batch: B={B} sentences, T={T} tokens; padding tokens in the batch: {int((batch['attention_mask'] == 0).sum())}")
+print(
+    f"batch: B={B} sentences, T={T} tokens; padding tokens in the batch: "
+    f"{int((batch['attention_mask'] == 0).sum())}"
+)
 row = 1
 tokens = tokenizer.convert_ids_to_tokens(ids[row])
 for name in ("input_ids", "token_type_ids", "attention_mask"):
@@ -71,8 +74,15 @@ print(f"{'tokens':<15}", tokens)
 # so every sentence counts positions from 0 at `[CLS]`, and every token is in segment A.
 
 # %%
-print("position_ids buffer", tuple(emb.position_ids.shape), "starts", emb.position_ids[0, :8].tolist())
-print("token_type_ids buffer", tuple(emb.token_type_ids.shape), "values", emb.token_type_ids.unique().tolist())
+print(
+    "position_ids buffer", tuple(emb.position_ids.shape), "starts", emb.position_ids[0, :8].tolist()
+)
+print(
+    "token_type_ids buffer",
+    tuple(emb.token_type_ids.shape),
+    "values",
+    emb.token_type_ids.unique().tolist(),
+)
 print("tokenizer's token_type_ids in this batch:", batch["token_type_ids"].unique().tolist())
 
 # %% [markdown]
@@ -85,18 +95,34 @@ print("tokenizer's token_type_ids in this batch:", batch["token_type_ids"].uniqu
 # {{ predict: embeddings_residual }}
 
 # %% tags=["remove-input"]
-# A question before the measurement below; the build selects its answer from the claim recorded there.
+# A question before the measurement below; the build selects its answer from the claim recorded
+# there.
 from bertlab.experiments import predictions as ask
 
-ask.predict("embeddings_residual", "Every sub-layer of the encoder computes $\\mathrm{LN}(x + F(x))$. Which "
-            "formula reproduces `model.embeddings`, with $z$ the sum of the three lookups?", [
-    ask.fails("embeddings_have_no_residual", "$z + \\mathrm{LN}(z)$: a residual, as in the layers", "That "
-              "would hold if the embeddings were a sub-layer adding an update to a stream that already exists, "
-              "like attention or the FFN. They compute the stream's first value, $x_0$."),
-    ask.holds("embeddings_have_no_residual", "$\\mathrm{LN}(z)$: no residual", "$\\mathrm{LN}(z)$ matches "
-              "the module to {{ no_skip_diff }}, $z + \\mathrm{LN}(z)$ is off by {{ with_skip_diff }}. There is "
-              "no stream yet to carry around the embeddings: their LayerNorm starts it."),
-], section="The embeddings by hand")
+ask.predict(
+    "embeddings_residual",
+    "Every sub-layer of the encoder computes $\\mathrm{LN}(x + F(x))$. Which "
+    "formula reproduces `model.embeddings`, with $z$ the sum of the three lookups?",
+    [
+        ask.fails(
+            "embeddings_have_no_residual",
+            "$z + \\mathrm{LN}(z)$: a residual, as in the layers",
+            "That "
+            "would hold if the embeddings were a sub-layer adding an update to a stream that "
+            "already exists, "
+            "like attention or the FFN. They compute the stream's first value, $x_0$.",
+        ),
+        ask.holds(
+            "embeddings_have_no_residual",
+            "$\\mathrm{LN}(z)$: no residual",
+            "$\\mathrm{LN}(z)$ matches "
+            "the module to {{ no_skip_diff }}, $z + \\mathrm{LN}(z)$ is off by {{ with_skip_diff "
+            "}}. There is "
+            "no stream yet to carry around the embeddings: their LayerNorm starts it.",
+        ),
+    ],
+    section="The embeddings by hand",
+)
 
 # %%
 eps = model.config.layer_norm_eps
@@ -116,19 +142,35 @@ e = emb.LayerNorm.weight * (z - mu) / torch.sqrt(var + eps) + emb.LayerNorm.bias
 with torch.no_grad():
     library = emb(input_ids=ids)  # (B, T, H): positions and token types left to their defaults
 print(f"eps = {eps:g}, dropout p = {emb.dropout.p}, module in training mode: {emb.training}")
-print(f"by hand vs model.embeddings(input_ids):    max abs diff {(e - library).abs().max().item():.1e}")
-print(f"by hand vs hidden_states[0] of the model:  max abs diff {(e - capture().hidden_states[0]).abs().max().item():.1e}")
+print(
+    "by hand vs model.embeddings(input_ids):    max abs diff "
+    f"{(e - library).abs().max().item():.1e}"
+)
+print(
+    "by hand vs hidden_states[0] of the model:  max abs diff "
+    f"{(e - capture().hidden_states[0]).abs().max().item():.1e}"
+)
 
 var_unbiased = z.var(-1, keepdim=True, unbiased=True)
 e_wrong = emb.LayerNorm.weight * (z - mu) / torch.sqrt(var_unbiased + eps) + emb.LayerNorm.bias
-print(f"same, with the unbiased variance (H - 1): max abs diff {(e_wrong - library).abs().max().item():.1e}")
+print(
+    "same, with the unbiased variance (H - 1): max abs diff "
+    f"{(e_wrong - library).abs().max().item():.1e}"
+)
 with_skip = z + e  # what a residual around the embeddings' LayerNorm would give: z + LN(z)
-print(f"z + LN(z), a residual the layers have:    max abs diff {(with_skip - library).abs().max().item():.1e}")
+print(
+    "z + LN(z), a residual the layers have:    max abs diff "
+    f"{(with_skip - library).abs().max().item():.1e}"
+)
 claims.value("no_skip_diff", (e - library).abs().max(), "{:.1e}")
 claims.value("with_skip_diff", (with_skip - library).abs().max(), "{:.2g}")
-claims.claim("embeddings_have_no_residual", (e - library).abs().max(), "<",
-             (with_skip - library).abs().max() / 1000,
-             "LN(z) reproduces the embeddings; z + LN(z), a residual around them, does not")
+claims.claim(
+    "embeddings_have_no_residual",
+    (e - library).abs().max(),
+    "<",
+    (with_skip - library).abs().max() / 1000,
+    "LN(z) reproduces the embeddings; z + LN(z), a residual around them, does not",
+)
 
 # %% [markdown]
 # The by-hand result matches the module to float32 rounding. Dividing by $H-1$ instead of $H$
@@ -150,25 +192,43 @@ claims.claim("embeddings_have_no_residual", (e - library).abs().max(), "<",
 # %%
 real = batch["attention_mask"].bool()  # (B, T)
 pos_bt = pos.expand(B, T, -1)  # (B, T, H)
-for label, part in [("word", word), ("position", pos_bt), ("token type", typ), ("sum z", z), ("after LayerNorm", e)]:
+for label, part in [
+    ("word", word),
+    ("position", pos_bt),
+    ("token type", typ),
+    ("sum z", z),
+    ("after LayerNorm", e),
+]:
     norms = part[real].norm(dim=-1)  # (N,) one norm per real token
-    print(f"{label:<16} L2 norm: mean {norms.mean():6.3f}, min {norms.min():6.3f}, max {norms.max():6.3f}, "
-          f"std/mean {norms.std() / norms.mean():.3f}")
+    print(
+        f"{label:<16} L2 norm: mean {norms.mean():6.3f}, min {norms.min():6.3f}, max "
+        f"{norms.max():6.3f}, "
+        f"std/mean {norms.std() / norms.mean():.3f}"
+    )
 
 parts = {"word": word, "position": pos_bt, "token type": typ}
 part_norms = {label: part[real].norm(dim=-1) for label, part in parts.items()}  # (N,) each
-word_first = part_norms["word"] > torch.maximum(part_norms["position"], part_norms["token type"])  # (N,)
+word_first = part_norms["word"] > torch.maximum(
+    part_norms["position"], part_norms["token type"]
+)  # (N,)
 at = torch.arange(T).expand(B, T)[real]  # (N,): each real token's position
-print(f"the word vector is the longest of the three for {word_first.float().mean():.0%} of the real tokens; "
-      f"where it is not, the token stands at position {sorted(set(at[~word_first].tolist()))}")
+print(
+    f"the word vector is the longest of the three for {word_first.float().mean():.0%} of the real "
+    "tokens; "
+    f"where it is not, the token stands at position {sorted(set(at[~word_first].tolist()))}"
+)
 claims.value("word_norm", part_norms["word"].mean(), "{:.2f}")
 claims.value("position_norm", part_norms["position"].mean(), "{:.2f}")
 claims.value("type_norm", part_norms["token type"].mean(), "{:.2f}")
 claims.value("word_first_share", 100 * word_first.float().mean(), "{:.0f}%")
 claims.value("word_not_first_positions", ", ".join(map(str, sorted(set(at[~word_first].tolist())))))
-claims.claim("word_table_dominates", part_norms["word"].mean(), ">",
-             max(part_norms["position"].mean(), part_norms["token type"].mean()),
-             "on average the word vector is the largest of the three terms")
+claims.claim(
+    "word_table_dominates",
+    part_norms["word"].mean(),
+    ">",
+    max(part_norms["position"].mean(), part_norms["token type"].mean()),
+    "on average the word vector is the largest of the three terms",
+)
 
 # %% [markdown]
 # Compare the rows for the size of each table's term, and for how much the norms vary from token
@@ -178,7 +238,8 @@ claims.claim("word_table_dominates", part_norms["word"].mean(), ">",
 # {{ claim: word_table_dominates }}. The word vector is the longest of the three for
 # {{ word_first_share }} of the real tokens; the exceptions are the tokens at position
 # {{ word_not_first_positions }}, where every sentence has its `[CLS]`. The token-type term is
-# one and the same vector for every token here (all are segment A). LayerNorm gives every token the same statistics (zero mean, unit
+# one and the same vector for every token here (all are segment A). LayerNorm gives every token the
+# same statistics (zero mean, unit
 # variance, then the learned $\gamma$ and $\beta$), so the *relative* spread of the norms
 # (std/mean) shrinks, while the scale is now set by $\gamma$.
 #
@@ -201,11 +262,21 @@ b_start = token_types.segment_b_start(pair)
 first_sep = pair_tokens.index(tokenizer.sep_token)
 print(f"{'tokens':<15}", pair_tokens)
 print(f"{'token_type_ids':<15}", pair_types)
-print(f"segment B starts at position {b_start}; the first [SEP] is at position {first_sep}, "
-      f"type {pair_types[first_sep]}; the last [SEP] is type {pair_types[-1]}")
+print(
+    f"segment B starts at position {b_start}; the first [SEP] is at position {first_sep}, "
+    f"type {pair_types[first_sep]}; the last [SEP] is type {pair_types[-1]}"
+)
 claims.value("b_start", b_start, "{:.0f}")
-claims.claim("b_starts_after_first_sep", b_start, "==", first_sep + 1, "segment B starts right after the first [SEP]")
-claims.claim("first_sep_in_a", pair_types[first_sep], "==", 0, "the [SEP] that closes A is of type 0")
+claims.claim(
+    "b_starts_after_first_sep",
+    b_start,
+    "==",
+    first_sep + 1,
+    "segment B starts right after the first [SEP]",
+)
+claims.claim(
+    "first_sep_in_a", pair_types[first_sep], "==", 0, "the [SEP] that closes A is of type 0"
+)
 claims.claim("last_sep_in_b", pair_types[-1], "==", 1, "the last [SEP] is of type 1")
 
 # %% [markdown]
@@ -222,22 +293,38 @@ claims.claim("last_sep_in_b", pair_types[-1], "==", 1, "the last [SEP] is of typ
 type_table = emb.token_type_embeddings.weight.double()  # (2, H)
 type_gap = (type_table[1] - type_table[0]).norm().item()
 type_cos = F.cosine_similarity(type_table[0], type_table[1], dim=0).item()
-word_length = emb.word_embeddings.weight.norm(dim=-1).double().mean().item()  # mean row length of the word table
+word_length = (
+    emb.word_embeddings.weight.norm(dim=-1).double().mean().item()
+)  # mean row length of the word table
 width = type_table.shape[1]
-print(f"token_type_embeddings {tuple(type_table.shape)}: row norms "
-      + ", ".join(f"{norm:.3f}" for norm in type_table.norm(dim=-1).tolist()))
+print(
+    f"token_type_embeddings {tuple(type_table.shape)}: row norms "
+    + ", ".join(f"{norm:.3f}" for norm in type_table.norm(dim=-1).tolist())
+)
 print(f"|row 1 - row 0| = {type_gap:.3f}; cosine of the rows {type_cos:.3f}")
-print(f"mean length of a row of the word table {word_length:.3f}; random directions in H = {width}: "
-      f"cosine about +-1/sqrt(H) = {width ** -0.5:.3f}")
+print(
+    f"mean length of a row of the word table {word_length:.3f}; random directions in H = {width}: "
+    f"cosine about +-1/sqrt(H) = {width**-0.5:.3f}"
+)
 claims.value("type_rows", type_table.shape[0], "{:.0f}")
 claims.value("type_gap", type_gap, "{:.3f}")
 claims.value("type_cos", type_cos, "{:.2f}")
 claims.value("word_length", word_length, "{:.2f}")
 claims.value("random_cos", width**-0.5, "{:.2f}")
-claims.claim("type_rows_differ_little", type_gap, "<", word_length / 4,
-             "the two token-type rows differ by less than a quarter of the mean length of a word-table row")
-claims.claim("type_row_one_learned", type_cos, ">", 10 * width**-0.5,
-             "the rows' cosine is more than ten times what two random directions typically have")
+claims.claim(
+    "type_rows_differ_little",
+    type_gap,
+    "<",
+    word_length / 4,
+    "the two token-type rows differ by less than a quarter of the mean length of a word-table row",
+)
+claims.claim(
+    "type_row_one_learned",
+    type_cos,
+    ">",
+    10 * width**-0.5,
+    "the rows' cosine is more than ten times what two random directions typically have",
+)
 
 # %% [markdown]
 # The rows differ by a vector of length {{ type_gap }}, less than a quarter of the mean length
@@ -245,7 +332,8 @@ claims.claim("type_row_one_learned", type_cos, ">", 10 * width**-0.5,
 # random row that training never touched: its cosine with row 0 is {{ type_cos }}, more than ten
 # times the {{ random_cos }} two random directions typically have
 # {{ claim: type_row_one_learned }}. It was shaped before the fine-tuning that made
-# all-MiniLM-L6-v2, which did not use it: the model card describes a contrastive training on pairs of texts, each text encoded on its own
+# all-MiniLM-L6-v2, which did not use it: the model card describes a contrastive training on pairs
+# of texts, each text encoded on its own
 # and the two vectors compared by cosine, the arrangement of Sentence-BERT (Reimers & Gurevych
 # 2019). So that training saw pairs, never one pair in one input; every token it saw was of type 0,
 # and `SentenceTransformer.encode` passes type 0 too.
@@ -267,17 +355,24 @@ for first, second in TOPIC_PAIRS:
     runs = token_types.pair_outputs(model, enc_ab)  # variant -> (1, T, H)
     with torch.no_grad():
         reordered = model(**enc_ba).last_hidden_state  # (1, T, H): B first
-    vectors = {name: token_types.pooled(h, enc_ab["attention_mask"]) for name, h in runs.items()}  # (1, H) each
+    vectors = {
+        name: token_types.pooled(h, enc_ab["attention_mask"]) for name, h in runs.items()
+    }  # (1, H) each
     a_end = token_types.segment_b_start(enc_ab)  # A's tokens are positions 0 .. a_end - 1
-    order_moves.append(token_types.embedding_change(token_types.pooled(reordered, enc_ba["attention_mask"]),
-                                                    vectors[given]))
+    order_moves.append(
+        token_types.embedding_change(
+            token_types.pooled(reordered, enc_ba["attention_mask"]), vectors[given]
+        )
+    )
     line = f"pair {first}, {second}:"
     for name in (all_zero, swapped):
         moved = token_types.token_change(runs[name], runs[given])  # (T,)
         token_moves.append(moved.mean().item())
         vector_moves.append(token_types.embedding_change(vectors[name], vectors[given]))
-        line += (f"  {name}: tokens move {moved.mean():.1%} (A's {moved[:a_end].mean():.1%}), "
-                 f"1 - cos {vector_moves[-1]:.1e};")
+        line += (
+            f"  {name}: tokens move {moved.mean():.1%} (A's {moved[:a_end].mean():.1%}), "
+            f"1 - cos {vector_moves[-1]:.1e};"
+        )
         if name == all_zero:
             a_moves.append(moved[:a_end].mean().item())  # A's types did not change
     print(line + f"  B first: 1 - cos {order_moves[-1]:.1e}")
@@ -286,10 +381,20 @@ claims.value("type_token_move", 100 * sum(token_moves) / len(token_moves), "{:.0
 claims.value("type_a_move_min", 100 * min(a_moves), "{:.0f}%")
 claims.value("type_vector_move_max", max(vector_moves), "{:.1e}")
 claims.value("order_vector_move_min", min(order_moves), "{:.1e}")
-claims.claim("a_tokens_move_with_b_types", min(a_moves), ">", 1000 * torch.finfo(torch.float32).eps,
-             "with all types 0, A's tokens move by far more than float32 rounding, in every pair")
-claims.claim("order_moves_pair_vector_more_than_types", min(order_moves), ">", max(vector_moves),
-             "putting B first moves the pair's vector more than any change of the types, in every pair")
+claims.claim(
+    "a_tokens_move_with_b_types",
+    min(a_moves),
+    ">",
+    1000 * torch.finfo(torch.float32).eps,
+    "with all types 0, A's tokens move by far more than float32 rounding, in every pair",
+)
+claims.claim(
+    "order_moves_pair_vector_more_than_types",
+    min(order_moves),
+    ">",
+    max(vector_moves),
+    "putting B first moves the pair's vector more than any change of the types, in every pair",
+)
 
 # %% [markdown]
 # Changing the types moves the last layer's token vectors by {{ type_token_move }} of their
@@ -316,15 +421,35 @@ claims.claim("order_moves_pair_vector_more_than_types", min(order_moves), ">", m
 
 # %% tags=["remove-input"]
 # Answered by the cosines measured below (recorded at the end of the lesson).
-ask.predict("order_without_positions", "With every token given the same position, the first, how do the sentence embeddings of "
-            "\"the dog bit the man\" and \"the man bit the dog\" compare?", [
-    ask.between("order_blind_gap", None, 1e-5, "the same, up to rounding", "Attention compares every token "
-                "with every other one whatever their places, and the rest acts on each token alone: without "
-                "positions the model reads a bag of words. One minus their cosine is {{ order_blind_gap }}; "
-                "with the default positions it is {{ order_default_gap }}."),
-    ask.between("order_blind_gap", 1e-5, None, "still clearly different", "That would hold if attention or "
-                "the FFN knew where a token stands. Only the position vectors tell them."),
-], section="Positions are the only source of word order")
+ask.predict(
+    "order_without_positions",
+    "With every token given the same position, the first, how do the sentence embeddings of "
+    '"the dog bit the man" and "the man bit the dog" compare?',
+    [
+        ask.between(
+            "order_blind_gap",
+            None,
+            1e-5,
+            "the same, up to rounding",
+            "Attention compares every token "
+            "with every other one whatever their places, and the rest acts on each token alone: "
+            "without "
+            "positions the model reads a bag of words. One minus their cosine is {{ "
+            "order_blind_gap }}; "
+            "with the default positions it is {{ order_default_gap }}.",
+        ),
+        ask.between(
+            "order_blind_gap",
+            1e-5,
+            None,
+            "still clearly different",
+            "That would hold if attention or "
+            "the FFN knew where a token stands. Only the position vectors tell them.",
+        ),
+    ],
+    section="Positions are the only source of word order",
+)
+
 
 # %%
 def sentence_embedding(text, position_ids=None):
@@ -338,18 +463,31 @@ def sentence_embedding(text, position_ids=None):
 a, b = "the dog bit the man", "the man bit the dog"
 same_position = torch.zeros_like  # every token at position 0
 cos_normal = torch.dot(sentence_embedding(a), sentence_embedding(b)).item()
-cos_blind = torch.dot(sentence_embedding(a, same_position), sentence_embedding(b, same_position)).item()
+cos_blind = torch.dot(
+    sentence_embedding(a, same_position), sentence_embedding(b, same_position)
+).item()
 print(f"cosine({a!r}, {b!r})")
 print(f"  with positions 0..T-1:      {cos_normal:.6f}")
 print(f"  every token at position 0:  {cos_blind:.6f}")
 claims.value("order_cos_normal", cos_normal, "{:.3f}")
-claims.claim("same_position_order_blind", abs(1 - cos_blind), "<", 1e-5,
-             "with every token at position 0 the sentence and its reordering have cosine 1 to within 1e-5")
-claims.claim("positions_tell_order", 1 - cos_normal, ">", 1e-3,
-             "with the default positions the two orders' embeddings differ, cosine below 0.999")
+claims.claim(
+    "same_position_order_blind",
+    abs(1 - cos_blind),
+    "<",
+    1e-5,
+    "with every token at position 0 the sentence and its reordering have cosine 1 to within 1e-5",
+)
+claims.claim(
+    "positions_tell_order",
+    1 - cos_normal,
+    ">",
+    1e-3,
+    "with the default positions the two orders' embeddings differ, cosine below 0.999",
+)
 
 # %% [markdown]
-# With the default positions the two sentences differ (cosine {{ order_cos_normal }}); with all tokens at position 0 their
+# With the default positions the two sentences differ (cosine {{ order_cos_normal }}); with all
+# tokens at position 0 their
 # sentence embeddings coincide up to rounding: the model sees a bag of words. The token
 # vectors themselves are then just permuted along with the words, as this check shows on a
 # longer sentence:
@@ -359,11 +497,18 @@ enc = tokenizer(corpus.SENTENCES[1], return_tensors="pt")
 n = enc["input_ids"].shape[1]
 perm = torch.randperm(n, generator=torch.Generator().manual_seed(0))  # (T,)
 with torch.no_grad():
-    for label, pid in [("positions 0..T-1", None), ("all at position 0", torch.zeros(1, n, dtype=torch.long))]:
+    for label, pid in [
+        ("positions 0..T-1", None),
+        ("all at position 0", torch.zeros(1, n, dtype=torch.long)),
+    ]:
         h = model(input_ids=enc["input_ids"], position_ids=pid).last_hidden_state[0]  # (T, H)
-        h_perm = model(input_ids=enc["input_ids"][:, perm], position_ids=pid).last_hidden_state[0]  # (T, H)
-        print(f"{label:<18}: outputs of the shuffled sentence vs shuffled outputs, max abs diff "
-              f"{(h_perm - h[perm]).abs().max().item():.1e}")
+        h_perm = model(input_ids=enc["input_ids"][:, perm], position_ids=pid).last_hidden_state[
+            0
+        ]  # (T, H)
+        print(
+            f"{label:<18}: outputs of the shuffled sentence vs shuffled outputs, max abs diff "
+            f"{(h_perm - h[perm]).abs().max().item():.1e}"
+        )
 
 # %% [markdown]
 # ## What the position table learned
@@ -373,21 +518,39 @@ with torch.no_grad():
 # Cosine similarity between the learned position vectors. Adjacent positions have the most
 # similar vectors {{ claim: adjacent_positions_most_similar }} and similarity falls with distance
 # {{ claim: similarity_falls_with_distance }}, though not strictly
-# {{ claim: similarity_not_monotone }}: the figure shows how regular the pattern is. Roughly, "near" in the sentence is "near" in embedding space.
+# {{ claim: similarity_not_monotone }}: the figure shows how regular the pattern is. Roughly, "near"
+# in the sentence is "near" in embedding space.
 
-# %% alt="Heat map of the cosine similarity between the position embeddings of the first 128 positions, position against position, on a red-blue scale from -1 to 1."
+# %%
+# alt: Heat map of the cosine similarity between the position embeddings of the first 128 positions,
+#   position against position, on a red-blue scale from -1 to 1.
 P = F.normalize(emb.position_embeddings.weight[:128], dim=-1)  # (128, H)
 sim = P @ P.T  # (128, 128)
 by_distance = torch.stack([sim.diagonal(k).mean() for k in range(1, 128)])  # (127,)
 for k in (1, 2, 5, 20, 60):
     print(f"mean cosine between positions t and t+{k:<2}: {by_distance[k - 1]:.3f}")
 print(f"distance with the highest mean cosine: {int(by_distance.argmax()) + 1}")
-claims.claim("adjacent_positions_most_similar", by_distance[0], ">", by_distance[1:].max(),
-             "positions one apart have a higher mean cosine than at any larger distance")
-claims.claim("similarity_falls_with_distance", by_distance[:5].mean(), ">", by_distance[19:40].mean(),
-             "the mean cosine over distances 1 to 5 is above that over distances 20 to 40")
-claims.claim("similarity_not_monotone", (by_distance[1:] - by_distance[:-1]).max(), ">", 0,
-             "at some distance the mean cosine rises again")
+claims.claim(
+    "adjacent_positions_most_similar",
+    by_distance[0],
+    ">",
+    by_distance[1:].max(),
+    "positions one apart have a higher mean cosine than at any larger distance",
+)
+claims.claim(
+    "similarity_falls_with_distance",
+    by_distance[:5].mean(),
+    ">",
+    by_distance[19:40].mean(),
+    "the mean cosine over distances 1 to 5 is above that over distances 20 to 40",
+)
+claims.claim(
+    "similarity_not_monotone",
+    (by_distance[1:] - by_distance[:-1]).max(),
+    ">",
+    0,
+    "at some distance the mean cosine rises again",
+)
 
 fig, ax = plt.subplots(figsize=(4.6, 4))
 im = ax.imshow(sim.numpy(), cmap="RdBu_r", vmin=-1, vmax=1)
@@ -414,9 +577,14 @@ plt.show()
 # table (of its rows, centred) say how many dimensions each needs, and projecting one table onto
 # the other's leading directions says how much of it lives there:
 
-# %% alt="Cumulative share of the variance of the word table and of the position table against the number of principal directions, log scale, with the share a random subspace of that size would hold for comparison."
+
+# %%
+# alt: Cumulative share of the variance of the word table and of the position table against the
+#   number of principal directions, log scale, with the share a random subspace of that size would
+#   hold for comparison.
 def principal(table):
-    """Principal directions (rows of an (H, H) matrix) and cumulative variance share of a table's rows."""
+    """Principal directions (rows of an (H, H) matrix) and cumulative variance share of a
+    table's rows."""
     centred = table - table.mean(0)
     _, sv, directions = torch.linalg.svd(centred, full_matrices=False)
     return directions, (sv**2).cumsum(0) / (sv**2).sum(), centred
@@ -436,10 +604,14 @@ k_word = int((word_cum < 0.9).sum()) + 1
 word_in_pos = share_in(word_c, pos_dirs[:k_pos])
 pos_in_word = share_in(pos_c, word_dirs[:k_word])
 print(f"90% of the variance: position table {k_pos} directions, word table {k_word}, of H = {H}")
-print(f"word table's variance in the position table's top {k_pos} directions: {word_in_pos:.2%} "
-      f"(a random {k_pos}-dimensional subspace holds {k_pos / H:.2%} on average)")
-print(f"position table's variance in the word table's top {k_word} directions: {pos_in_word:.2%} "
-      f"(random: {k_word / H:.2%})")
+print(
+    f"word table's variance in the position table's top {k_pos} directions: {word_in_pos:.2%} "
+    f"(a random {k_pos}-dimensional subspace holds {k_pos / H:.2%} on average)"
+)
+print(
+    f"position table's variance in the word table's top {k_word} directions: {pos_in_word:.2%} "
+    f"(random: {k_word / H:.2%})"
+)
 claims.value("k_pos", k_pos, "{:.0f}")
 claims.value("k_word", k_word, "{:.0f}")
 claims.value("hidden", H, "{:.0f}")
@@ -447,12 +619,27 @@ claims.value("word_in_pos", 100 * word_in_pos, "{:.2g}%")
 claims.value("word_in_random", 100 * k_pos / H, "{:.2g}%")
 claims.value("pos_in_word", 100 * pos_in_word, "{:.2g}%")
 claims.value("pos_in_random", 100 * k_word / H, "{:.2g}%")
-claims.claim("positions_need_few_directions", k_pos, "<", k_word / 10,
-             "the position table needs fewer than a tenth of the word table's directions")
-claims.claim("words_avoid_position_directions", word_in_pos, "<", k_pos / H / 2,
-             "the word table holds less than half a random subspace's share in the position directions")
-claims.claim("positions_avoid_word_directions", pos_in_word, "<", k_word / H / 2,
-             "the position table holds less than half a random subspace's share in the word directions")
+claims.claim(
+    "positions_need_few_directions",
+    k_pos,
+    "<",
+    k_word / 10,
+    "the position table needs fewer than a tenth of the word table's directions",
+)
+claims.claim(
+    "words_avoid_position_directions",
+    word_in_pos,
+    "<",
+    k_pos / H / 2,
+    "the word table holds less than half a random subspace's share in the position directions",
+)
+claims.claim(
+    "positions_avoid_word_directions",
+    pos_in_word,
+    "<",
+    k_word / H / 2,
+    "the position table holds less than half a random subspace's share in the word directions",
+)
 
 fig, ax = plt.subplots(figsize=(5.5, 3.2))
 dims = torch.arange(1, H + 1)
@@ -494,13 +681,17 @@ torch.manual_seed(0)
 p = emb.dropout.p
 dropped = F.dropout(e, p=p, training=True)  # (B, T, H)
 kept = dropped != 0
-print(f"p = {p}: fraction zeroed {1 - kept.float().mean().item():.4f}; "
-      f"survivors scaled by {(dropped[kept] / e[kept]).mean().item():.4f} (1/(1-p) = {1 / (1 - p):.4f})")
+print(
+    f"p = {p}: fraction zeroed {1 - kept.float().mean().item():.4f}; "
+    f"survivors scaled by {(dropped[kept] / e[kept]).mean().item():.4f} (1/(1-p) = "
+    f"{1 / (1 - p):.4f})"
+)
 
 # %% [markdown]
 # ## What we found
 #
-# - The input of layer 0 is $x_{0,t} = \mathrm{LayerNorm}(E_\text{word}[w_t] + E_\text{type}[s_t] + E_\text{pos}[t])$,
+# - The input of layer 0 is
+#   $x_{0,t} = \mathrm{LayerNorm}(E_\text{word}[w_t] + E_\text{type}[s_t] + E_\text{pos}[t])$,
 #   then dropout; rebuilding it from the three tables matched `model.embeddings` to rounding.
 # - Left out, the positions default to $0, \dots, T-1$ in every sentence and the token types
 #   to 0 (segment A).
@@ -534,51 +725,133 @@ print(f"p = {p}: fraction zeroed {1 - kept.float().mean().item():.4f}; "
 # The numbers the questions of this page rest on, measured above, and the questions.
 _ = claims.value("order_blind_gap", abs(1 - cos_blind), "{:.1e}")
 _ = claims.value("order_default_gap", 1 - cos_normal, "{:.1e}")
-_ = claims.value("near_minus_far_cosine", by_distance[:5].mean() - by_distance[19:40].mean(), "{:.2f}")
+_ = claims.value(
+    "near_minus_far_cosine", by_distance[:5].mean() - by_distance[19:40].mean(), "{:.2f}"
+)
 _ = claims.value("near_cosine", by_distance[:5].mean(), "{:.2f}")
 _ = claims.value("far_cosine", by_distance[19:40].mean(), "{:.2f}")
-_ = claims.value("word_over_other_norms", part_norms["word"].mean()
-                 / max(part_norms["position"].mean(), part_norms["token type"].mean()), "{:.1f}")
-ask.predict("position_similarity", "The position vectors are learned from scratch. How similar are the "
-            "vectors of two positions, as their distance grows?", [
-    ask.between("near_minus_far_cosine", 0.2, None, "clearly more similar when nearer (mean cosine higher "
-                "by 0.2 or more)", "The mean cosine of positions up to five apart is {{ near_cosine }}, of "
-                "positions twenty to forty apart {{ far_cosine }}: near in the sentence is near in the table."),
-    ask.between("near_minus_far_cosine", 0, 0.2, "barely more similar when nearer (higher by less than 0.2)",
-                "That would hold if nothing but chance tied neighbouring rows together, each learned on its "
-                "own. Neighbouring positions see the same words in nearly the same contexts, and training "
-                "pulled their rows together: the difference is {{ near_minus_far_cosine }}."),
-    ask.between("near_minus_far_cosine", None, 0, "no more similar when nearer", "That would hold if "
-                "training had left the randomly initialised rows as they were. It shaped them by where words "
-                "stand."),
-], section="What the position table learned")
-ask.check("check_largest_term", "Of the three vectors added into $z_t$ (word, position, token type), which is "
-          "the largest on average?", [
-    ask.between("word_over_other_norms", None, 0.8, "the position or the token-type vector", "That would "
-                "hold if where a token stands mattered more to the model than what it is."),
-    ask.between("word_over_other_norms", 0.8, 1.25, "all three about the same", "That would hold if the "
-                "tables had been trained to balance each other. Nothing asks them to: the word table "
-                "carries most of what a token is."),
-    ask.between("word_over_other_norms", 1.25, None, "the word vector", "Its mean norm is {{ word_norm }}, "
-                "against {{ position_norm }} for the position vector and {{ type_norm }} for the token-type "
-                "vector {{ claim: word_table_dominates }}."),
-], section="How big is each part?")
-ask.check("check_segment_b", "In a sentence pair `[CLS] A [SEP] B [SEP]`, where does the second segment's token type begin?", [
-    ask.fails("b_starts_after_first_sep", "at the first `[SEP]`, or elsewhere", "That would hold if the "
-              "separator belonged to the sentence after it. The tokenizer gives it to the sentence it closes."),
-    ask.holds("b_starts_after_first_sep", "right after the first `[SEP]`", "The `[SEP]` that closes A still "
-              "has A's type; B starts at position {{ b_start }}, right after it "
-              "{{ claim: b_starts_after_first_sep }}."),
-], section="Token types in use: a sentence pair")
-ask.check("check_position_directions", "Positions are added to the word vectors, not concatenated. Do the "
-          "trained word vectors use the directions the positions occupy?", [
-    ask.holds("words_avoid_position_directions", "little: they mostly avoid them", "The positions occupy "
-              "{{ k_pos }} directions, and the word vectors keep {{ word_in_pos }} of their variance there, "
-              "against {{ word_in_random }} in as many random directions "
-              "{{ claim: words_avoid_position_directions }}."),
-    ask.fails("words_avoid_position_directions", "as much as any other directions", "That would hold if "
-              "adding mixed the two beyond repair. Training keeps them apart in the one width they share."),
-], section="Added, not concatenated")
+_ = claims.value(
+    "word_over_other_norms",
+    part_norms["word"].mean() / max(part_norms["position"].mean(), part_norms["token type"].mean()),
+    "{:.1f}",
+)
+ask.predict(
+    "position_similarity",
+    "The position vectors are learned from scratch. How similar are the "
+    "vectors of two positions, as their distance grows?",
+    [
+        ask.between(
+            "near_minus_far_cosine",
+            0.2,
+            None,
+            "clearly more similar when nearer (mean cosine higher by 0.2 or more)",
+            "The mean cosine of positions up to five apart is {{ near_cosine }}, of "
+            "positions twenty to forty apart {{ far_cosine }}: near in the sentence is near in the "
+            "table.",
+        ),
+        ask.between(
+            "near_minus_far_cosine",
+            0,
+            0.2,
+            "barely more similar when nearer (higher by less than 0.2)",
+            "That would hold if nothing but chance tied neighbouring rows together, each learned "
+            "on its "
+            "own. Neighbouring positions see the same words in nearly the same contexts, and "
+            "training "
+            "pulled their rows together: the difference is {{ near_minus_far_cosine }}.",
+        ),
+        ask.between(
+            "near_minus_far_cosine",
+            None,
+            0,
+            "no more similar when nearer",
+            "That would hold if "
+            "training had left the randomly initialised rows as they were. It shaped them by where "
+            "words "
+            "stand.",
+        ),
+    ],
+    section="What the position table learned",
+)
+ask.check(
+    "check_largest_term",
+    "Of the three vectors added into $z_t$ (word, position, token type), which is "
+    "the largest on average?",
+    [
+        ask.between(
+            "word_over_other_norms",
+            None,
+            0.8,
+            "the position or the token-type vector",
+            "That would hold if where a token stands mattered more to the model than what it is.",
+        ),
+        ask.between(
+            "word_over_other_norms",
+            0.8,
+            1.25,
+            "all three about the same",
+            "That would hold if the "
+            "tables had been trained to balance each other. Nothing asks them to: the word table "
+            "carries most of what a token is.",
+        ),
+        ask.between(
+            "word_over_other_norms",
+            1.25,
+            None,
+            "the word vector",
+            "Its mean norm is {{ word_norm }}, "
+            "against {{ position_norm }} for the position vector and {{ type_norm }} for the "
+            "token-type "
+            "vector {{ claim: word_table_dominates }}.",
+        ),
+    ],
+    section="How big is each part?",
+)
+ask.check(
+    "check_segment_b",
+    "In a sentence pair `[CLS] A [SEP] B [SEP]`, where does the second segment's token type begin?",
+    [
+        ask.fails(
+            "b_starts_after_first_sep",
+            "at the first `[SEP]`, or elsewhere",
+            "That would hold if the "
+            "separator belonged to the sentence after it. The tokenizer gives it to the sentence "
+            "it closes.",
+        ),
+        ask.holds(
+            "b_starts_after_first_sep",
+            "right after the first `[SEP]`",
+            "The `[SEP]` that closes A still "
+            "has A's type; B starts at position {{ b_start }}, right after it "
+            "{{ claim: b_starts_after_first_sep }}.",
+        ),
+    ],
+    section="Token types in use: a sentence pair",
+)
+ask.check(
+    "check_position_directions",
+    "Positions are added to the word vectors, not concatenated. Do the "
+    "trained word vectors use the directions the positions occupy?",
+    [
+        ask.holds(
+            "words_avoid_position_directions",
+            "little: they mostly avoid them",
+            "The positions occupy "
+            "{{ k_pos }} directions, and the word vectors keep {{ word_in_pos }} of their variance "
+            "there, "
+            "against {{ word_in_random }} in as many random directions "
+            "{{ claim: words_avoid_position_directions }}.",
+        ),
+        ask.fails(
+            "words_avoid_position_directions",
+            "as much as any other directions",
+            "That would hold if "
+            "adding mixed the two beyond repair. Training keeps them apart in the one width they "
+            "share.",
+        ),
+    ],
+    section="Added, not concatenated",
+)
 
 # %% tags=["remove-input"]
 claims.publish()  # the numbers and claims above, for the build that renders this page

@@ -23,7 +23,8 @@
 # dimensions, they note that all heads together cost about as much as one head of full width.
 # BERT (Devlin et al. 2019,
 # "BERT: Pre-training of Deep Bidirectional Transformers for Language Understanding", NAACL)
-# uses this block unchanged, with $X$ the same sequence for queries, keys and values (self-attention).
+# uses this block unchanged, with $X$ the same sequence for queries, keys and values
+# (self-attention).
 #
 # The short answer to the question: the 12 matrices $W_i^Q$ of shape $H \times d$, placed side
 # by side, *are* one $H \times H$ matrix. Hugging Face stores that concatenation. The rest of
@@ -44,7 +45,9 @@ from bertlab.reference import load_model, load_tokenizer
 model, tokenizer = load_model(), load_tokenizer()
 cap = capture()  # one recorded forward pass over the course corpus
 LAYER = 2  # any layer works the same way
-attn = model.encoder.layer[LAYER].attention  # BertAttention: .self (Q, K, V) and .output (W_O, Add & Norm)
+attn = model.encoder.layer[
+    LAYER
+].attention  # BertAttention: .self (Q, K, V) and .output (W_O, Add & Norm)
 sa = attn.self
 call = cap.layer(LAYER, "attention.self")
 x = call.args[0]  # (B, T, H): what this layer's attention received
@@ -52,7 +55,10 @@ mask = call.kwargs["attention_mask"]  # (B, 1, T, T): the additive mask the mode
 pad = cap.batch["attention_mask"]  # (B, T): 1 for real tokens, 0 for padding
 B, T, H = x.shape
 A, d = sa.num_attention_heads, sa.attention_head_size
-print(f"layer {LAYER}: x {tuple(x.shape)}, heads A={A}, head size d={d}, query.weight {tuple(sa.query.weight.shape)}")
+print(
+    f"layer {LAYER}: x {tuple(x.shape)}, heads A={A}, head size d={d}, query.weight "
+    f"{tuple(sa.query.weight.shape)}"
+)
 
 # %% [markdown]
 # ## Splitting into heads
@@ -66,21 +72,32 @@ print(f"layer {LAYER}: x {tuple(x.shape)}, heads A={A}, head size d={d}, query.w
 # $W_i^Q$ (transposed, as `nn.Linear` stores (out, in)), and using it alone reproduces that
 # head's slice of the big product:
 
+
 # %%
 def split_heads(t):  # (B, T, H) -> (B, A, T, d)
     return t.view(B, T, A, d).transpose(1, 2)
 
 
 with torch.no_grad():
-    q, k, v = split_heads(sa.query(x)), split_heads(sa.key(x)), split_heads(sa.value(x))  # (B, A, T, d) each
+    q, k, v = (
+        split_heads(sa.query(x)),
+        split_heads(sa.key(x)),
+        split_heads(sa.value(x)),
+    )  # (B, A, T, d) each
 
 i = 5
 rows = slice(i * d, (i + 1) * d)
 q_i = x @ sa.query.weight[rows].T + sa.query.bias[rows]  # (B, T, H) @ (H, d) -> (B, T, d)
-print(f"head {i} from its own {d} rows of query.weight vs q[:, {i}]: max abs diff {(q_i - q[:, i]).abs().max().item():.1e}")
+print(
+    f"head {i} from its own {d} rows of query.weight vs q[:, {i}]: max abs diff "
+    f"{(q_i - q[:, i]).abs().max().item():.1e}"
+)
 
 wrong = sa.query(x).reshape(B, A, T, d)  # reinterprets memory: no head axis is cut out of H
-print(f"reshape(B, A, T, d) without the transpose vs q: max abs diff {(wrong - q).abs().max().item():.1e}")
+print(
+    "reshape(B, A, T, d) without the transpose vs q: max abs diff "
+    f"{(wrong - q).abs().max().item():.1e}"
+)
 
 # %% [markdown]
 # The second line shows the classic mistake: `reshape(B, A, T, d)` runs without error, but since
@@ -102,8 +119,10 @@ print(f"reshape(B, A, T, d) without the transpose vs q: max abs diff {(wrong - q
 # %%
 g = torch.Generator().manual_seed(0)
 qr, kr = torch.randn(100_000, d, generator=g), torch.randn(100_000, d, generator=g)
-print(f"random q, k with d={d}: std of q.k = {(qr * kr).sum(-1).std():.2f} (sqrt(d) = {d ** 0.5:.2f}); "
-      f"after scaling: {((qr * kr).sum(-1) / d ** 0.5).std():.2f}")
+print(
+    f"random q, k with d={d}: std of q.k = {(qr * kr).sum(-1).std():.2f} (sqrt(d) = {d**0.5:.2f}); "
+    f"after scaling: {((qr * kr).sum(-1) / d**0.5).std():.2f}"
+)
 
 raw = q @ k.transpose(-1, -2)  # (B, A, T, d) @ (B, A, d, T) -> (B, A, T, T)
 scores = raw * sa.scaling  # sa.scaling = d ** -0.5
@@ -117,10 +136,18 @@ def mean_entropy(s):
     return ent[pad[:, None, :].expand(B, A, T).bool()].mean().item()
 
 
-print(f"mean attention entropy with scaling {mean_entropy(scores):.3f} nats, without {mean_entropy(raw):.3f} nats "
-      f"(uniform over the mean sentence length: {torch.log(pad.sum(1).float()).mean():.3f})")
-claims.claim("unscaled_rows_more_peaked", mean_entropy(raw), "<", mean_entropy(scores),
-             "without the 1/sqrt(d) scaling the pretrained layer's attention rows have a lower mean entropy")
+print(
+    f"mean attention entropy with scaling {mean_entropy(scores):.3f} nats, without "
+    f"{mean_entropy(raw):.3f} nats "
+    f"(uniform over the mean sentence length: {torch.log(pad.sum(1).float()).mean():.3f})"
+)
+claims.claim(
+    "unscaled_rows_more_peaked",
+    mean_entropy(raw),
+    "<",
+    mean_entropy(scores),
+    "without the 1/sqrt(d) scaling the pretrained layer's attention rows have a lower mean entropy",
+)
 
 # %% [markdown]
 # ## The additive mask
@@ -166,18 +193,34 @@ import transformers
 from transformers.models.bert import modeling_bert
 
 row_mask = (1 - pad[:, None, None, :].float()) * torch.finfo(torch.float32).min  # (B, 1, 1, T)
-rows_differ = (mask != mask[:, :, :1, :]).sum().item()  # entries where a query row differs from row 0
+rows_differ = (
+    (mask != mask[:, :, :1, :]).sum().item()
+)  # entries where a query row differs from row 0
 shape_gap = (scores + row_mask - (scores + mask)).abs().max().item()
 claims.value("transformers_version", transformers.__version__)
 claims.value("mask_shape", str(tuple(mask.shape)))
 claims.value("mask_rows_differ", rows_differ, "{:.0f}")
-claims.claim("mask_rows_alike", rows_differ, "==", 0, "every query row of the (B, 1, T, T) mask is the same")
-claims.claim("mask_shapes_add_alike", shape_gap, "==", 0, "scores + a (B, 1, 1, T) mask equal scores + the (B, 1, T, T) one")
-print(f"transformers {transformers.__version__}: BertModel builds its mask with "
-      f"{'create_bidirectional_mask' if hasattr(modeling_bert, 'create_bidirectional_mask') else '(another function)'}; "
-      f"layer {LAYER} received {tuple(mask.shape)}")
-print(f"entries where a query row differs from the first: {rows_differ}; "
-      f"scores + (B, 1, 1, T) mask vs scores + (B, 1, T, T) mask: max abs diff {shape_gap}")
+claims.claim(
+    "mask_rows_alike", rows_differ, "==", 0, "every query row of the (B, 1, T, T) mask is the same"
+)
+claims.claim(
+    "mask_shapes_add_alike",
+    shape_gap,
+    "==",
+    0,
+    "scores + a (B, 1, 1, T) mask equal scores + the (B, 1, T, T) one",
+)
+builder = "create_bidirectional_mask"
+if not hasattr(modeling_bert, builder):
+    builder = "(another function)"
+print(
+    f"transformers {transformers.__version__}: BertModel builds its mask with {builder}; "
+    f"layer {LAYER} received {tuple(mask.shape)}"
+)
+print(
+    f"entries where a query row differs from the first: {rows_differ}; "
+    f"scores + (B, 1, 1, T) mask vs scores + (B, 1, T, T) mask: max abs diff {shape_gap}"
+)
 
 # %% [markdown]
 # In transformers {{ transformers_version }} the layers receive a mask of shape
@@ -194,7 +237,8 @@ print(f"entries where a query row differs from the first: {rows_differ}; "
 # $-\infty$: after the softmax it still gets $e^{0}/Z$ of the attention, $Z$ being the row's sum
 # of exponentials, as much as a real key whose score happens to be 0. **Multiplying the
 # probabilities** by 0/1 after the softmax does remove padding, but the rows then sum to less
-# than 1 {{ claim: product_rows_below_one }} and have to be divided by their new sums. On this layer, the share of attention that
+# than 1 {{ claim: product_rows_below_one }} and have to be divided by their new sums. On this
+# layer, the share of attention that
 # lands on padding (mean over the real queries of padded sentences), and how far the layer's
 # output $y$ for real tokens moves from the pretrained model's, continuing the layer with
 # its own `attention.output`, `intermediate` and `output`:
@@ -234,20 +278,38 @@ mask_forms = {
 for label, p in mask_forms.items():
     moved = (layer_output(p) - y_model).abs().amax(-1)[pad.bool()].max().item()  # real tokens only
     sums = p.sum(-1)[real_rows]
-    print(f"{label:<37} attention on padding {padding_share(p):6.1%}   row sums {sums.min().item():.3f} .. "
-          f"{sums.max().item():.3f}   y vs the model, real tokens: max abs diff {moved:.1e}")
-print(f"renormalised product vs additive mask: max abs diff of the probabilities "
-      f"{(probs_renormalised - probs).abs().max().item():.1e}")
+    print(
+        f"{label:<37} attention on padding {padding_share(p):6.1%}   row sums "
+        f"{sums.min().item():.3f} .. "
+        f"{sums.max().item():.3f}   y vs the model, real tokens: max abs diff {moved:.1e}"
+    )
+print(
+    f"renormalised product vs additive mask: max abs diff of the probabilities "
+    f"{(probs_renormalised - probs).abs().max().item():.1e}"
+)
 # the prose below: scores * mask leaves padding attention, the renormalised product is the same
 assert padding_share(probs_times_scores) > 0 and probs_times_probs.sum(-1)[real_rows].min() < 1
 assert torch.allclose(probs_renormalised, probs, atol=1e-6)
-product_sums = probs_times_probs.sum(-1)[real_rows & padded_rows[:, None, None]]  # rows of padded sentences
+product_sums = probs_times_probs.sum(-1)[
+    real_rows & padded_rows[:, None, None]
+]  # rows of padded sentences
 claims.value("product_row_sum_mean", product_sums.mean(), "{:.2f}")
-claims.claim("product_rows_below_one", 1 - product_sums.mean(), ">", 0.1,
-             "without renormalising, the real query rows of padded sentences lose over a tenth of their sum on average")
+claims.claim(
+    "product_rows_below_one",
+    1 - product_sums.mean(),
+    ">",
+    0.1,
+    "without renormalising, the real query rows of padded sentences lose over a tenth of their sum "
+    "on average",
+)
 renorm_gap = (probs_renormalised - probs).abs().max()
-claims.claim("renormalised_matches_additive", renorm_gap, "<", 16 * float32_step(probs),
-             "the renormalised product is within sixteen float32 steps of the additive mask's probabilities")
+claims.claim(
+    "renormalised_matches_additive",
+    renorm_gap,
+    "<",
+    16 * float32_step(probs),
+    "the renormalised product is within sixteen float32 steps of the additive mask's probabilities",
+)
 
 # %% [markdown]
 # Multiplying the scores leaves padding a share of the attention (printed) and moves the
@@ -258,17 +320,25 @@ claims.claim("renormalised_matches_additive", renorm_gap, "<", 16 * float32_step
 # renormalised, it gives the additive mask's probabilities up to float rounding
 # {{ claim: renormalised_matches_additive }}. The additive form gets there in
 # one operation: a single broadcast add on the scores, after which the softmax's own division by
-# $Z$ does the renormalising, since $e^{\text{score} + \text{min}}$ underflows to exactly 0 and drops out of
+# $Z$ does the renormalising, since $e^{\text{score} + \text{min}}$ underflows to exactly 0 and
+# drops out of
 # $Z$. The product form needs a multiply, a second sum over the keys and a division, each over
 # the whole (B, A, T, T) tensor, in every layer.
 
 # %% [markdown]
-# Why `torch.finfo(torch.float32).min`, a *finite* float, rather than $-\infty$? A row whose keys are all masked
+# Why `torch.finfo(torch.float32).min`, a *finite* float, rather than $-\infty$? A row whose keys
+# are all masked
 # would be $-\infty - (-\infty) = $ NaN inside the softmax; with a finite value it stays a number:
 
 # %%
-print("softmax of an all -inf row:   ", torch.softmax(torch.full((4,), float("-inf")), dim=-1).tolist())
-print("softmax of an all finfo.min row:", torch.softmax(torch.full((4,), torch.finfo(torch.float32).min), dim=-1).tolist())
+print(
+    "softmax of an all -inf row:   ",
+    torch.softmax(torch.full((4,), float("-inf")), dim=-1).tolist(),
+)
+print(
+    "softmax of an all finfo.min row:",
+    torch.softmax(torch.full((4,), torch.finfo(torch.float32).min), dim=-1).tolist(),
+)
 
 # %% [markdown]
 # The tempting shortcut, adding a **bool** mask, raises no error: PyTorch promotes `True` to 1
@@ -283,20 +353,52 @@ print("softmax of an all finfo.min row:", torch.softmax(torch.full((4,), torch.f
 # there (recorded at the end of the lesson).
 from bertlab.experiments import predictions as ask
 
-ask.predict("bool_mask_padding", "With the bool mask added, what share of a real query's attention goes to "
-            "the padding keys, on average over the padded sentences?", [
-    ask.between("bool_padding_percent", 30, None, "30% or more", "That would hold if padding were not "
-                "lowered at all. Real keys get one more than padding keys, which divides padding's weight "
-                "by $e$."),
-    ask.between("bool_padding_percent", 5, 30, "5% to 30%", "Padding keeps {{ bool_padding_share }} of the "
-                "attention: each padding key keeps its weight divided by $e$, and the padded sentences of the "
-                "corpus have many padding keys."),
-    ask.between("bool_padding_percent", 1, 5, "1% to 5%", "A padding key keeps its weight divided by $e$; "
-                "a share this small would take sentences with little padding."),
-    ask.between("bool_padding_percent", None, 1, "almost none, below 1%", "That would hold if `False` "
-                "became a large negative number, as in the additive mask. It becomes zero: padding is lowered "
-                "by one against the real keys, not removed."),
-], section="The additive mask")
+ask.predict(
+    "bool_mask_padding",
+    "With the bool mask added, what share of a real query's attention goes to "
+    "the padding keys, on average over the padded sentences?",
+    [
+        ask.between(
+            "bool_padding_percent",
+            30,
+            None,
+            "30% or more",
+            "That would hold if padding were not "
+            "lowered at all. Real keys get one more than padding keys, which divides padding's "
+            "weight "
+            "by $e$.",
+        ),
+        ask.between(
+            "bool_padding_percent",
+            5,
+            30,
+            "5% to 30%",
+            "Padding keeps {{ bool_padding_share }} of the "
+            "attention: each padding key keeps its weight divided by $e$, and the padded sentences "
+            "of the "
+            "corpus have many padding keys.",
+        ),
+        ask.between(
+            "bool_padding_percent",
+            1,
+            5,
+            "1% to 5%",
+            "A padding key keeps its weight divided by $e$; "
+            "a share this small would take sentences with little padding.",
+        ),
+        ask.between(
+            "bool_padding_percent",
+            None,
+            1,
+            "almost none, below 1%",
+            "That would hold if `False` "
+            "became a large negative number, as in the additive mask. It becomes zero: padding is "
+            "lowered "
+            "by one against the real keys, not removed.",
+        ),
+    ],
+    section="The additive mask",
+)
 
 # %%
 bool_mask = pad.bool()[:, None, None, :]  # (B, 1, 1, T): True for real tokens
@@ -306,11 +408,22 @@ padded = pad.sum(1) < T  # (B,) sentences that have padding
 mass = (probs_bool * (1 - pad)[:, None, None, :]).sum(-1, keepdim=True)  # (B, A, T, 1)
 mass = mass[padded].masked_select(real_queries[padded]).mean()
 ctx_bool = (probs_bool @ v).transpose(1, 2).reshape(B, T, H)
-print(f"bool mask: mean attention mass on padding, over real queries of padded sentences: {mass.item():.1%}")
+print(
+    "bool mask: mean attention mass on padding, over real queries of padded sentences: "
+    f"{mass.item():.1%}"
+)
 claims.value("bool_mask_padding_share", 100 * mass, "{:.0f}%")
-claims.claim("bool_mask_leaves_padding_share", mass, ">", 0.01,
-             "with a bool mask added, padding keeps more than 1% of the attention of real queries")
-print(f"bool mask: context vs the model's, max abs diff {(ctx_bool - call.output[0]).abs().max().item():.2f}")
+claims.claim(
+    "bool_mask_leaves_padding_share",
+    mass,
+    ">",
+    0.01,
+    "with a bool mask added, padding keeps more than 1% of the attention of real queries",
+)
+print(
+    "bool mask: context vs the model's, max abs diff "
+    f"{(ctx_bool - call.output[0]).abs().max().item():.2f}"
+)
 
 # %% [markdown]
 # ## Softmax over the keys
@@ -323,9 +436,14 @@ print(f"bool mask: context vs the model's, max abs diff {(ctx_bool - call.output
 row_sums = probs.sum(-1)  # (B, A, T)
 print(f"softmax over keys:    row sums within {(row_sums - 1).abs().max().item():.1e} of 1")
 wrong_axis = torch.softmax(scores + mask, dim=-2).sum(-1)  # (B, A, T)
-print(f"softmax over queries: row sums range from {wrong_axis.min().item():.3f} to {wrong_axis.max().item():.3f}")
-print(f"our probabilities vs the model's attentions[{LAYER}]: max abs diff "
-      f"{(probs - cap.attentions[LAYER]).abs().max().item():.1e}")
+print(
+    f"softmax over queries: row sums range from {wrong_axis.min().item():.3f} to "
+    f"{wrong_axis.max().item():.3f}"
+)
+print(
+    f"our probabilities vs the model's attentions[{LAYER}]: max abs diff "
+    f"{(probs - cap.attentions[LAYER]).abs().max().item():.1e}"
+)
 
 # %% [markdown]
 # ## A numerically stable softmax
@@ -334,14 +452,21 @@ print(f"our probabilities vs the model's attentions[{LAYER}]: max abs diff "
 # $\mathrm{softmax}(S_t)_j = e^{S_{tj}} / \sum_k e^{S_{tk}}$ is unchanged when the same constant is
 # subtracted from every $S_{tj}$. Subtracting the row's maximum keeps every exponent $\le 0$, so
 # nothing overflows; `torch.softmax` does this internally. Written naively, a float32 $e^{S_{tj}}$
-# overflows to infinity once $S_{tj}$ passes about 88, and an overflowed entry becomes `nan` (infinity over infinity):
+# overflows to infinity once $S_{tj}$ passes about 88, and an overflowed entry becomes `nan`
+# (infinity over infinity):
 
 # %%
 row = scores[0, 0, 0] * 100  # (T,): one query's scores, made large on purpose
 naive = row.exp() / row.exp().sum()  # (T,)
 stable = (row - row.max()).exp() / (row - row.max()).exp().sum()  # (T,)
-print(f"largest score {row.max().item():.0f}: naive softmax has {int(naive.isnan().sum())} nan of {row.numel()}")
-print(f"max-subtracted vs torch.softmax: max abs diff {(stable - torch.softmax(row, -1)).abs().max().item():.1e}")
+print(
+    f"largest score {row.max().item():.0f}: naive softmax has {int(naive.isnan().sum())} nan of "
+    f"{row.numel()}"
+)
+print(
+    "max-subtracted vs torch.softmax: max abs diff "
+    f"{(stable - torch.softmax(row, -1)).abs().max().item():.1e}"
+)
 
 # %% [markdown]
 # ## Dropout
@@ -361,7 +486,10 @@ p_drop = sa.dropout.p
 dropped = F.dropout(probs, p=p_drop, training=True)  # (B, A, T, T)
 rows_real = dropped.sum(-1)[pad[:, None, :].expand(B, A, T).bool()]  # row sums of real queries
 print(f"p = {p_drop}, module training: {sa.training}")
-print(f"one training-mode draw: row sums mean {rows_real.mean():.3f}, range {rows_real.min():.3f} .. {rows_real.max():.3f}")
+print(
+    f"one training-mode draw: row sums mean {rows_real.mean():.3f}, range {rows_real.min():.3f} .. "
+    f"{rows_real.max():.3f}"
+)
 
 # %% [markdown]
 # ## Merging the heads
@@ -371,7 +499,10 @@ print(f"one training-mode draw: row sums mean {rows_real.mean():.3f}, range {row
 
 # %%
 context = (probs @ v).transpose(1, 2).reshape(B, T, H)  # (B, A, T, T) @ (B, A, T, d) -> (B, T, H)
-print(f"context by hand vs attention.self's output: max abs diff {(context - call.output[0]).abs().max().item():.1e}")
+print(
+    "context by hand vs attention.self's output: max abs diff "
+    f"{(context - call.output[0]).abs().max().item():.1e}"
+)
 
 # %% [markdown]
 # ## $W^O$ adds the heads up
@@ -379,13 +510,15 @@ print(f"context by hand vs attention.self's output: max abs diff {(context - cal
 # Concatenating the heads and multiplying by $W^O$ is the same as multiplying each head by its own
 # block of $d$ rows of $W^O$ and summing (block matrix multiplication):
 #
-# $$\mathrm{Concat}(\mathrm{head}_0, \dots, \mathrm{head}_{A-1})\,W^O = \sum_{i=0}^{A-1} \mathrm{head}_i\, W^O_i,
+# $$\mathrm{Concat}(\mathrm{head}_0, \dots, \mathrm{head}_{A-1})\,W^O = \sum_{i=0}^{A-1}
+# \mathrm{head}_i\, W^O_i,
 # \qquad W^O_i = \text{rows } i\,d \dots (i+1)\,d-1 \text{ of } W^O.$$
 #
 # So $W^O$ is where the heads' outputs are combined, and the combination is this sum: each head's
 # output goes through its own rows $W^O_i$, which no other head uses, and the results are added.
 # No head's term depends on another head's output; they meet in the sum and nowhere else, and
-# the heads run apart and summed reproduce the layer {{ claim: separate_heads_reproduce }}. Elhage et al.
+# the heads run apart and summed reproduce the layer {{ claim: separate_heads_reproduce }}. Elhage
+# et al.
 # (2021, "A Mathematical Framework for Transformer Circuits",
 # transformer-circuits.pub) use this to read heads as independent units that each add their own
 # vector into the residual stream. In Hugging Face's `nn.Linear` convention $W^O_i$ is the column
@@ -407,11 +540,22 @@ with torch.no_grad():
     projected = heads_sum + b_o  # (B, T, H)
     library_dense = attn.output.dense(call.output[0])  # W_O applied to the concatenated heads
     library_out = cap.layer(LAYER, "attention.output").output  # after the first Add & Norm
-print(f"sum of {A} separate heads vs attention.output.dense(context): max abs diff {(projected - library_dense).abs().max().item():.1e}")
-claims.claim("separate_heads_reproduce", (projected - library_dense).abs().max(), "<", 16 * float32_step(library_dense),
-             "the heads run separately and summed are within sixteen float32 steps of the layer's W^O output")
-print(f"LayerNorm(sum + x) vs the attention sub-layer's output:      max abs diff "
-      f"{(attn.output.LayerNorm(projected + x) - library_out).abs().max().item():.1e}")
+print(
+    f"sum of {A} separate heads vs attention.output.dense(context): max abs diff "
+    f"{(projected - library_dense).abs().max().item():.1e}"
+)
+claims.claim(
+    "separate_heads_reproduce",
+    (projected - library_dense).abs().max(),
+    "<",
+    16 * float32_step(library_dense),
+    "the heads run separately and summed are within sixteen float32 steps of the layer's W^O "
+    "output",
+)
+print(
+    f"LayerNorm(sum + x) vs the attention sub-layer's output:      max abs diff "
+    f"{(attn.output.LayerNorm(projected + x) - library_out).abs().max().item():.1e}"
+)
 
 # %% [markdown]
 # ## Each head writes through a narrow channel
@@ -424,17 +568,42 @@ print(f"LayerNorm(sum + x) vs the attention sub-layer's output:      max abs dif
 # {{ predict: ov_rank }}
 
 # %% tags=["remove-input"]
-ask.predict("ov_rank", "$W_i^V W^O_i$ is an $H \\times H$ matrix. What is the largest rank among the heads' "
-            "matrices?", [
-    ask.between("ov_rank_largest", None, d, "below $d$, the head size", "That would hold if training had "
-                "left some of a head's dimensions unused. It did not: the largest rank is {{ ov_rank_largest }}."),
-    ask.between("ov_rank_largest", d, d + 1, "exactly $d$, the head size", "The map passes through the "
-                "head's $d$ dimensions, so its rank is at most $d$, and the largest is {{ ov_rank_largest }}: "
-                "no head moves more than a $d$-dimensional slice."),
-    ask.between("ov_rank_largest", d + 1, None, "above $d$, up to $H$", "That would hold if a head's "
-                "matrix were a full $H \\times H$ map. It is a product through $d$ dimensions; only the heads "
-                "together, summed, reach {{ ov_rank_together }}."),
-], section="Each head writes through a narrow channel")
+ask.predict(
+    "ov_rank",
+    "$W_i^V W^O_i$ is an $H \\times H$ matrix. What is the largest rank among the heads' matrices?",
+    [
+        ask.between(
+            "ov_rank_largest",
+            None,
+            d,
+            "below $d$, the head size",
+            "That would hold if training had "
+            "left some of a head's dimensions unused. It did not: the largest rank is {{ "
+            "ov_rank_largest }}.",
+        ),
+        ask.between(
+            "ov_rank_largest",
+            d,
+            d + 1,
+            "exactly $d$, the head size",
+            "The map passes through the "
+            "head's $d$ dimensions, so its rank is at most $d$, and the largest is {{ "
+            "ov_rank_largest }}: "
+            "no head moves more than a $d$-dimensional slice.",
+        ),
+        ask.between(
+            "ov_rank_largest",
+            d + 1,
+            None,
+            "above $d$, up to $H$",
+            "That would hold if a head's "
+            "matrix were a full $H \\times H$ map. It is a product through $d$ dimensions; only "
+            "the heads "
+            "together, summed, reach {{ ov_rank_together }}.",
+        ),
+    ],
+    section="Each head writes through a narrow channel",
+)
 
 # %%
 with torch.no_grad():
@@ -446,8 +615,12 @@ print(f"layer {LAYER}: each OV matrix is {tuple(ov.shape[1:])}; rank per head: {
 print(f"head size d = {d}; all {A} heads summed: rank {full.item()} of {H}")
 claims.value("ov_rank_max", ranks.max(), "{:.0f}")
 claims.value("ov_rank_sum", full, "{:.0f}")
-claims.claim("ov_rank_is_d", ranks.max(), "==", d, "the largest rank of a head's OV matrix is d, the bound")
-claims.claim("heads_together_reach_more", full, ">", d, "the heads of a layer summed have a rank above d")
+claims.claim(
+    "ov_rank_is_d", ranks.max(), "==", d, "the largest rank of a head's OV matrix is d, the bound"
+)
+claims.claim(
+    "heads_together_reach_more", full, ">", d, "the heads of a layer summed have a rank above d"
+)
 
 # %% [markdown]
 # Every head's map passes through its $d$ dimensions, so its rank is at most $d$, and the
@@ -474,26 +647,45 @@ from bertlab.pooling import sentence_embeddings
 
 real_context = call.output[0][pad.bool()]  # (N, H): the concatenated heads of the real tokens
 slot_share = head_mixing.own_slot_shares(w_o, A)  # (A,): W_O_i's share in head i's own slot
-feature_shares = head_mixing.coordinate_shares(real_context, w_o, A)  # (A, H): heads' shares per feature
+feature_shares = head_mixing.coordinate_shares(
+    real_context, w_o, A
+)  # (A, H): heads' shares per feature
 largest_head = feature_shares.max(0).values  # (H,): the largest head's share of each output feature
-print(f"share of W_O_i in head i's own slot: mean {slot_share.mean():.3f}, max {slot_share.max():.3f} "
-      f"(in its slot only: 1; a random direction: d/H = {d / H:.3f})")
-print(f"largest head's share of an output feature's variance, over {real_context.shape[0]} real tokens: "
-      f"mean {largest_head.mean():.3f}, max {largest_head.max():.3f}")
+print(
+    f"share of W_O_i in head i's own slot: mean {slot_share.mean():.3f}, max "
+    f"{slot_share.max():.3f} "
+    f"(in its slot only: 1; a random direction: d/H = {d / H:.3f})"
+)
+print(
+    f"largest head's share of an output feature's variance, over {real_context.shape[0]} real "
+    "tokens: "
+    f"mean {largest_head.mean():.3f}, max {largest_head.max():.3f}"
+)
 claims.value("wo_layer", LAYER, "{:.0f}")
 claims.value("wo_slot_share_mean", slot_share.mean(), "{:.3f}")
 claims.value("wo_slot_share_max", slot_share.max(), "{:.3f}")
 claims.value("wo_random_share", d / H, "{:.3f}")
 claims.value("wo_largest_head_share", 100 * largest_head.mean(), "{:.0f}%")
-claims.claim("wo_blocks_leave_their_slots", slot_share.max(), "<", 2 * d / H,
-             "no head keeps even twice a random direction's share of its W_O block in its own slot")
-claims.claim("wo_features_draw_on_many_heads", largest_head.mean(), "<", 0.5,
-             "on average the largest head supplies less than half of an output feature's variance")
+claims.claim(
+    "wo_blocks_leave_their_slots",
+    slot_share.max(),
+    "<",
+    2 * d / H,
+    "no head keeps even twice a random direction's share of its W_O block in its own slot",
+)
+claims.claim(
+    "wo_features_draw_on_many_heads",
+    largest_head.mean(),
+    "<",
+    0.5,
+    "on average the largest head supplies less than half of an output feature's variance",
+)
 
 # %% [markdown]
 # Each head's block keeps {{ wo_slot_share_mean }} of its weight in its own slot on average and
 # {{ wo_slot_share_max }} at most, where a block pointing in a random direction would keep
-# $d/H$ = {{ wo_random_share }}: no head keeps even twice that {{ claim: wo_blocks_leave_their_slots }}.
+# $d/H$ = {{ wo_random_share }}: no head keeps even twice that
+# {{ claim: wo_blocks_leave_their_slots }}.
 # The slot numbering has left no trace in where the heads write. And each output feature is a
 # mixture of heads: the largest head supplies {{ wo_largest_head_share }} of a feature's variance
 # on average {{ claim: wo_features_draw_on_many_heads }}.
@@ -520,19 +712,39 @@ intact = sentence_embeddings(cap.last_hidden_state, pad)  # (B, H)
 wo_moves = {}
 for label, (weight_new, bias_new) in replacements.items():
     ablated = head_mixing.run_with_output_projection(model, cap.batch, LAYER, weight_new, bias_new)
-    wo_moves[label] = head_mixing.relative_change(ablated.hidden_states[LAYER + 1], cap.hidden_states[LAYER + 1], pad)
-    kept = (sentence_embeddings(ablated.last_hidden_state, pad) * intact).sum(-1)  # (B,): cosine with intact
-    print(f"{label:<37} next layer's input moves {wo_moves[label]:6.1%}; "
-          f"sentence vectors' cosine with the intact model: mean {kept.mean():.3f}, min {kept.min():.3f}")
-moved_fit, moved_removed = wo_moves["own slots: best fit on these tokens"], wo_moves["heads removed (W_O = 0, bias kept)"]
+    wo_moves[label] = head_mixing.relative_change(
+        ablated.hidden_states[LAYER + 1], cap.hidden_states[LAYER + 1], pad
+    )
+    kept = (sentence_embeddings(ablated.last_hidden_state, pad) * intact).sum(
+        -1
+    )  # (B,): cosine with intact
+    print(
+        f"{label:<37} next layer's input moves {wo_moves[label]:6.1%}; "
+        f"sentence vectors' cosine with the intact model: mean {kept.mean():.3f}, min "
+        f"{kept.min():.3f}"
+    )
+moved_fit, moved_removed = (
+    wo_moves["own slots: best fit on these tokens"],
+    wo_moves["heads removed (W_O = 0, bias kept)"],
+)
 claims.value("moved_identity", 100 * wo_moves["plain concatenation (identity)"], "{:.0f}%")
 claims.value("moved_diagonal", 100 * wo_moves["own slots: W_O's diagonal blocks"], "{:.0f}%")
 claims.value("moved_fit", 100 * moved_fit, "{:.0f}%")
 claims.value("moved_removed", 100 * moved_removed, "{:.0f}%")
-claims.claim("own_slot_fit_recovers_part", moved_fit, "<", moved_removed,
-             "the fitted own-slot maps move the next layer's input less than removing the heads' output")
-claims.claim("own_slot_fit_falls_short", moved_fit, ">", moved_removed / 3,
-             "the fitted own-slot maps still move it by more than a third of what removing the heads does")
+claims.claim(
+    "own_slot_fit_recovers_part",
+    moved_fit,
+    "<",
+    moved_removed,
+    "the fitted own-slot maps move the next layer's input less than removing the heads' output",
+)
+claims.claim(
+    "own_slot_fit_falls_short",
+    moved_fit,
+    ">",
+    moved_removed / 3,
+    "the fitted own-slot maps still move it by more than a third of what removing the heads does",
+)
 
 # %% [markdown]
 # Put back into their slots, the heads' outputs miss the directions the later layers read: plain
@@ -555,7 +767,10 @@ claims.claim("own_slot_fit_falls_short", moved_fit, ">", moved_removed / 3,
 #
 # The attention patterns of the twelve heads of this layer, for one sentence (padding left out):
 
-# %% alt="A grid of heat maps, one per attention head of one layer, for one corpus sentence: rows are the query tokens, columns the key tokens, and the colour is the attention probability from 0 to 1."
+# %%
+# alt: A grid of heat maps, one per attention head of one layer, for one corpus sentence: rows are
+#   the query tokens, columns the key tokens, and the colour is the attention probability from 0 to
+#   1.
 s = 1
 n = int(pad[s].sum())
 toks = tokenizer.convert_ids_to_tokens(cap.batch["input_ids"][s, :n])
@@ -590,74 +805,108 @@ plt.show()
 # %% tags=["remove-input"]
 # A question before the measurement below; the build selects its
 # answer from the claims recorded there.
-ask.predict("attention_sink", "Averaged over the layers, which kind "
-            "of key token gets the most attention for its number, "
-            "compared with a uniform row's share?", [
-    ask.fails("sink_above_sep", "`[SEP]`, as in BERT-base's middle "
-              "layers", "That would hold if this model had kept "
-              "BERT-base's habit. Distilled to six layers, it gives "
-              "`[SEP]` less than a uniform share after its first "
-              "layer."),
-    ask.fails("sink_above_punctuation", "punctuation", "That would "
-              "hold if the heads parked on periods and commas. Here "
-              "punctuation gets less than a uniform share in every "
-              "layer."),
-    ask.holds("sink_is_cls", "`[CLS]`", "`[CLS]` gets "
-              "{{ sink_cls_lift }} times a uniform row's share, "
-              "averaged over the layers {{ claim: sink_is_cls }}: in "
-              "this model it is the token "
-              "the heads park on."),
-], section="Where the attention lands, layer by layer")
+ask.predict(
+    "attention_sink",
+    "Averaged over the layers, which kind "
+    "of key token gets the most attention for its number, "
+    "compared with a uniform row's share?",
+    [
+        ask.fails(
+            "sink_above_sep",
+            "`[SEP]`, as in BERT-base's middle layers",
+            "That would hold if this model had kept "
+            "BERT-base's habit. Distilled to six layers, it gives "
+            "`[SEP]` less than a uniform share after its first "
+            "layer.",
+        ),
+        ask.fails(
+            "sink_above_punctuation",
+            "punctuation",
+            "That would "
+            "hold if the heads parked on periods and commas. Here "
+            "punctuation gets less than a uniform share in every "
+            "layer.",
+        ),
+        ask.holds(
+            "sink_is_cls",
+            "`[CLS]`",
+            "`[CLS]` gets "
+            "{{ sink_cls_lift }} times a uniform row's share, "
+            "averaged over the layers {{ claim: sink_is_cls }}: in "
+            "this model it is the token "
+            "the heads park on.",
+        ),
+    ],
+    section="Where the attention lands, layer by layer",
+)
 
 # %%
 from bertlab.experiments import special_attention
 from bertlab.experiments.cls_attention import KINDS
 
 with torch.no_grad():
-    seen = model(**cap.batch, output_attentions=True,
-                 output_hidden_states=True)
+    seen = model(**cap.batch, output_attentions=True, output_hidden_states=True)
 by_layer = special_attention.layer_shares(
-    model, seen.hidden_states, seen.attentions,
-    cap.batch["input_ids"], pad, tokenizer)
+    model, seen.hidden_states, seen.attentions, cap.batch["input_ids"], pad, tokenizer
+)
 print("share of attention (uniform share in the last row)")
 print("layer" + "".join(f"{kind:>13}" for kind in KINDS))
 for index, s in enumerate(by_layer):
-    print(f"{index:>5}" + "".join(f"{s.weight[k]:>13.1%}"
-                                  for k in KINDS))
-print("unif." + "".join(f"{by_layer[0].uniform[k]:>13.1%}"
-                        for k in KINDS))
+    print(f"{index:>5}" + "".join(f"{s.weight[k]:>13.1%}" for k in KINDS))
+print("unif." + "".join(f"{by_layer[0].uniform[k]:>13.1%}" for k in KINDS))
 
 # %% tags=["remove-input"]
-lift = {k: sum(s.weight[k] / s.uniform[k] for s in by_layer)
-        / len(by_layer) for k in KINDS}  # mean over layers
+lift = {
+    k: sum(s.weight[k] / s.uniform[k] for s in by_layer) / len(by_layer) for k in KINDS
+}  # mean over layers
 later = by_layer[1:]  # after the first layer
 _ = claims.value("sink_cls_lift", lift["[CLS]"], "{:.1f}")
-_ = claims.value("sink_cls_min", 100 * min(
-    s.weight["[CLS]"] for s in by_layer), "{:.0f}%")
-_ = claims.value("sink_cls_max", 100 * max(
-    s.weight["[CLS]"] for s in by_layer), "{:.0f}%")
-_ = claims.value("sink_sep_max_later", 100 * max(
-    s.weight["[SEP]"] for s in later), "{:.1f}%")
-_ = claims.value("sink_sep_uniform", 100 * by_layer[0].uniform[
-    "[SEP]"], "{:.1f}%")
-_ = claims.claim("sink_is_cls", lift["[CLS]"], ">", max(
-    lift[k] for k in KINDS if k != "[CLS]"), "averaged over the "
-    "layers, [CLS] gets the most attention for its number")
-_ = claims.claim("sink_above_sep", lift["[CLS]"], ">", lift["[SEP]"],
-                 "[CLS] gets more attention for its number than [SEP]")
-_ = claims.claim("sink_above_punctuation", lift["[CLS]"], ">",
-                 lift["punctuation"], "[CLS] gets more attention for "
-                 "its number than punctuation")
-_ = claims.claim("sink_cls_above_twice_uniform", min(
-    s.weight["[CLS]"] / s.uniform["[CLS]"] for s in by_layer), ">", 2,
-    "in every layer [CLS] gets more than twice a uniform share")
-_ = claims.claim("sink_sep_below_uniform", max(
-    s.weight["[SEP]"] / s.uniform["[SEP]"] for s in later), "<", 1,
-    "after the first layer [SEP] gets less than a uniform share")
-_ = claims.claim("sink_punctuation_below_uniform", max(
-    s.weight["punctuation"] / s.uniform["punctuation"]
-    for s in by_layer), "<", 1,
-    "in every layer punctuation gets less than a uniform share")
+_ = claims.value("sink_cls_min", 100 * min(s.weight["[CLS]"] for s in by_layer), "{:.0f}%")
+_ = claims.value("sink_cls_max", 100 * max(s.weight["[CLS]"] for s in by_layer), "{:.0f}%")
+_ = claims.value("sink_sep_max_later", 100 * max(s.weight["[SEP]"] for s in later), "{:.1f}%")
+_ = claims.value("sink_sep_uniform", 100 * by_layer[0].uniform["[SEP]"], "{:.1f}%")
+_ = claims.claim(
+    "sink_is_cls",
+    lift["[CLS]"],
+    ">",
+    max(lift[k] for k in KINDS if k != "[CLS]"),
+    "averaged over the layers, [CLS] gets the most attention for its number",
+)
+_ = claims.claim(
+    "sink_above_sep",
+    lift["[CLS]"],
+    ">",
+    lift["[SEP]"],
+    "[CLS] gets more attention for its number than [SEP]",
+)
+_ = claims.claim(
+    "sink_above_punctuation",
+    lift["[CLS]"],
+    ">",
+    lift["punctuation"],
+    "[CLS] gets more attention for its number than punctuation",
+)
+_ = claims.claim(
+    "sink_cls_above_twice_uniform",
+    min(s.weight["[CLS]"] / s.uniform["[CLS]"] for s in by_layer),
+    ">",
+    2,
+    "in every layer [CLS] gets more than twice a uniform share",
+)
+_ = claims.claim(
+    "sink_sep_below_uniform",
+    max(s.weight["[SEP]"] / s.uniform["[SEP]"] for s in later),
+    "<",
+    1,
+    "after the first layer [SEP] gets less than a uniform share",
+)
+_ = claims.claim(
+    "sink_punctuation_below_uniform",
+    max(s.weight["punctuation"] / s.uniform["punctuation"] for s in by_layer),
+    "<",
+    1,
+    "in every layer punctuation gets less than a uniform share",
+)
 
 # %% [markdown]
 # This model does it with another token. `[CLS]` gets from
@@ -687,23 +936,28 @@ _ = claims.claim("sink_punctuation_below_uniform", max(
 print("share of what the attention writes, p |v W^O_i|")
 print("layer" + "".join(f"{kind:>13}" for kind in KINDS))
 for index, s in enumerate(by_layer):
-    print(f"{index:>5}" + "".join(f"{s.written[k]:>13.1%}"
-                                  for k in KINDS))
+    print(f"{index:>5}" + "".join(f"{s.written[k]:>13.1%}" for k in KINDS))
 
 # %% tags=["remove-input"]
 cls_kept = max(s.written["[CLS]"] / s.weight["[CLS]"] for s in later)
-content_gain = min(s.written["content"] / s.weight["content"]
-                   for s in later)
-_ = claims.value("sink_cls_written_max", 100 * max(
-    s.written["[CLS]"] for s in later), "{:.0f}%")
+content_gain = min(s.written["content"] / s.weight["content"] for s in later)
+_ = claims.value("sink_cls_written_max", 100 * max(s.written["[CLS]"] for s in later), "{:.0f}%")
 _ = claims.value("sink_cls_kept", 100 * cls_kept, "{:.0f}%")
 _ = claims.value("sink_content_gain", content_gain, "{:.1f}")
-_ = claims.claim("sink_cls_writes_little", cls_kept, "<", 1 / 3,
-                 "after the first layer [CLS] writes less than a third "
-                 "of its attention share")
-_ = claims.claim("sink_content_writes_more", content_gain, ">", 1,
-                 "after the first layer the content tokens write a "
-                 "larger share than their attention share")
+_ = claims.claim(
+    "sink_cls_writes_little",
+    cls_kept,
+    "<",
+    1 / 3,
+    "after the first layer [CLS] writes less than a third of its attention share",
+)
+_ = claims.claim(
+    "sink_content_writes_more",
+    content_gain,
+    ">",
+    1,
+    "after the first layer the content tokens write a larger share than their attention share",
+)
 
 # %% [markdown]
 # After the first layer, `[CLS]` writes at most
@@ -742,15 +996,29 @@ for name, qkv in results.items():
 work = {name: products.count(fn, xb) for name, fn in variants.items()}
 times = median_times(variants, xb, rounds=20)
 for name, t in times.items():
-    print(f"{name:<20} {work[name].kernels:3d} product kernel(s), {work[name].multiply_adds:,} multiply-adds; "
-          f"{t * 1e3:7.3f} ms on this machine, this build")
+    print(
+        f"{name:<20} {work[name].kernels:3d} product kernel(s), {work[name].multiply_adds:,} "
+        "multiply-adds; "
+        f"{t * 1e3:7.3f} ms on this machine, this build"
+    )
 macs = [w.multiply_adds for w in work.values()]
 claims.value("heads_kernels", work["per head"].kernels, "{:.0f}")
 claims.value("role_kernels", work["one matrix per role"].kernels, "{:.0f}")
 claims.value("fused_kernels", work["fused QKV"].kernels, "{:.0f}")
-claims.claim("same_multiply_adds", max(macs) - min(macs), "==", 0, "the three variants do the same multiply-adds")
-claims.claim("per_head_most_kernels", work["per head"].kernels, "==", 3 * A * work["fused QKV"].kernels,
-             "per head calls 3A times as many product kernels as the fused product")
+claims.claim(
+    "same_multiply_adds",
+    max(macs) - min(macs),
+    "==",
+    0,
+    "the three variants do the same multiply-adds",
+)
+claims.claim(
+    "per_head_most_kernels",
+    work["per head"].kernels,
+    "==",
+    3 * A * work["fused QKV"].kernels,
+    "per head calls 3A times as many product kernels as the fused product",
+)
 
 # %% [markdown]
 # The three variants do exactly the same multiply-adds {{ claim: same_multiply_adds }}; what
@@ -775,7 +1043,8 @@ claims.claim("per_head_most_kernels", work["per head"].kernels, "==", 3 * A * wo
 #   layer {{ claim: separate_heads_reproduce }}, and each head's $W_i^V W^O_i$ has rank at most
 #   $d$ {{ claim: ov_rank_is_d }}.
 # - $W^O$ is more than a way to add the heads up: it sends each head's output into directions
-#   spread over all $H$ features, far from the head's own slot {{ claim: wo_blocks_leave_their_slots }},
+#   spread over all $H$ features, far from the head's own slot
+#   {{ claim: wo_blocks_leave_their_slots }},
 #   and this model's later layers rely on it: maps that keep each head in its slot, even fitted
 #   to the tokens measured, move the next layer's input by {{ moved_fit }}
 #   {{ claim: own_slot_fit_falls_short }}.
@@ -785,7 +1054,8 @@ claims.claim("per_head_most_kernels", work["per head"].kernels, "==", 3 * A * wo
 #   for one matrix; the timings above are this machine's, this build's, and do not settle it.
 # - Along the way: the scores are scaled by $1/\sqrt{d}$, padding is removed by an **additive**
 #   float mask (a bool mask is silently wrong, leaving padding {{ bool_mask_padding_share }} of
-#   the attention {{ claim: bool_mask_leaves_padding_share }}; multiplying the scores by 0/1 leaves padding a
+#   the attention {{ claim: bool_mask_leaves_padding_share }}; multiplying the scores by 0/1 leaves
+#   padding a
 #   share of the attention; multiplying the probabilities needs a renormalisation to give the
 #   same result {{ claim: product_rows_below_one }} {{ claim: renormalised_matches_additive }}),
 #   the softmax runs over the keys, and attention dropout acts on the probabilities in training,
@@ -812,44 +1082,112 @@ _ = claims.value("bool_padding_percent", 100 * mass, "{:.0f}")
 _ = claims.value("bool_padding_share", 100 * mass, "{:.0f}%")
 _ = claims.value("ov_rank_largest", ranks.max(), "{:.0f}")
 _ = claims.value("ov_rank_together", full, "{:.0f}")
-ask.predict("unscaled_attention", "Without dividing the scores by $\\sqrt{d}$, are the pretrained layer's "
-            "attention rows sharper or flatter?", [
-    ask.between("entropy_unscaled_minus_scaled", None, -0.25, "sharper: the mean entropy falls by more than "
-                "a quarter of a nat", "Unscaled scores are $\\sqrt{d}$ times as large, and the softmax turns "
-                "larger gaps into more peaked rows: the mean entropy falls from {{ entropy_scaled }} to "
-                "{{ entropy_unscaled }} nats."),
-    ask.between("entropy_unscaled_minus_scaled", -0.25, 0, "a little sharper: it falls by less than a quarter "
-                "of a nat", "That would hold if the rows were already nearly one-hot, so that larger gaps "
-                "could sharpen them little. With the scale they are far from it, and without it the entropy "
-                "falls from {{ entropy_scaled }} to {{ entropy_unscaled }} nats."),
-    ask.between("entropy_unscaled_minus_scaled", 0, None, "flatter: closer to uniform", "That would hold if "
-                "the scale made scores larger. It divides them by $\\sqrt{d}$: without it the gaps between "
-                "scores grow, and the softmax sharpens."),
-], section="Scaled scores")
-ask.check("check_fused_kernels", "Computed head by head, the queries, keys and values take the same "
-          "multiply-adds as one fused product. How many product kernels do they take?", [
-    ask.fails("per_head_most_kernels", "as many as fused", "That would hold if the library fused the small "
-              "products by itself. Each product of the loop is a kernel call of its own."),
-    ask.holds("per_head_most_kernels", "$3A$ times as many as fused", "One per head and role: "
-              "{{ heads_kernels }} against {{ fused_kernels }} fused {{ claim: per_head_most_kernels }}, "
-              "each call with its fixed overhead."),
-], section="Why one matrix: one product instead of many")
-ask.check("check_wo_slots", "Without $W^O$, head $i$ would write into its own slot of $d$ features. With "
-          "$W^O$, where does a head's output go?", [
-    ask.holds("wo_blocks_leave_their_slots", "spread over all $H$ features", "A head's block of $W^O$ "
-              "keeps at most {{ wo_slot_share_max }} of its output in its own slot, about what a random "
-              "direction would ({{ wo_random_share }}) {{ claim: wo_blocks_leave_their_slots }}."),
-    ask.fails("wo_blocks_leave_their_slots", "mostly into its own slot", "That would hold if $W^O$ only "
-              "added the heads up. It also sends each head's output into directions of the whole stream."),
-], section="What $W^O$ adds over concatenating the heads")
-ask.check("check_mask_shape", "The mask reaches the scores with one row per query. Would a mask with a "
-          "single row, broadcast over the queries, give the same scores?", [
-    ask.fails("mask_shapes_add_alike", "no: each query needs its own row", "That would hold for a causal "
-              "mask, where each query sees other keys. BERT's padding mask hides the same keys from every query."),
-    ask.holds("mask_shapes_add_alike", "yes, bit for bit", "Padding is a property of the keys, the same for "
-              "every query: every row of the mask is the same {{ claim: mask_rows_alike }}, so the two shapes "
-              "add alike {{ claim: mask_shapes_add_alike }}."),
-], section="The mask's shape on its way to the scores")
+ask.predict(
+    "unscaled_attention",
+    "Without dividing the scores by $\\sqrt{d}$, are the pretrained layer's "
+    "attention rows sharper or flatter?",
+    [
+        ask.between(
+            "entropy_unscaled_minus_scaled",
+            None,
+            -0.25,
+            "sharper: the mean entropy falls by more than a quarter of a nat",
+            "Unscaled scores are $\\sqrt{d}$ times as large, and the softmax turns "
+            "larger gaps into more peaked rows: the mean entropy falls from {{ entropy_scaled "
+            "}} to "
+            "{{ entropy_unscaled }} nats.",
+        ),
+        ask.between(
+            "entropy_unscaled_minus_scaled",
+            -0.25,
+            0,
+            "a little sharper: it falls by less than a quarter of a nat",
+            "That would hold if the rows were already nearly one-hot, so that larger gaps "
+            "could sharpen them little. With the scale they are far from it, and without it the "
+            "entropy "
+            "falls from {{ entropy_scaled }} to {{ entropy_unscaled }} nats.",
+        ),
+        ask.between(
+            "entropy_unscaled_minus_scaled",
+            0,
+            None,
+            "flatter: closer to uniform",
+            "That would hold if "
+            "the scale made scores larger. It divides them by $\\sqrt{d}$: without it the gaps "
+            "between "
+            "scores grow, and the softmax sharpens.",
+        ),
+    ],
+    section="Scaled scores",
+)
+ask.check(
+    "check_fused_kernels",
+    "Computed head by head, the queries, keys and values take the same "
+    "multiply-adds as one fused product. How many product kernels do they take?",
+    [
+        ask.fails(
+            "per_head_most_kernels",
+            "as many as fused",
+            "That would hold if the library fused the small "
+            "products by itself. Each product of the loop is a kernel call of its own.",
+        ),
+        ask.holds(
+            "per_head_most_kernels",
+            "$3A$ times as many as fused",
+            "One per head and role: "
+            "{{ heads_kernels }} against {{ fused_kernels }} fused {{ claim: per_head_most_kernels "
+            "}}, "
+            "each call with its fixed overhead.",
+        ),
+    ],
+    section="Why one matrix: one product instead of many",
+)
+ask.check(
+    "check_wo_slots",
+    "Without $W^O$, head $i$ would write into its own slot of $d$ features. With "
+    "$W^O$, where does a head's output go?",
+    [
+        ask.holds(
+            "wo_blocks_leave_their_slots",
+            "spread over all $H$ features",
+            "A head's block of $W^O$ "
+            "keeps at most {{ wo_slot_share_max }} of its output in its own slot, about what a "
+            "random "
+            "direction would ({{ wo_random_share }}) {{ claim: wo_blocks_leave_their_slots }}.",
+        ),
+        ask.fails(
+            "wo_blocks_leave_their_slots",
+            "mostly into its own slot",
+            "That would hold if $W^O$ only "
+            "added the heads up. It also sends each head's output into directions of the whole "
+            "stream.",
+        ),
+    ],
+    section="What $W^O$ adds over concatenating the heads",
+)
+ask.check(
+    "check_mask_shape",
+    "The mask reaches the scores with one row per query. Would a mask with a "
+    "single row, broadcast over the queries, give the same scores?",
+    [
+        ask.fails(
+            "mask_shapes_add_alike",
+            "no: each query needs its own row",
+            "That would hold for a causal "
+            "mask, where each query sees other keys. BERT's padding mask hides the same keys from "
+            "every query.",
+        ),
+        ask.holds(
+            "mask_shapes_add_alike",
+            "yes, bit for bit",
+            "Padding is a property of the keys, the same for "
+            "every query: every row of the mask is the same {{ claim: mask_rows_alike }}, so the "
+            "two shapes "
+            "add alike {{ claim: mask_shapes_add_alike }}.",
+        ),
+    ],
+    section="The mask's shape on its way to the scores",
+)
 
 # %% tags=["remove-input"]
 claims.publish()  # the numbers and claims above, for the build that renders this page

@@ -21,7 +21,8 @@
 # $$a = \mathrm{Concat}(\mathrm{head}_0, \dots, \mathrm{head}_{A-1})\,W^O + b^O, \qquad
 # h = \mathrm{LN}_1\big(x + \mathrm{Dropout}(a)\big),$$
 #
-# $$f = \mathrm{GELU}(hW_1 + b_1)\,W_2 + b_2, \qquad y = \mathrm{LN}_2\big(h + \mathrm{Dropout}(f)\big).$$
+# $$f = \mathrm{GELU}(hW_1 + b_1)\,W_2 + b_2, \qquad y = \mathrm{LN}_2\big(h +
+# \mathrm{Dropout}(f)\big).$$
 #
 # Note what the first line lacks: no activation function follows $W^O$. The next nonlinearity
 # after the softmax is the LayerNorm (it divides by a data-dependent standard deviation), then
@@ -80,7 +81,9 @@ with torch.no_grad():
     h = layer.attention.output(context, x)  # (B, T, H): first Add & Norm, residual = x
     m = layer.intermediate(h)  # (B, T, 4H): W_1 and GELU
     y = layer.output(m, h)  # (B, T, H): second Add & Norm, residual = h
-print(f"four calls vs hidden_states[1]: max abs diff {(y - cap.hidden_states[1]).abs().max().item()}")
+print(
+    f"four calls vs hidden_states[1]: max abs diff {(y - cap.hidden_states[1]).abs().max().item()}"
+)
 assert torch.equal(y, cap.hidden_states[1])  # the prose below says "exactly zero"
 
 # %% [markdown]
@@ -94,8 +97,10 @@ with torch.no_grad():
         ctx, _ = lay.attention.self(x_i, attention_mask=mask)
         h_i = lay.attention.output(ctx, x_i)
         out = lay.output(lay.intermediate(h_i), h_i)
-        print(f"layer {i}: four calls on hidden_states[{i}] vs hidden_states[{i + 1}]: "
-              f"max abs diff {(out - cap.hidden_states[i + 1]).abs().max().item()}")
+        print(
+            f"layer {i}: four calls on hidden_states[{i}] vs hidden_states[{i + 1}]: "
+            f"max abs diff {(out - cap.hidden_states[i + 1]).abs().max().item()}"
+        )
 
 # %% [markdown]
 # ## The first Add & Norm
@@ -103,9 +108,11 @@ with torch.no_grad():
 # Now the inside of `attention.output`, by hand: $W^O$ (`dense`) turns the concatenated heads
 # $c$ into the update $a$ (a sum of the heads' outputs, each through its own rows of $W^O$,
 # lesson 3), dropout (the identity in eval mode), the residual add of the layer input $x$, then
-# LayerNorm with the biased variance and $\varepsilon$ from the config. The residual is `input_tensor`, the
+# LayerNorm with the biased variance and $\varepsilon$ from the config. The residual is
+# `input_tensor`, the
 # input of the whole attention sub-layer, not the merged heads that entered `dense`. The mistakes
 # a learner might make are computed alongside, each with its distance from the real module.
+
 
 # %%
 def layer_norm(z, ln):
@@ -126,12 +133,16 @@ with torch.no_grad():
         "mistake: LN_1(a + c), residual = merged heads": layer_norm(a + context, so.LayerNorm),
         "mistake: attention.output(x, c), swapped": so(x, context),
         f"mistake: eps {torch_eps:g} instead of {so.LayerNorm.eps:g}": F.layer_norm(
-            x + a, (x.shape[-1],), so.LayerNorm.weight, so.LayerNorm.bias, eps=torch_eps),
+            x + a, (x.shape[-1],), so.LayerNorm.weight, so.LayerNorm.bias, eps=torch_eps
+        ),
     }
 for label, candidate in candidates.items():
     print(f"{label:<48} vs attention.output: max abs diff {(candidate - h).abs().max().item():.1e}")
-claims.value("eps_effect_layer0", (candidates[f"mistake: eps {torch_eps:g} instead of {so.LayerNorm.eps:g}"] - h)
-             .abs().max(), "{:.1e}")
+claims.value(
+    "eps_effect_layer0",
+    (candidates[f"mistake: eps {torch_eps:g} instead of {so.LayerNorm.eps:g}"] - h).abs().max(),
+    "{:.1e}",
+)
 
 # %% [markdown]
 # PyTorch's default $\varepsilon$ moves this LayerNorm by up to {{ eps_effect_layer0 }}. How far
@@ -154,14 +165,18 @@ for label, candidate in {
     "by hand: LN_2(h + f)": y_hand,
     "mistake: LN_2(x + f)": layer_norm(x + f, out.LayerNorm),
 }.items():
-    print(f"{label:<36} vs hidden_states[1]: max abs diff {(candidate - cap.hidden_states[1]).abs().max().item():.1e}")
+    print(
+        f"{label:<36} vs hidden_states[1]: max abs diff "
+        f"{(candidate - cap.hidden_states[1]).abs().max().item():.1e}"
+    )
 
 # %% [markdown]
 # ## Dropout on the branch, never on the residual
 #
 # In training, `hidden_dropout_prob` zeroes features of the sub-layer's output (`dense(...)`),
 # before the add. The residual input $x$ is added untouched, so a token's representation is never
-# wiped out by dropout; dropout thins the sub-layer's update to it and nothing else. Training-mode draws through
+# wiped out by dropout; dropout thins the sub-layer's update to it and nothing else. Training-mode
+# draws through
 # the first Add & Norm, averaged over {{ dropout_draws }} draws so that the comparison is about
 # dropout, not about one mask (a mask depends on the random generator, which differs between
 # machines); how far a draw moves the tokens is measured as $1 - \cos$ to eval mode:
@@ -169,23 +184,51 @@ for label, candidate in {
 # {{ predict: dropout_after_ln }}
 
 # %% tags=["remove-input"]
-# A question before the measurement below; the build selects its answer from the claim recorded there.
+# A question before the measurement below; the build selects its answer from the claim recorded
+# there.
 from bertlab.experiments import predictions as ask
 
-ask.predict("dropout_after_ln", "Moved after the LayerNorm, onto the sum itself, does the same dropout move "
-            "the token vectors more or less than on the branch?", [
-    ask.between("dropout_after_ln_times", None, 1, "less, or as much", "That would hold if the update were "
-                "larger than the stream it is added to. It is smaller, so zeroing features of the update moves "
-                "a token less than zeroing features of the whole sum."),
-    ask.between("dropout_after_ln_times", 1, 3, "more, up to 3 times as far", "That would hold if the update "
-                "were nearly as large as the stream: dropping part of it would move a token almost as much as "
-                "dropping part of the sum. It is a fraction of the stream (measured in \"How much each "
-                "sub-layer writes\", below), and the tokens move {{ dropout_after_ln_times }} times as far."),
-    ask.between("dropout_after_ln_times", 3, None, "more than 3 times as far", "On the branch, dropout thins "
-                "only the update and the residual input passes untouched: the mean cosine to eval mode is "
-                "{{ dropout_branch_cosine }} there, {{ dropout_after_ln_cosine }} after the LayerNorm, "
-                "{{ dropout_after_ln_times }} times as far {{ claim: dropout_after_ln_worse }}."),
-], section="Dropout on the branch, never on the residual")
+ask.predict(
+    "dropout_after_ln",
+    "Moved after the LayerNorm, onto the sum itself, does the same dropout move "
+    "the token vectors more or less than on the branch?",
+    [
+        ask.between(
+            "dropout_after_ln_times",
+            None,
+            1,
+            "less, or as much",
+            "That would hold if the update were "
+            "larger than the stream it is added to. It is smaller, so zeroing features of the "
+            "update moves "
+            "a token less than zeroing features of the whole sum.",
+        ),
+        ask.between(
+            "dropout_after_ln_times",
+            1,
+            3,
+            "more, up to 3 times as far",
+            "That would hold if the update "
+            "were nearly as large as the stream: dropping part of it would move a token almost as "
+            "much as "
+            'dropping part of the sum. It is a fraction of the stream (measured in "How much each '
+            'sub-layer writes", below), and the tokens move {{ dropout_after_ln_times }} times as '
+            "far.",
+        ),
+        ask.between(
+            "dropout_after_ln_times",
+            3,
+            None,
+            "more than 3 times as far",
+            "On the branch, dropout thins "
+            "only the update and the residual input passes untouched: the mean cosine to eval "
+            "mode is "
+            "{{ dropout_branch_cosine }} there, {{ dropout_after_ln_cosine }} after the LayerNorm, "
+            "{{ dropout_after_ln_times }} times as far {{ claim: dropout_after_ln_worse }}.",
+        ),
+    ],
+    section="Dropout on the branch, never on the residual",
+)
 
 # %%
 p = so.dropout.p
@@ -196,22 +239,35 @@ for seed in range(DRAWS):
     with torch.no_grad():
         a_dropped = F.dropout(a, p=p, training=True)  # only the branch
         h_train = so.LayerNorm(x + a_dropped)
-        h_dropped_after = F.dropout(so.LayerNorm(x + a), p=p, training=True)  # dropout moved after the LayerNorm
+        h_dropped_after = F.dropout(
+            so.LayerNorm(x + a), p=p, training=True
+        )  # dropout moved after the LayerNorm
     cos_branch += F.cosine_similarity(h_train[real], h[real], dim=-1).mean().item() / DRAWS
     cos_after += F.cosine_similarity(h_dropped_after[real], h[real], dim=-1).mean().item() / DRAWS
     zeroed += (a_dropped == 0).float().mean().item() / DRAWS
-print(f"p = {p}: zeroed fraction of the branch {zeroed:.3f}; "
-      f"mean cosine of the token vectors to eval mode {cos_branch:.4f}")
+print(
+    f"p = {p}: zeroed fraction of the branch {zeroed:.3f}; "
+    f"mean cosine of the token vectors to eval mode {cos_branch:.4f}"
+)
 print(f"dropout after the LayerNorm instead: mean cosine to eval mode {cos_after:.4f}")
-far_after, far_branch = (float(f"{1 - c:.3g}") for c in (cos_after, cos_branch))  # as printed: the ratio is theirs
-print(f"1 - cosine: {far_after:.3g} after the LayerNorm, {far_branch:.3g} on the branch "
-      f"({far_after / far_branch:.1f} times as far)")
+far_after, far_branch = (
+    float(f"{1 - c:.3g}") for c in (cos_after, cos_branch)
+)  # as printed: the ratio is theirs
+print(
+    f"1 - cosine: {far_after:.3g} after the LayerNorm, {far_branch:.3g} on the branch "
+    f"({far_after / far_branch:.1f} times as far)"
+)
 claims.value("dropout_draws", DRAWS, "{:.0f}")
 claims.value("dropout_branch_cosine", cos_branch, "{:.4f}")
 claims.value("dropout_after_ln_cosine", cos_after, "{:.4f}")
 claims.value("dropout_after_ln_times", far_after / far_branch, "{:.1f}")
-claims.claim("dropout_after_ln_worse", 1 - cos_after, ">", 1 - cos_branch,
-             "dropout after the LayerNorm moves the token vectors more than dropout on the branch")
+claims.claim(
+    "dropout_after_ln_worse",
+    1 - cos_after,
+    ">",
+    1 - cos_branch,
+    "dropout after the LayerNorm moves the token vectors more than dropout on the branch",
+)
 
 # %% [markdown]
 # On the branch the token vectors keep a mean cosine of {{ dropout_branch_cosine }} to eval mode;
@@ -231,15 +287,29 @@ claims.claim("dropout_after_ln_worse", 1 - cos_after, ">", 1 - cos_branch,
 # {{ predict: train_mode_without_dropout }}
 
 # %% tags=["remove-input"]
-ask.predict("train_mode_without_dropout", "Set every dropout probability to zero and put the model in "
-            "training mode: are its outputs those of eval mode?", [
-    ask.fails("train_mode_is_dropout_only", "no: training mode changes more than dropout", "That would hold "
-              "for a model with batch normalisation, whose statistics depend on the mode. BERT's LayerNorm "
-              "does not read the flag."),
-    ask.holds("train_mode_is_dropout_only", "yes, exactly", "In BERT only the dropouts read the `training` "
-              "flag: with them at zero, train mode gives eval mode's outputs bit for bit "
-              "{{ claim: train_mode_is_dropout_only }}."),
-], section="`model.eval()` or `torch.no_grad()`?")
+ask.predict(
+    "train_mode_without_dropout",
+    "Set every dropout probability to zero and put the model in "
+    "training mode: are its outputs those of eval mode?",
+    [
+        ask.fails(
+            "train_mode_is_dropout_only",
+            "no: training mode changes more than dropout",
+            "That would hold "
+            "for a model with batch normalisation, whose statistics depend on the mode. BERT's "
+            "LayerNorm "
+            "does not read the flag.",
+        ),
+        ask.holds(
+            "train_mode_is_dropout_only",
+            "yes, exactly",
+            "In BERT only the dropouts read the `training` "
+            "flag: with them at zero, train mode gives eval mode's outputs bit for bit "
+            "{{ claim: train_mode_is_dropout_only }}.",
+        ),
+    ],
+    section="`model.eval()` or `torch.no_grad()`?",
+)
 
 # %%
 from bertlab.experiments import eval_no_grad
@@ -257,43 +327,81 @@ batch = cap.batch
 with torch.no_grad():
     reference = model(**batch).last_hidden_state  # (B, T, H): eval mode, as loaded
 EVAL_DRAWS = 8
-train_out = eval_no_grad.train_mode_outputs(model, batch, range(EVAL_DRAWS))  # (D, B, T, H), under no_grad
+train_out = eval_no_grad.train_mode_outputs(
+    model, batch, range(EVAL_DRAWS)
+)  # (D, B, T, H), under no_grad
 moved = torch.stack([(o - reference)[real].abs().max() for o in train_out])  # (D,)
-cosines = torch.stack([(sentence_embeddings(o, pad) * sentence_embeddings(reference, pad)).sum(-1) for o in train_out])
+cosines = torch.stack(
+    [(sentence_embeddings(o, pad) * sentence_embeddings(reference, pad)).sum(-1) for o in train_out]
+)
 with eval_no_grad.dropout_probability(model, 0.0), torch.no_grad(), eval_no_grad.train_mode(model):
     train_no_dropout = model(**batch).last_hidden_state  # (B, T, H): train mode, every p = 0
 step = float32_step(reference[real])
-print(f"train mode vs eval mode, {EVAL_DRAWS} draws: largest change {moved.mean().item():.2f} on average "
-      f"({moved.mean().item() / step:.1e} float32 steps); sentence cosine to eval mode: mean "
-      f"{cosines.mean().item():.4f}, lowest {cosines.min().item():.4f}")
-print(f"train mode with every dropout p = 0 vs eval mode: max abs diff {(train_no_dropout - reference).abs().max().item()}")
+print(
+    f"train mode vs eval mode, {EVAL_DRAWS} draws: largest change {moved.mean().item():.2f} on "
+    "average "
+    f"({moved.mean().item() / step:.1e} float32 steps); sentence cosine to eval mode: mean "
+    f"{cosines.mean().item():.4f}, lowest {cosines.min().item():.4f}"
+)
+print(
+    "train mode with every dropout p = 0 vs eval mode: max abs diff "
+    f"{(train_no_dropout - reference).abs().max().item()}"
+)
 
 with_grad = eval_no_grad.saved_for_backward(model, batch, grad=True)
 without = eval_no_grad.saved_for_backward(model, batch, grad=False)
 output_bytes = reference.nelement() * reference.element_size()
-print(f"with gradients: {with_grad.count} saves for backward, {with_grad.activation_bytes / 1e6:.1f} MB of "
-      f"activations (+ {with_grad.parameter_bytes / 1e6:.1f} MB of parameters, kept by reference); "
-      f"the last hidden state is {output_bytes / 1e6:.2f} MB")
+print(
+    f"with gradients: {with_grad.count} saves for backward, {with_grad.activation_bytes / 1e6:.1f} "
+    "MB of "
+    f"activations (+ {with_grad.parameter_bytes / 1e6:.1f} MB of parameters, kept by reference); "
+    f"the last hidden state is {output_bytes / 1e6:.2f} MB"
+)
 print(f"under torch.no_grad(): {without.count} tensors saved, {without.activation_bytes} bytes")
-print(f"outputs with and without gradients: max abs diff {(with_grad.output - without.output).abs().max().item()}")
+print(
+    "outputs with and without gradients: max abs diff "
+    f"{(with_grad.output - without.output).abs().max().item()}"
+)
 
 claims.value("eval_draws", EVAL_DRAWS, "{:.0f}")
 claims.value("dropout_modules", len(rates), "{:.0f}")
 claims.value("train_moved", moved.mean(), "{:.2f}")
 claims.value("train_moved_million_steps", moved.mean() / step / 1e6, "{:.0f}")
 claims.value("train_sentence_cosine", cosines.mean(), "{:.3f}")
-claims.claim("train_mode_moves_outputs", moved.mean(), ">", 1000 * step,
-             "train mode moves the last hidden state by more than a thousand float32 steps")
-claims.claim("train_mode_is_dropout_only", (train_no_dropout - reference).abs().max(), "==", 0,
-             "with every dropout probability at 0, train mode gives exactly eval mode's outputs")
+claims.claim(
+    "train_mode_moves_outputs",
+    moved.mean(),
+    ">",
+    1000 * step,
+    "train mode moves the last hidden state by more than a thousand float32 steps",
+)
+claims.claim(
+    "train_mode_is_dropout_only",
+    (train_no_dropout - reference).abs().max(),
+    "==",
+    0,
+    "with every dropout probability at 0, train mode gives exactly eval mode's outputs",
+)
 claims.value("saved_count", with_grad.count, "{:.0f}")
 claims.value("saved_mb", with_grad.activation_bytes / 1e6, "{:.0f}")
 claims.value("saved_vs_output", with_grad.activation_bytes / output_bytes, "{:.0f}")
-claims.claim("graph_keeps_more_than_output", with_grad.activation_bytes, ">", 10 * output_bytes,
-             "with gradients, the activations kept for backward are more than ten times the output's size")
-claims.claim("no_grad_keeps_nothing", without.count, "==", 0, "under no_grad no tensor is saved for backward")
-claims.claim("no_grad_same_values", (with_grad.output - without.output).abs().max(), "==", 0,
-             "the outputs with and without gradients are exactly equal")
+claims.claim(
+    "graph_keeps_more_than_output",
+    with_grad.activation_bytes,
+    ">",
+    10 * output_bytes,
+    "with gradients, the activations kept for backward are more than ten times the output's size",
+)
+claims.claim(
+    "no_grad_keeps_nothing", without.count, "==", 0, "under no_grad no tensor is saved for backward"
+)
+claims.claim(
+    "no_grad_same_values",
+    (with_grad.output - without.output).abs().max(),
+    "==",
+    0,
+    "the outputs with and without gradients are exactly equal",
+)
 
 # %% [markdown]
 # The library's own lines (printed) all set the dropout of the attention probabilities; every
@@ -325,7 +433,9 @@ claims.claim("no_grad_same_values", (with_grad.output - without.output).abs().ma
 # stream it is added to, $\lVert a \rVert / \lVert x \rVert$ for attention and
 # $\lVert f \rVert / \lVert h \rVert$ for the FFN, averaged over real tokens, per layer:
 
-# %% alt="Bar chart per layer of two mean norm ratios side by side: the attention update over its residual input, and the feed-forward update over its residual input."
+# %%
+# alt: Bar chart per layer of two mean norm ratios side by side: the attention update over its
+#   residual input, and the feed-forward update over its residual input.
 ratios = {"attention": [], "feed-forward": []}
 with torch.no_grad():
     for i, lay in enumerate(model.encoder.layer):
@@ -336,8 +446,10 @@ with torch.no_grad():
         f_i = lay.output.dense(cap.layer(i, "intermediate").output)  # (B, T, H): FFN update
         ratios["attention"].append((a_i.norm(dim=-1) / x_i.norm(dim=-1))[real].mean().item())
         ratios["feed-forward"].append((f_i.norm(dim=-1) / h_i.norm(dim=-1))[real].mean().item())
-        print(f"layer {i}: |a| / |x| = {ratios['attention'][-1]:.3f}   "
-              f"|f| / |h| = {ratios['feed-forward'][-1]:.3f}")
+        print(
+            f"layer {i}: |a| / |x| = {ratios['attention'][-1]:.3f}   "
+            f"|f| / |h| = {ratios['feed-forward'][-1]:.3f}"
+        )
 
 fig, ax = plt.subplots(figsize=(6, 3))
 idx = torch.arange(model.config.num_hidden_layers)
@@ -401,8 +513,10 @@ for i, x_i in enumerate(cap.hidden_states):
 reference = cap.last_hidden_state  # (B, T, H)
 for name, formula in ARRANGEMENTS.items():
     dr = drift(reference, encode(model, cap.batch, name), pad)
-    print(f"{name:<25} {formula:<48} max abs diff {dr['max_abs_diff']:8.2e}  sentence cosine "
-          f"{dr['sentence_cosine']:.4f}  same neighbour {dr['same_neighbour']:.0%}")
+    print(
+        f"{name:<25} {formula:<48} max abs diff {dr['max_abs_diff']:8.2e}  sentence cosine "
+        f"{dr['sentence_cosine']:.4f}  same neighbour {dr['same_neighbour']:.0%}"
+    )
 
 # %% [markdown]
 # Post-LN reproduces the model; each other arrangement moves the outputs away from it, by the
@@ -435,29 +549,82 @@ for name, formula in ARRANGEMENTS.items():
 # {{ predict: check_graph_size }}
 
 # %% tags=["remove-input"]
-ask.check("check_no_grad_values", "Does `torch.no_grad()` change the values a model returns?", [
-    ask.holds("no_grad_same_values", "no, they are exactly the same", "It stops autograd from recording; "
-              "the arithmetic is the same {{ claim: no_grad_same_values }}."),
-    ask.fails("no_grad_same_values", "yes, a little", "That would hold if `no_grad` switched dropout off, or "
-              "computed in another precision. It does neither: `model.eval()` is what switches dropout off."),
-], section="`model.eval()` or `torch.no_grad()`?")
-ask.check("check_no_grad_saves", "Under `torch.no_grad()`, how many tensors are saved for a backward pass?", [
-    ask.fails("no_grad_keeps_nothing", "fewer than with gradients, but some", "That would hold if `no_grad` "
-              "only pruned the graph. It builds none."),
-    ask.holds("no_grad_keeps_nothing", "none", "No graph is built, so nothing is kept for backward "
-              "{{ claim: no_grad_keeps_nothing }}; with gradients, {{ saved_count }} tensors are saved."),
-], section="`model.eval()` or `torch.no_grad()`?")
-ask.check("check_graph_size", "With gradients on, how do the activations kept for backward compare with the "
-          "size of the model's output?", [
-    ask.between("saved_vs_output", 10, None, "10 times the output's size, or more", "Every layer keeps its "
-                "inputs, scores and intermediate activations for backward: {{ saved_mb }} MB, "
-                "{{ saved_vs_output }} times the output's size {{ claim: graph_keeps_more_than_output }}."),
-    ask.between("saved_vs_output", 2, 10, "2 to 10 times its size", "That would hold if backward kept only "
-                "each layer's output, one tensor of the output's size per layer. It keeps what every operation "
-                "received: the inputs of each product, the attention scores, the FFN's $4H$-wide activations."),
-    ask.between("saved_vs_output", None, 2, "about the output's size", "That would hold if backward needed "
-                "only the output. It needs what each operation received."),
-], section="`model.eval()` or `torch.no_grad()`?")
+ask.check(
+    "check_no_grad_values",
+    "Does `torch.no_grad()` change the values a model returns?",
+    [
+        ask.holds(
+            "no_grad_same_values",
+            "no, they are exactly the same",
+            "It stops autograd from recording; "
+            "the arithmetic is the same {{ claim: no_grad_same_values }}.",
+        ),
+        ask.fails(
+            "no_grad_same_values",
+            "yes, a little",
+            "That would hold if `no_grad` switched dropout off, or "
+            "computed in another precision. It does neither: `model.eval()` is what switches "
+            "dropout off.",
+        ),
+    ],
+    section="`model.eval()` or `torch.no_grad()`?",
+)
+ask.check(
+    "check_no_grad_saves",
+    "Under `torch.no_grad()`, how many tensors are saved for a backward pass?",
+    [
+        ask.fails(
+            "no_grad_keeps_nothing",
+            "fewer than with gradients, but some",
+            "That would hold if `no_grad` only pruned the graph. It builds none.",
+        ),
+        ask.holds(
+            "no_grad_keeps_nothing",
+            "none",
+            "No graph is built, so nothing is kept for backward "
+            "{{ claim: no_grad_keeps_nothing }}; with gradients, {{ saved_count }} tensors are "
+            "saved.",
+        ),
+    ],
+    section="`model.eval()` or `torch.no_grad()`?",
+)
+ask.check(
+    "check_graph_size",
+    "With gradients on, how do the activations kept for backward compare with the "
+    "size of the model's output?",
+    [
+        ask.between(
+            "saved_vs_output",
+            10,
+            None,
+            "10 times the output's size, or more",
+            "Every layer keeps its "
+            "inputs, scores and intermediate activations for backward: {{ saved_mb }} MB, "
+            "{{ saved_vs_output }} times the output's size {{ claim: "
+            "graph_keeps_more_than_output }}.",
+        ),
+        ask.between(
+            "saved_vs_output",
+            2,
+            10,
+            "2 to 10 times its size",
+            "That would hold if backward kept only "
+            "each layer's output, one tensor of the output's size per layer. It keeps what every "
+            "operation "
+            "received: the inputs of each product, the attention scores, the FFN's $4H$-wide "
+            "activations.",
+        ),
+        ask.between(
+            "saved_vs_output",
+            None,
+            2,
+            "about the output's size",
+            "That would hold if backward needed "
+            "only the output. It needs what each operation received.",
+        ),
+    ],
+    section="`model.eval()` or `torch.no_grad()`?",
+)
 
 # %% tags=["remove-input"]
 claims.publish()  # the numbers and claims above, for the build that renders this page

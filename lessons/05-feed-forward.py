@@ -56,7 +56,8 @@ print(f"H = {H}, intermediate size 4H = {I}, activation {model.config.hidden_act
 # $\sum_j P_{tj} = 1$: a **convex combination** (a weighted average) of the value vectors of the
 # same sentence. A weighted average can never leave the range spanned by what it averages: every
 # coordinate of the output lies between the smallest and the largest value of that coordinate over
-# the sentence's value vectors {{ claim: average_stays_in_range }}. We check this on the recorded probabilities of one layer:
+# the sentence's value vectors {{ claim: average_stays_in_range }}. We check this on the recorded
+# probabilities of one layer:
 
 # %%
 LAYER = 3
@@ -67,9 +68,14 @@ probs = cap.attentions[LAYER]  # (B, A, T, T), recorded by the model
 with torch.no_grad():
     v = sa.value(x).view(B, T, A, d).transpose(1, 2)  # (B, A, T, d)
 context = probs @ v  # (B, A, T, d)
-recorded = cap.layer(LAYER, "attention.self").output[0].view(B, T, A, d).transpose(1, 2)  # (B, A, T, d)
-print(f"weights >= 0: {bool((probs >= 0).all())}; row sums within {(probs.sum(-1) - 1).abs().max().item():.1e} of 1; "
-      f"probs @ V vs the model's context: max abs diff {(context - recorded).abs().max().item():.1e}")
+recorded = (
+    cap.layer(LAYER, "attention.self").output[0].view(B, T, A, d).transpose(1, 2)
+)  # (B, A, T, d)
+print(
+    f"weights >= 0: {bool((probs >= 0).all())}; row sums within "
+    f"{(probs.sum(-1) - 1).abs().max().item():.1e} of 1; "
+    f"probs @ V vs the model's context: max abs diff {(context - recorded).abs().max().item():.1e}"
+)
 
 big = torch.finfo(v.dtype).max
 keys = real[:, None, :, None]  # (B, 1, T, 1): only real tokens count as values
@@ -78,8 +84,13 @@ hi = torch.where(keys, v, -big).amax(dim=2, keepdim=True)  # (B, A, 1, d)
 inside = (context >= lo - 1e-5) & (context <= hi + 1e-5)  # (B, A, T, d)
 inside_share = inside[real[:, None, :, None].expand_as(inside)].float().mean()
 print(f"output coordinates inside the range of the sentence's values: {inside_share.item():.2%}")
-claims.claim("average_stays_in_range", inside_share, "==", 1,
-             "every output coordinate lies within the range of the sentence's value vectors")
+claims.claim(
+    "average_stays_in_range",
+    inside_share,
+    "==",
+    1,
+    "every output coordinate lies within the range of the sentence's value vectors",
+)
 
 # %% [markdown]
 # So attention *routes*: the softmax decides how much of each token to take, but what it delivers
@@ -110,11 +121,18 @@ def ffn(t, act=None):
 h = cap.layer(LAYER, "intermediate").args[0]  # (B, T, H): the first Add & Norm's output
 with torch.no_grad():
     together = ffn(h)  # (B, T, H)
-    alone = torch.stack([torch.stack([ffn(h[b, t]) for t in range(T)]) for b in range(B)])  # one token at a time
+    alone = torch.stack(
+        [torch.stack([ffn(h[b, t]) for t in range(T)]) for b in range(B)]
+    )  # one token at a time
     linear = ffn(h, act=nn.Identity())
 rel = ((together - linear).norm(dim=-1) / together.norm(dim=-1))[real]  # (N,)
-print(f"each token alone vs the whole batch: max abs diff {(alone - together).abs().max().item():.1e}")
-print(f"without GELU: relative change of the FFN output per token, mean {rel.mean():.2f}, min {rel.min():.2f}")
+print(
+    f"each token alone vs the whole batch: max abs diff {(alone - together).abs().max().item():.1e}"
+)
+print(
+    f"without GELU: relative change of the FFN output per token, mean {rel.mean():.2f}, min "
+    f"{rel.min():.2f}"
+)
 
 # %% [markdown]
 # Without a nonlinearity the two matrices would collapse into one $H \times H$ map (their product)
@@ -130,14 +148,31 @@ print(f"without GELU: relative change of the FFN output per token, mean {rel.mea
 # %%
 layer_counts = census(model, by="group", layer=0)
 all_counts = census(model, by="group")
-print(f"per layer: FFN {layer_counts['feed-forward']:,} of {layer_counts['attention'] + layer_counts['feed-forward']:,} "
-      f"parameters = {ffn_share(model):.1%}")
-print(f"whole model: FFN {all_counts['feed-forward']:,} of {sum(all_counts.values()):,} = "
-      f"{all_counts['feed-forward'] / sum(all_counts.values()):.1%} (the embedding table takes much of the rest)")
+print(
+    f"per layer: FFN {layer_counts['feed-forward']:,} of "
+    f"{layer_counts['attention'] + layer_counts['feed-forward']:,} "
+    f"parameters = {ffn_share(model):.1%}"
+)
+print(
+    f"whole model: FFN {all_counts['feed-forward']:,} of {sum(all_counts.values()):,} = "
+    f"{all_counts['feed-forward'] / sum(all_counts.values()):.1%} (the embedding table takes much "
+    "of the rest)"
+)
 claims.value("ffn_layer_share", 100 * ffn_share(model), "{:.1f} %")
-claims.claim("ffn_layer_share_below_two_thirds", ffn_share(model) - 2 / 3, "<", 0,
-             "inside a layer the FFN's share is just below two thirds")
-claims.claim("ffn_holds_most_of_layer", ffn_share(model), ">", 0.5, "the FFN holds most of a layer's parameters")
+claims.claim(
+    "ffn_layer_share_below_two_thirds",
+    ffn_share(model) - 2 / 3,
+    "<",
+    0,
+    "inside a layer the FFN's share is just below two thirds",
+)
+claims.claim(
+    "ffn_holds_most_of_layer",
+    ffn_share(model),
+    ">",
+    0.5,
+    "the FFN holds most of a layer's parameters",
+)
 
 # %% [markdown]
 # Geva et al. (2021) note that feed-forward layers make up about two thirds of a transformer's
@@ -160,27 +195,40 @@ token = h[1, 2]  # (H,): one token of one sentence
 with torch.no_grad():
     m = F.gelu(k_all @ token + b1)  # (4H,): one coefficient per unit
     summed = sum(m[i] * v_all[:, i] for i in range(I)) + layer.output.dense.bias  # (H,)
-print(f"sum of {I} weighted value vectors vs the FFN: max abs diff {(summed - ffn(token)).abs().max().item():.1e}")
+print(
+    f"sum of {I} weighted value vectors vs the FFN: max abs diff "
+    f"{(summed - ffn(token)).abs().max().item():.1e}"
+)
 
 # %% [markdown]
 # How many memories does a token use? GELU is positive exactly where its input is positive, so a
 # unit "fires" when its output is above 0. The recorded `intermediate` outputs give, for every
 # real token and every layer, the fraction of the $4H$ units that fire:
 
-# %% alt="Box plots, one per layer, of the fraction of the feed-forward network's intermediate units that are positive after GELU, per corpus token, with whiskers from the minimum to the maximum."
+# %%
+# alt: Box plots, one per layer, of the fraction of the feed-forward network's intermediate units
+#   that are positive after GELU, per corpus token, with whiskers from the minimum to the maximum.
 fire = []
 for i in range(model.config.num_hidden_layers):
     m_all = cap.layer(i, "intermediate").output  # (B, T, 4H), after GELU
     frac = (m_all > 0).float().mean(-1)[real]  # (N,): per real token
     fire.append(frac)
     assert frac.mean() < 0.5  # the prose below says "a fraction"
-    print(f"layer {i}: units firing per token: mean {frac.mean():.1%} ({frac.mean() * I:.0f} of {I}), "
-          f"min {frac.min():.1%}, max {frac.max():.1%}")
+    print(
+        f"layer {i}: units firing per token: mean {frac.mean():.1%} ({frac.mean() * I:.0f} of "
+        f"{I}), "
+        f"min {frac.min():.1%}, max {frac.max():.1%}"
+    )
 
 fire_max = max(f.mean() for f in fire)
 claims.value("fire_max_mean", 100 * fire_max, "{:.0f}%")
-claims.claim("tokens_use_a_fraction", fire_max, "<", 0.5,
-             "in every layer a token fires fewer than half of the units, on average over the tokens")
+claims.claim(
+    "tokens_use_a_fraction",
+    fire_max,
+    "<",
+    0.5,
+    "in every layer a token fires fewer than half of the units, on average over the tokens",
+)
 fig, ax = plt.subplots(figsize=(6, 3))
 ax.boxplot([f.numpy() for f in fire], whis=(0, 100))  # whiskers from the min to the max printed
 ax.set_xticks(range(1, len(fire) + 1), [str(i) for i in range(len(fire))])
@@ -200,7 +248,8 @@ plt.show()
 # in upper layers. Our corpus is tiny (the cell prints how many word tokens it has), so this is a
 # glimpse, not a study: for the first and the last layer, take the unit with the peak activation
 # on a word token (special tokens `[CLS]`/`[SEP]` left out, since some units fire on them in every
-# sentence) and list the corpus tokens that excite it, strongest first, each shown in its sentence. A token on
+# sentence) and list the corpus tokens that excite it, strongest first, each shown in its sentence.
+# A token on
 # which the unit does not fire (activation at or below 0) is left out of the list.
 
 # %%
@@ -217,11 +266,16 @@ def show_unit(layer_index, top=6):
     values, rows = m_all[:, unit].topk(top)
     fires = values > 0  # (top,): a token on which the unit does not fire does not excite it
     values, rows = values[fires], rows[fires]
-    print(f"layer {layer_index}, unit {unit}: fires on {(m_all[:, unit] > 0).float().mean():.0%} of word tokens")
+    print(
+        f"layer {layer_index}, unit {unit}: fires on {(m_all[:, unit] > 0).float().mean():.0%} of "
+        "word tokens"
+    )
     for value, row in zip(values, rows, strict=True):
         s, t = where[row].tolist()
-        toks = tokenizer.convert_ids_to_tokens(ids[s, 1:int(pad[s].sum()) - 1])  # without [CLS], [SEP]
-        context = " ".join([*toks[max(0, t - 4):t - 1], f"[[{toks[t - 1]}]]", *toks[t:t + 3]])
+        toks = tokenizer.convert_ids_to_tokens(
+            ids[s, 1 : int(pad[s].sum()) - 1]
+        )  # without [CLS], [SEP]
+        context = " ".join([*toks[max(0, t - 4) : t - 1], f"[[{toks[t - 1]}]]", *toks[t : t + 3]])
         print(f"   {value:6.2f}  {context}")
 
 
@@ -237,7 +291,8 @@ show_unit(model.config.num_hidden_layers - 1)
 #
 # Hendrycks & Gimpel (2016, "Gaussian Error Linear Units (GELUs)", arXiv:1606.08415) define
 #
-# $$\mathrm{GELU}(x) = x\,\Phi(x) = \frac{x}{2}\left(1 + \mathrm{erf}\!\left(\frac{x}{\sqrt 2}\right)\right),$$
+# $$\mathrm{GELU}(x) = x\,\Phi(x) = \frac{x}{2}\left(1 + \mathrm{erf}\!\left(\frac{x}{\sqrt
+# 2}\right)\right),$$
 #
 # with $\Phi$ the standard normal CDF, and give the approximation
 # $\frac{x}{2}\left(1 + \tanh\!\left(\sqrt{2/\pi}\,(x + 0.044715\,x^3)\right)\right)$. In
@@ -245,7 +300,9 @@ show_unit(model.config.num_hidden_layers - 1)
 # PyTorch they are `F.gelu(x)` and `F.gelu(x, approximate="tanh")`. Which one does the
 # pretrained model use, and how far apart are they?
 
-# %% alt="Left: the exact (erf) GELU, the tanh approximation and ReLU plotted over the input. Right: the difference between the erf and the tanh GELU over the input."
+# %%
+# alt: Left: the exact (erf) GELU, the tanh approximation and ReLU plotted over the input. Right:
+#   the difference between the erf and the tanh GELU over the input.
 act = layer.intermediate.intermediate_act_fn
 z = torch.linspace(-6, 6, 4001)
 exact = 0.5 * z * (1 + torch.erf(z / 2**0.5))  # the definition
@@ -253,17 +310,29 @@ tanh_form = 0.5 * z * (1 + torch.tanh((2 / torch.pi) ** 0.5 * (z + 0.044715 * z*
 print(f"model's activation: {type(act).__name__}")
 print(f"  vs x * Phi(x) (erf):   max abs diff {(act(z) - exact).abs().max().item():.1e}")
 print(f"  vs the tanh form:      max abs diff {(act(z) - tanh_form).abs().max().item():.1e}")
-print(f"F.gelu(x, approximate='tanh') vs the tanh formula: max abs diff "
-      f"{(F.gelu(z, approximate='tanh') - tanh_form).abs().max().item():.1e}")
+print(
+    f"F.gelu(x, approximate='tanh') vs the tanh formula: max abs diff "
+    f"{(F.gelu(z, approximate='tanh') - tanh_form).abs().max().item():.1e}"
+)
 worst = (exact - tanh_form).abs().argmax()
-print(f"largest gap between erf and tanh GELU on [-6, 6]: {(exact - tanh_form).abs().max().item():.1e} at x = {z[worst].item():.2f}")
+print(
+    "largest gap between erf and tanh GELU on [-6, 6]: "
+    f"{(exact - tanh_form).abs().max().item():.1e} at x = {z[worst].item():.2f}"
+)
 gelu_gap = (exact - tanh_form).abs().max()
-relu_gap = torch.minimum((torch.relu(z) - exact).abs(), (torch.relu(z) - tanh_form).abs())[z < 0].max()
+relu_gap = torch.minimum((torch.relu(z) - exact).abs(), (torch.relu(z) - tanh_form).abs())[
+    z < 0
+].max()
 print(f"largest gap between ReLU and the nearer GELU for x < 0: {relu_gap.item():.2f}")
 claims.value("gelu_gap", gelu_gap, "{:.1e}")
 claims.value("relu_gelu_gap", relu_gap, "{:.2f}")
-claims.claim("relu_differs_far_more", relu_gap, ">", 100 * gelu_gap,
-             "for negative inputs ReLU differs from both GELUs by over a hundred times the GELUs' gap")
+claims.claim(
+    "relu_differs_far_more",
+    relu_gap,
+    ">",
+    100 * gelu_gap,
+    "for negative inputs ReLU differs from both GELUs by over a hundred times the GELUs' gap",
+)
 
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.2))
 ax1.plot(z, exact, label="GELU (erf)")
@@ -283,7 +352,8 @@ plt.show()
 # The two GELUs differ by at most {{ gelu_gap }}, invisible in the left plot, while ReLU differs
 # from both by up to {{ relu_gelu_gap }} for negative inputs {{ claim: relu_differs_far_more }}:
 # GELU lets small negative values through and is smooth at 0. Does that matter for a pretrained
-# model? `swap_activation` puts another function into every layer's `intermediate.intermediate_act_fn`
+# model? `swap_activation` puts another function into every layer's
+# `intermediate.intermediate_act_fn`
 # (and restores the original afterwards); `drift` compares the final hidden states and the
 # sentence embeddings with the unchanged model ("same neighbour": the fraction of corpus
 # sentences whose nearest other sentence stays the same).
@@ -293,14 +363,28 @@ plt.show()
 # %% tags=["remove-input"]
 from bertlab.experiments import predictions as ask
 
-ask.predict("relu_or_tanh", "Put ReLU in every layer in place of the pretrained model's GELU: do the outputs "
-            "move more or less than with the tanh approximation of GELU?", [
-    ask.fails("tanh_moves_less_than_relu", "less with ReLU", "That would hold if the negative inputs, where "
-              "ReLU and GELU differ, were rare. They are not: ReLU zeroes what GELU lets through."),
-    ask.holds("tanh_moves_less_than_relu", "more with ReLU", "The tanh form differs from the erf GELU by at "
-              "most {{ gelu_gap }}, ReLU by up to {{ relu_gelu_gap }} for negative inputs: ReLU moves the "
-              "outputs more {{ claim: tanh_moves_less_than_relu }}."),
-], section="Exact GELU")
+ask.predict(
+    "relu_or_tanh",
+    "Put ReLU in every layer in place of the pretrained model's GELU: do the outputs "
+    "move more or less than with the tanh approximation of GELU?",
+    [
+        ask.fails(
+            "tanh_moves_less_than_relu",
+            "less with ReLU",
+            "That would hold if the negative inputs, where "
+            "ReLU and GELU differ, were rare. They are not: ReLU zeroes what GELU lets through.",
+        ),
+        ask.holds(
+            "tanh_moves_less_than_relu",
+            "more with ReLU",
+            "The tanh form differs from the erf GELU by at "
+            "most {{ gelu_gap }}, ReLU by up to {{ relu_gelu_gap }} for negative inputs: ReLU "
+            "moves the "
+            "outputs more {{ claim: tanh_moves_less_than_relu }}.",
+        ),
+    ],
+    section="Exact GELU",
+)
 
 # %%
 swaps = {
@@ -315,19 +399,41 @@ for name, fn in swaps.items():
     with swap_activation(model, fn), torch.no_grad():
         hidden = model(**cap.batch).last_hidden_state  # (B, T, H)
     dr = results[name] = drift(reference, hidden, pad)
-    print(f"{name:<17} max abs diff {dr['max_abs_diff']:8.1e}   token cosine {dr['token_cosine']:.6f}   "
-          f"sentence cosine {dr['sentence_cosine']:.6f}   same neighbour {dr['same_neighbour']:.0%}")
+    print(
+        f"{name:<17} max abs diff {dr['max_abs_diff']:8.1e}   token cosine "
+        f"{dr['token_cosine']:.6f}   "
+        f"sentence cosine {dr['sentence_cosine']:.6f}   same neighbour {dr['same_neighbour']:.0%}"
+    )
 gaps = {name: results[name]["max_abs_diff"] for name in swaps}
-claims.claim("erf_gelu_reproduces", gaps["exact GELU (erf)"], "==", 0, "the erf GELU reproduces the model exactly")
-claims.claim("tanh_moves_less_than_relu", gaps["tanh GELU"], "<", gaps["ReLU"], "tanh GELU moves the outputs less than ReLU")
-claims.claim("relu_moves_less_than_none", gaps["ReLU"], "<", gaps["no activation"], "ReLU moves them less than no activation")
+claims.claim(
+    "erf_gelu_reproduces",
+    gaps["exact GELU (erf)"],
+    "==",
+    0,
+    "the erf GELU reproduces the model exactly",
+)
+claims.claim(
+    "tanh_moves_less_than_relu",
+    gaps["tanh GELU"],
+    "<",
+    gaps["ReLU"],
+    "tanh GELU moves the outputs less than ReLU",
+)
+claims.claim(
+    "relu_moves_less_than_none",
+    gaps["ReLU"],
+    "<",
+    gaps["no activation"],
+    "ReLU moves them less than no activation",
+)
 
 # %% [markdown]
 # The erf GELU reproduces the model exactly {{ claim: erf_gelu_reproduces }} (it is the function
 # the model calls), the tanh form moves the
 # outputs by a small amount, ReLU by much more {{ claim: tanh_moves_less_than_relu }}, and
 # dropping the activation altogether moves them most {{ claim: relu_moves_less_than_none }}
-# (the numbers are above). A model should be run with the activation it was trained with; for checks that compare
+# (the numbers are above). A model should be run with the activation it was trained with; for checks
+# that compare
 # against the pretrained layer with a tight tolerance, even the tanh approximation is a
 # detectable mistake.
 #
@@ -342,7 +448,8 @@ claims.claim("relu_moves_less_than_none", gaps["ReLU"], "<", gaps["no activation
 #   $\Phi(x)$, so larger inputs are more likely kept; GELU is that mask's expected value,
 #   $x\,\Phi(x)$. Where ReLU gates an input by its sign, GELU weights it by how large it is
 #   against a standard normal: smooth, and slightly negative for negative inputs. In Hendrycks
-#   & Gimpel's (2016) experiments (MNIST, CIFAR-10/100, TIMIT, Twitter part-of-speech tagging) GELU matched or
+#   & Gimpel's (2016) experiments (MNIST, CIFAR-10/100, TIMIT, Twitter part-of-speech tagging) GELU
+#   matched or
 #   beat ReLU and ELU.
 # - Devlin et al. (2019, "BERT: Pre-training of Deep Bidirectional Transformers for Language
 #   Understanding", Appendix A.2) write that they use GELU rather than the standard ReLU,
@@ -355,28 +462,56 @@ claims.claim("relu_moves_less_than_none", gaps["ReLU"], "<", gaps["no activation
 # {{ predict: negative_pre_activations }}
 
 # %% tags=["remove-input"]
-# A question before the measurement below; the build selects its answer from the share recorded there.
-ask.predict("negative_pre_activations", "What share of these pre-activations are negative, where GELU and "
-            "ReLU part ways?", [
-    ask.between("pre_negative_share", None, 0.25, "under a quarter", "That would hold if most units fired "
-                "for most tokens. A token uses a fraction of the units; the rest sit below zero."),
-    ask.between("pre_negative_share", 0.25, 0.5, "a quarter to a half", "That would hold if a unit were as "
-                "often on as off. Most are off for most tokens."),
-    ask.between("pre_negative_share", 0.5, None, "more than half", "{{ pre_negative }} are negative "
-                "{{ claim: most_pre_activations_negative }}: most units are off for most tokens, and there "
-                "GELU's small negative outputs differ from ReLU's zeros."),
-], section="Why GELU")
+# A question before the measurement below; the build selects its answer from the share recorded
+# there.
+ask.predict(
+    "negative_pre_activations",
+    "What share of these pre-activations are negative, where GELU and ReLU part ways?",
+    [
+        ask.between(
+            "pre_negative_share",
+            None,
+            0.25,
+            "under a quarter",
+            "That would hold if most units fired "
+            "for most tokens. A token uses a fraction of the units; the rest sit below zero.",
+        ),
+        ask.between(
+            "pre_negative_share",
+            0.25,
+            0.5,
+            "a quarter to a half",
+            "That would hold if a unit were as often on as off. Most are off for most tokens.",
+        ),
+        ask.between(
+            "pre_negative_share",
+            0.5,
+            None,
+            "more than half",
+            "{{ pre_negative }} are negative "
+            "{{ claim: most_pre_activations_negative }}: most units are off for most tokens, and "
+            "there "
+            "GELU's small negative outputs differ from ReLU's zeros.",
+        ),
+    ],
+    section="Why GELU",
+)
 
 # %%
 with torch.no_grad():
     pre = layer.intermediate.dense(h)[real]  # (N, 4H): pre-activations of real tokens
 negative = (pre < 0).float().mean().item()
 differ = ((F.gelu(pre) - F.relu(pre)).abs() > 0.01).float().mean().item()
-print(f"layer {LAYER}: pre-activations below 0: {negative:.1%}; where GELU and ReLU differ by more than 0.01: {differ:.1%}")
+print(
+    f"layer {LAYER}: pre-activations below 0: {negative:.1%}; where GELU and ReLU differ by more "
+    f"than 0.01: {differ:.1%}"
+)
 claims.value("gelu_layer", LAYER, "{:.0f}")
 claims.value("pre_negative", 100 * negative, "{:.0f}%")
 claims.value("gelu_relu_differ", 100 * differ, "{:.0f}%")
-claims.claim("most_pre_activations_negative", negative, ">", 0.5, "most pre-activations are negative")
+claims.claim(
+    "most_pre_activations_negative", negative, ">", 0.5, "most pre-activations are negative"
+)
 
 # %% [markdown]
 # {{ pre_negative }} of the pre-activations are negative {{ claim: most_pre_activations_negative }},
@@ -409,7 +544,10 @@ claims.claim("most_pre_activations_negative", negative, ">", 0.5, "most pre-acti
 # output, each layer fed its intact input (mean over real tokens, then over layers), and the
 # cosine of the sentence embeddings to the intact model's when *every* layer keeps $k$ units.
 
-# %% alt="Left: relative error of the feed-forward output against the number of units kept per layer, for a fixed, a random and a per-token choice of units. Right: cosine of the sentence embeddings to the intact model's against the same numbers of units."
+# %%
+# alt: Left: relative error of the feed-forward output against the number of units kept per layer,
+#   for a fixed, a random and a per-token choice of units. Right: cosine of the sentence embeddings
+#   to the intact model's against the same numbers of units.
 from bertlab.experiments import ffn_width
 
 print(f"intermediate_size / hidden_size = {I} / {H} = {I / H:g}")
@@ -418,10 +556,16 @@ errors = ffn_width.truncation_errors(model, cap.batch, KS)  # {strategy: (len(KS
 cosines = ffn_width.embedding_cosines(model, cap.batch, KS)  # {strategy: (len(KS), B)}
 names = ffn_width.STRATEGIES
 print(f"{'':>6}   {'relative error of f':^30}   {'sentence cosine to intact':^30}")
-print(f"{'k':>6}   " + "".join(f"{s:>10}" for s in names) + "   " + "".join(f"{s:>10}" for s in names))
+print(
+    f"{'k':>6}   " + "".join(f"{s:>10}" for s in names) + "   " + "".join(f"{s:>10}" for s in names)
+)
 for row, k in enumerate(KS):
-    print(f"{k:>6}   " + "".join(f"{errors[s][row].mean():>10.3f}" for s in names)
-          + "   " + "".join(f"{cosines[s][row].mean():>10.3f}" for s in names))
+    print(
+        f"{k:>6}   "
+        + "".join(f"{errors[s][row].mean():>10.3f}" for s in names)
+        + "   "
+        + "".join(f"{cosines[s][row].mean():>10.3f}" for s in names)
+    )
 
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.4))
 for s in names:
@@ -447,15 +591,28 @@ for table, falls in ((errors, True), (cosines, False)):
         assert bool((curve[1:] < curve[:-1]).all() if falls else (curve[1:] > curve[:-1]).all()), s
     for row in range(len(KS) - 1):
         order = [table[s][row].mean() for s in ("per-token", "fixed", "random")]
-        assert (order[0] < order[1] < order[2]) if falls else (order[0] > order[1] > order[2]), KS[row]
+        assert (order[0] < order[1] < order[2]) if falls else (order[0] > order[1] > order[2]), KS[
+            row
+        ]
 assert all(errors[s][-1].abs().max() < 1e-5 for s in names)  # k = 4H: every unit kept
 err = {s: errors[s].mean(1) for s in names}  # (len(KS),) each: mean over layers
 cos = {s: cosines[s].mean(1) for s in names}  # (len(KS),) each: mean over sentences
 fall = min(err[s][0] / err[s][-2] for s in names)  # from k = 4H/32 to k = 4H/2
 claims.value("error_fall_factor", fall, "{:.2f}")
-claims.claim("error_falls_with_k", fall, ">", 1, "for every choice the error at k = 4H/2 is below that at 4H/32")
-claims.claim("all_units_exact", max(errors[s][-1].abs().max() for s in names), "<", 1e-5,
-             "with all 4H units kept the FFN output is exact")
+claims.claim(
+    "error_falls_with_k",
+    fall,
+    ">",
+    1,
+    "for every choice the error at k = 4H/2 is below that at 4H/32",
+)
+claims.claim(
+    "all_units_exact",
+    max(errors[s][-1].abs().max() for s in names),
+    "<",
+    1e-5,
+    "with all 4H units kept the FFN output is exact",
+)
 gaps_k = {  # the smallest gap over k < 4H between neighbours in the order per-token, fixed, random
     "err_pt_fixed": (err["fixed"] - err["per-token"])[:-1].min(),
     "err_fixed_random": (err["random"] - err["fixed"])[:-1].min(),
@@ -464,16 +621,35 @@ gaps_k = {  # the smallest gap over k < 4H between neighbours in the order per-t
 }
 for key, gap_k in gaps_k.items():
     claims.value(f"gap_{key}", gap_k, "{:.2f}")
-claims.claim("per_token_beats_fixed", gaps_k["err_pt_fixed"], ">", 0.1,
-             "at every k < 4H the per-token error is below the fixed subset's by more than 0.1")
-claims.claim("fixed_beats_random", gaps_k["err_fixed_random"], ">", 0.05,
-             "at every k < 4H the fixed subset's error is below a random subset's by more than 0.05")
-claims.claim("cosines_same_order", min(gaps_k["cos_pt_fixed"], gaps_k["cos_fixed_random"]), ">", 0.02,
-             "at every k < 4H the sentence cosines are ordered per-token > fixed > random, by more than 0.02")
+claims.claim(
+    "per_token_beats_fixed",
+    gaps_k["err_pt_fixed"],
+    ">",
+    0.1,
+    "at every k < 4H the per-token error is below the fixed subset's by more than 0.1",
+)
+claims.claim(
+    "fixed_beats_random",
+    gaps_k["err_fixed_random"],
+    ">",
+    0.05,
+    "at every k < 4H the fixed subset's error is below a random subset's by more than 0.05",
+)
+claims.claim(
+    "cosines_same_order",
+    min(gaps_k["cos_pt_fixed"], gaps_k["cos_fixed_random"]),
+    ">",
+    0.02,
+    "at every k < 4H the sentence cosines are ordered per-token > fixed > random, by more than "
+    "0.02",
+)
 half = KS.index(I // 2)
-print(f"per token, keeping k = {I // 2} (half the units): FFN output off by {errors['per-token'][half].mean():.0%}, "
-      f"sentence cosine {cosines['per-token'][half].mean():.3f}; keeping k = {H} (= H): off by "
-      f"{errors['per-token'][KS.index(H)].mean():.0%}")
+print(
+    f"per token, keeping k = {I // 2} (half the units): FFN output off by "
+    f"{errors['per-token'][half].mean():.0%}, "
+    f"sentence cosine {cosines['per-token'][half].mean():.3f}; keeping k = {H} (= H): off by "
+    f"{errors['per-token'][KS.index(H)].mean():.0%}"
+)
 
 # %% [markdown]
 # The error falls as $k$ grows, for every choice (from $k = 4H/32$ to $4H/2$ by a factor of at
@@ -483,9 +659,11 @@ print(f"per token, keeping k = {I // 2} (half the units): FFN output off by {err
 # {{ claim: per_token_beats_fixed }}, and the fixed subset a smaller one than a random subset, by
 # at least {{ gap_err_fixed_random }} {{ claim: fixed_beats_random }}; the sentence cosines come
 # in the same order, by at least {{ gap_cos_pt_fixed }} and {{ gap_cos_fixed_random }}
-# {{ claim: cosines_same_order }}. So tokens do use different units, but no small subset carries the output: even each
+# {{ claim: cosines_same_order }}. So tokens do use different units, but no small subset carries the
+# output: even each
 # token's own best half of the units leaves the error printed above. The dashed line marks
-# $k = H$, as many units as an FFN that did not widen would have. This is about the *trained* model: a network trained at width $H$ would learn other
+# $k = H$, as many units as an FFN that did not widen would have. This is about the *trained* model:
+# a network trained at width $H$ would learn other
 # units, so the truncation does not tell us what a narrower FFN could have learned.
 #
 # **A small training comparison.** What does the hidden width buy a network trained from scratch?
@@ -502,31 +680,59 @@ print(f"per token, keeping k = {I // 2} (half the units): FFN output off by {err
 trained = ffn_width.train_lookup(hidden=16, pairs=256, steps=300, seeds=(0, 1))
 print(f"{'network':<30}{'parameters':>11}{'final loss':>12}   per seed")
 for r in trained:
-    print(f"{r.name:<30}{r.parameters:>11,}{r.mean_loss:>12.3f}   " + " ".join(f"{v:.3f}" for v in r.losses.tolist()))
+    print(
+        f"{r.name:<30}{r.parameters:>11,}{r.mean_loss:>12.3f}   "
+        + " ".join(f"{v:.3f}" for v in r.losses.tolist())
+    )
 by_name = {r.name: r for r in trained}
 linear, narrow = by_name["linear H -> H"], by_name["H -> H -> H (GELU)"]
 wide, deep = by_name["H -> 4H -> H (GELU)"], by_name["4 x (H -> H -> H), residual"]
 # the prose below says: far better with 4H than with H hidden units; any hidden layer beats none
 assert wide.mean_loss < narrow.mean_loss / 2 and narrow.mean_loss < linear.mean_loss
 gap = (deep.mean_loss - wide.mean_loss) / wide.mean_loss
-verdict = ("within 10% of each other" if abs(gap) < 0.1
-           else "the residual stack lower" if gap < 0 else "the wide FFN lower")
-print(f"wide FFN vs four narrow residual FFNs ({wide.parameters:,} vs {deep.parameters:,} parameters): "
-      f"{wide.mean_loss:.3f} vs {deep.mean_loss:.3f}, {verdict}")
+verdict = (
+    "within 10% of each other"
+    if abs(gap) < 0.1
+    else "the residual stack lower"
+    if gap < 0
+    else "the wide FFN lower"
+)
+print(
+    f"wide FFN vs four narrow residual FFNs ({wide.parameters:,} vs {deep.parameters:,} "
+    "parameters): "
+    f"{wide.mean_loss:.3f} vs {deep.mean_loss:.3f}, {verdict}"
+)
 assert abs(gap) < 0.1  # the prose below says "within 10%"
 claims.value("narrow_over_wide_loss", narrow.mean_loss / wide.mean_loss, "{:.1f}")
-claims.claim("wide_stores_far_more", narrow.mean_loss, ">", 2 * wide.mean_loss,
-             "the FFN with 4H hidden units ends with under half the loss of the one with H")
-claims.claim("hidden_layer_beats_linear", 1 - max(r.mean_loss for r in (narrow, wide, deep)), ">",
-             1 - linear.mean_loss, "every network with a hidden layer explains more of the table than the linear map")
+claims.claim(
+    "wide_stores_far_more",
+    narrow.mean_loss,
+    ">",
+    2 * wide.mean_loss,
+    "the FFN with 4H hidden units ends with under half the loss of the one with H",
+)
+claims.claim(
+    "hidden_layer_beats_linear",
+    1 - max(r.mean_loss for r in (narrow, wide, deep)),
+    ">",
+    1 - linear.mean_loss,
+    "every network with a hidden layer explains more of the table than the linear map",
+)
 claims.value("deep_wide_gap", 100 * abs(gap), "{:.1f}%")
-claims.claim("deep_within_ten_percent", abs(gap), "<", 0.1,
-             "the four narrow residual FFNs end within 10% of the wide FFN's loss")
+claims.claim(
+    "deep_within_ten_percent",
+    abs(gap),
+    "<",
+    0.1,
+    "the four narrow residual FFNs end within 10% of the wide FFN's loss",
+)
 
 # %% [markdown]
 # At the same stream width, the FFN with $4H$ hidden units stores the table far better than the
-# one with $H$ (its loss {{ narrow_over_wide_loss }} times smaller {{ claim: wide_stores_far_more }}),
-# and any hidden layer beats the linear map {{ claim: hidden_layer_beats_linear }} (losses above): the hidden units are
+# one with $H$ (its loss {{ narrow_over_wide_loss }} times smaller
+# {{ claim: wide_stores_far_more }}),
+# and any hidden layer beats the linear map {{ claim: hidden_layer_beats_linear }} (losses above):
+# the hidden units are
 # where a per-token network keeps what it memorises, and widening them adds capacity without
 # widening the stream that every other part of the layer reads. What this does *not* show: that
 # four is the best factor (only 1 and 4 are tried); that any of it carries over to language, or
@@ -565,26 +771,66 @@ claims.claim("deep_within_ten_percent", abs(gap), "<", 0.1,
 
 # %% tags=["remove-input"]
 _ = claims.value("pre_negative_share", negative, "{:.2f}")  # answers the question on GELU
-ask.check("check_ffn_most_parameters", "Which sub-layer holds most of a layer's parameters?", [
-    ask.holds("ffn_holds_most_of_layer", "the FFN", "Its two matrices are $4H$ wide on one side: the FFN "
-              "holds {{ ffn_layer_share }} of a layer {{ claim: ffn_holds_most_of_layer }}."),
-    ask.fails("ffn_holds_most_of_layer", "attention", "That would hold if attention's four matrices were "
-              "as wide as the FFN's two. They are $H \\times H$, the FFN's $H \\times 4H$ and $4H \\times H$."),
-], section="Parameter share")
-ask.check("check_units_kept", "Keeping only some of the $4H$ units, which choice loses the least?", [
-    ask.fails("per_token_beats_fixed", "one fixed set of units for every token", "That would hold if every "
-              "token used the same units. Each token uses its own."),
-    ask.holds("per_token_beats_fixed", "the units each token uses most", "A token uses its own few units: "
-              "keeping each token's largest beats one fixed set for all {{ claim: per_token_beats_fixed }}."),
-], section="Why 4H, and back to H")
-ask.check("check_no_activation", "Which moves the pretrained model's outputs more: ReLU in place of GELU, or "
-          "no activation at all?", [
-    ask.holds("relu_moves_less_than_none", "no activation at all", "Without a nonlinearity the two matrices "
-              "collapse into one linear map: that moves the outputs most "
-              "{{ claim: relu_moves_less_than_none }}."),
-    ask.fails("relu_moves_less_than_none", "ReLU", "That would hold if GELU were close to linear on this "
-              "model's inputs. It is not: it switches most units off."),
-], section="Exact GELU")
+ask.check(
+    "check_ffn_most_parameters",
+    "Which sub-layer holds most of a layer's parameters?",
+    [
+        ask.holds(
+            "ffn_holds_most_of_layer",
+            "the FFN",
+            "Its two matrices are $4H$ wide on one side: the FFN "
+            "holds {{ ffn_layer_share }} of a layer {{ claim: ffn_holds_most_of_layer }}.",
+        ),
+        ask.fails(
+            "ffn_holds_most_of_layer",
+            "attention",
+            "That would hold if attention's four matrices were "
+            "as wide as the FFN's two. They are $H \\times H$, the FFN's $H \\times 4H$ and $4H "
+            "\\times H$.",
+        ),
+    ],
+    section="Parameter share",
+)
+ask.check(
+    "check_units_kept",
+    "Keeping only some of the $4H$ units, which choice loses the least?",
+    [
+        ask.fails(
+            "per_token_beats_fixed",
+            "one fixed set of units for every token",
+            "That would hold if every token used the same units. Each token uses its own.",
+        ),
+        ask.holds(
+            "per_token_beats_fixed",
+            "the units each token uses most",
+            "A token uses its own few units: "
+            "keeping each token's largest beats one fixed set for all {{ claim: "
+            "per_token_beats_fixed }}.",
+        ),
+    ],
+    section="Why 4H, and back to H",
+)
+ask.check(
+    "check_no_activation",
+    "Which moves the pretrained model's outputs more: ReLU in place of GELU, or "
+    "no activation at all?",
+    [
+        ask.holds(
+            "relu_moves_less_than_none",
+            "no activation at all",
+            "Without a nonlinearity the two matrices "
+            "collapse into one linear map: that moves the outputs most "
+            "{{ claim: relu_moves_less_than_none }}.",
+        ),
+        ask.fails(
+            "relu_moves_less_than_none",
+            "ReLU",
+            "That would hold if GELU were close to linear on this "
+            "model's inputs. It is not: it switches most units off.",
+        ),
+    ],
+    section="Exact GELU",
+)
 
 # %% tags=["remove-input"]
 claims.publish()  # the numbers and claims above, for the build that renders this page

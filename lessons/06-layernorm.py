@@ -13,7 +13,8 @@
 # learned gain $\gamma$ and bias $\beta$ (the letters are those of the
 # [notation page](../docs/notation.md); $z$ is $x + a$ or $h + f$):
 #
-# $$\mu = \frac{1}{H}\sum_{k=0}^{H-1} z_k, \qquad \sigma^2 = \frac{1}{H}\sum_{k=0}^{H-1} (z_k - \mu)^2,
+# $$\mu = \frac{1}{H}\sum_{k=0}^{H-1} z_k, \qquad \sigma^2 = \frac{1}{H}\sum_{k=0}^{H-1} (z_k -
+# \mu)^2,
 # \qquad \mathrm{LN}(z) = \gamma \odot \frac{z - \mu}{\sqrt{\sigma^2 + \varepsilon}} + \beta.$$
 #
 # Two details decide whether a re-implementation matches the pretrained model: the variance is
@@ -40,8 +41,10 @@ batch = corpus.batch(tokenizer)  # (B, T) tensors
 real = batch["attention_mask"].bool()  # (B, T)
 config = model.config
 H, L = config.hidden_size, config.num_hidden_layers
-print(f"H = {H}, layers = {L}, layer_norm_eps = {config.layer_norm_eps:g}, "
-      f"PyTorch's default eps = {torch.nn.LayerNorm(H).eps:g}")
+print(
+    f"H = {H}, layers = {L}, layer_norm_eps = {config.layer_norm_eps:g}, "
+    f"PyTorch's default eps = {torch.nn.LayerNorm(H).eps:g}"
+)
 
 # %% [markdown]
 # ## LayerNorm by hand
@@ -64,11 +67,26 @@ with torch.no_grad():
 var_unbiased = z.var(-1, keepdim=True, unbiased=True)  # divides by H - 1
 y_unbiased = ln.weight * (z - mu) / torch.sqrt(var_unbiased + config.layer_norm_eps) + ln.bias
 y_default_eps = F.layer_norm(z, (H,), ln.weight, ln.bias, eps=torch.nn.LayerNorm(H).eps)
-print(f"by hand vs nn.LayerNorm:              max abs diff {(y_hand - y_module).abs().max().item():.1e}")
-print(f"by hand vs the stream after the block: max abs diff {(y_hand - trace.ffn_inputs[LAYER]).abs().max().item():.1e}")
-print(f"mistake, unbiased variance:           max abs diff {(y_unbiased - y_module).abs().max().item():.1e}")
-print(f"mistake, PyTorch's default eps:       max abs diff {(y_default_eps - y_module).abs().max().item():.1e}")
-print(f"per-token variance of x + a over real tokens: min {var[real].min().item():.3f}, max {var[real].max().item():.3f}")
+print(
+    "by hand vs nn.LayerNorm:              max abs diff "
+    f"{(y_hand - y_module).abs().max().item():.1e}"
+)
+print(
+    "by hand vs the stream after the block: max abs diff "
+    f"{(y_hand - trace.ffn_inputs[LAYER]).abs().max().item():.1e}"
+)
+print(
+    "mistake, unbiased variance:           max abs diff "
+    f"{(y_unbiased - y_module).abs().max().item():.1e}"
+)
+print(
+    "mistake, PyTorch's default eps:       max abs diff "
+    f"{(y_default_eps - y_module).abs().max().item():.1e}"
+)
+print(
+    f"per-token variance of x + a over real tokens: min {var[real].min().item():.3f}, max "
+    f"{var[real].max().item():.3f}"
+)
 
 # %% [markdown]
 # The by-hand version matches the module to float rounding: {{ ln_rounding }} on the machine that
@@ -90,35 +108,75 @@ print(f"per-token variance of x + a over real tokens: min {var[real].min().item(
 default_eps = torch.nn.LayerNorm(H).eps
 effects = eps_effect(model, batch, default_eps)  # {LayerNorm name: Effect(moved, step)}
 for name, e in effects.items():
-    print(f"{name:<45} PyTorch's default eps moves it by up to {e.moved:.1e} ({e.steps:5.0f} float32 steps)")
+    print(
+        f"{name:<45} PyTorch's default eps moves it by up to {e.moved:.1e} ({e.steps:5.0f} float32 "
+        "steps)"
+    )
 smallest = min(effects, key=lambda n: effects[n].moved)
 largest = max(effects, key=lambda n: effects[n].moved)
 claims.value("eps_effect_min", effects[smallest].moved, "{:.1e}")
 claims.value("eps_effect_min_steps", effects[smallest].steps, "{:.0f}")
 claims.value("eps_effect_max", effects[largest].moved, "{:.1e}")
-claims.value("eps_effect_here", effects[f"encoder.layer.{LAYER}.attention.output.LayerNorm"].moved, "{:.1e}")
+claims.value(
+    "eps_effect_here", effects[f"encoder.layer.{LAYER}.attention.output.LayerNorm"].moved, "{:.1e}"
+)
 claims.value("eps_effect_smallest", smallest)
 claims.value("eps_effect_largest", largest)
 rounding = (y_hand - y_module)[real].abs().max().item()
 step_here = float32_step(y_module[real])  # float32's spacing at this LayerNorm's largest output
 claims.value("ln_rounding", rounding, "{:.1e}")
 claims.value("ln_rounding_steps", rounding / step_here, "{:.0f}")
-claims.claim("by_hand_within_rounding", rounding, "<", 16 * step_here,
-             "the by-hand LayerNorm is within sixteen float32 steps of the module")
-claims.claim("eps_effect_above_rounding", effects[smallest].moved, ">", 16 * effects[smallest].step,
-             "even the smallest effect of the default eps is more than sixteen float32 steps")
-claims.claim("eps_effect_below_loose_tolerance", effects[smallest].moved, "<", 1e-4,
-             "the smallest effect of the default eps is under 1e-4")
+claims.claim(
+    "by_hand_within_rounding",
+    rounding,
+    "<",
+    16 * step_here,
+    "the by-hand LayerNorm is within sixteen float32 steps of the module",
+)
+claims.claim(
+    "eps_effect_above_rounding",
+    effects[smallest].moved,
+    ">",
+    16 * effects[smallest].step,
+    "even the smallest effect of the default eps is more than sixteen float32 steps",
+)
+claims.claim(
+    "eps_effect_below_loose_tolerance",
+    effects[smallest].moved,
+    "<",
+    1e-4,
+    "the smallest effect of the default eps is under 1e-4",
+)
 claims.value("grader_atol", ATOL, "{:.0e}")
-claims.claim("eps_effect_above_grader_tolerance", effects[smallest].moved, ">", ATOL,
-             "even the smallest effect of the default eps is above the grader's tolerance")
-claims.claim("eps_effect_spread", effects[largest].moved, ">", 10 * effects[smallest].moved,
-             "the effect of the default eps spans more than a factor of ten across the LayerNorms")
+claims.claim(
+    "eps_effect_above_grader_tolerance",
+    effects[smallest].moved,
+    ">",
+    ATOL,
+    "even the smallest effect of the default eps is above the grader's tolerance",
+)
+claims.claim(
+    "eps_effect_spread",
+    effects[largest].moved,
+    ">",
+    10 * effects[smallest].moved,
+    "the effect of the default eps spans more than a factor of ten across the LayerNorms",
+)
 claims.value("var_min_here", var[real].min(), "{:.2f}")
-claims.claim("variances_far_above_eps", var[real].min(), ">", 1000 * default_eps,
-             "every per-token variance at this LayerNorm is over a thousand times PyTorch's default eps")
-claims.claim("unbiased_moves_more_than_eps", (y_unbiased - y_module).abs().max(), ">",
-             (y_default_eps - y_module).abs().max(), "here the unbiased variance moves the output more than the default eps")
+claims.claim(
+    "variances_far_above_eps",
+    var[real].min(),
+    ">",
+    1000 * default_eps,
+    "every per-token variance at this LayerNorm is over a thousand times PyTorch's default eps",
+)
+claims.claim(
+    "unbiased_moves_more_than_eps",
+    (y_unbiased - y_module).abs().max(),
+    ">",
+    (y_default_eps - y_module).abs().max(),
+    "here the unbiased variance moves the output more than the default eps",
+)
 
 # %% [markdown]
 # The default $\varepsilon$ moves this layer's first LayerNorm by up to {{ eps_effect_here }},
@@ -129,7 +187,8 @@ claims.claim("unbiased_moves_more_than_eps", (y_unbiased - y_module).abs().max()
 # {{ claim: eps_effect_above_rounding }}, yet under $10^{-4}$
 # {{ claim: eps_effect_below_loose_tolerance }}: a check whose tolerance is $10^{-4}$ would pass
 # the wrong $\varepsilon$ in that LayerNorm, and one at the grader's {{ grader_atol }} catches it
-# in every LayerNorm of this model {{ claim: eps_effect_above_grader_tolerance }}. Both effects are counted in float32 steps, not compared with
+# in every LayerNorm of this model {{ claim: eps_effect_above_grader_tolerance }}. Both effects are
+# counted in float32 steps, not compared with
 # one machine's rounding, so that this paragraph holds on every CPU.
 #
 # ## Why $10^{-12}$, and what $10^{-5}$ does to the whole model
@@ -148,18 +207,32 @@ claims.claim("unbiased_moves_more_than_eps", (y_unbiased - y_module).abs().max()
 # {{ predict: eps_neighbours }}
 
 # %% tags=["remove-input"]
-# A question before the measurement below; the build selects its answer from the claim recorded there.
+# A question before the measurement below; the build selects its answer from the claim recorded
+# there.
 from bertlab.experiments import predictions as ask
 
-ask.predict("eps_neighbours", "Give every LayerNorm PyTorch's default $\\varepsilon$ instead of BERT's: do "
-            "any corpus sentences change their nearest neighbour?", [
-    ask.fails("eps_neighbours_kept", "some do", "That would hold if $\\varepsilon$ were comparable to the "
-              "variances LayerNorm divides by. Both values are far below them."),
-    ask.holds("eps_neighbours_kept", "none does", "The change reaches the output, but the sentence "
-              "embeddings barely turn, by at most {{ e2e_cos_gap }} in cosine "
-              "{{ claim: eps_sentences_barely_turn }}: every sentence keeps its nearest neighbour "
-              "{{ claim: eps_neighbours_kept }}."),
-], section="Why $10^{-12}$, and what $10^{-5}$ does to the whole model")
+ask.predict(
+    "eps_neighbours",
+    "Give every LayerNorm PyTorch's default $\\varepsilon$ instead of BERT's: do "
+    "any corpus sentences change their nearest neighbour?",
+    [
+        ask.fails(
+            "eps_neighbours_kept",
+            "some do",
+            "That would hold if $\\varepsilon$ were comparable to the "
+            "variances LayerNorm divides by. Both values are far below them.",
+        ),
+        ask.holds(
+            "eps_neighbours_kept",
+            "none does",
+            "The change reaches the output, but the sentence "
+            "embeddings barely turn, by at most {{ e2e_cos_gap }} in cosine "
+            "{{ claim: eps_sentences_barely_turn }}: every sentence keeps its nearest neighbour "
+            "{{ claim: eps_neighbours_kept }}.",
+        ),
+    ],
+    section="Why $10^{-12}$, and what $10^{-5}$ does to the whole model",
+)
 
 # %%
 import numpy as np
@@ -167,29 +240,55 @@ from transformers import BertConfig
 
 from bertlab.experiments import eps_end_to_end
 
-print(f"BertConfig() default layer_norm_eps = {BertConfig().layer_norm_eps:g}; this model's = {config.layer_norm_eps:g}")
-variances = eps_end_to_end.smallest_variances(model, batch)  # {LayerNorm name: smallest input variance}
+print(
+    f"BertConfig() default layer_norm_eps = {BertConfig().layer_norm_eps:g}; this model's = "
+    f"{config.layer_norm_eps:g}"
+)
+variances = eps_end_to_end.smallest_variances(
+    model, batch
+)  # {LayerNorm name: smallest input variance}
 low = min(variances, key=variances.get)
-half_step = float(np.spacing(np.float32(variances[low]))) / 2  # float32: var + eps rounds to var below this
-print(f"smallest variance reaching a LayerNorm: {variances[low]:.3g} ({low}); half a float32 step there: {half_step:.1e}")
+half_step = (
+    float(np.spacing(np.float32(variances[low]))) / 2
+)  # float32: var + eps rounds to var below this
+print(
+    f"smallest variance reaching a LayerNorm: {variances[low]:.3g} ({low}); half a float32 step "
+    f"there: {half_step:.1e}"
+)
 
 e2e = eps_end_to_end.end_to_end(model, batch, default_eps)
 last = f"encoder.layer.{L - 1}.output.LayerNorm"
 gap = 1 - e2e.sentence_cosine  # (B,)
 print(f"every LayerNorm at eps = {default_eps:g}, the whole model in float64:")
-print(f"  last hidden state: max abs change {e2e.hidden_moved:.1e} ({e2e.hidden_steps:.0f} float32 steps); "
-      f"the float32 model against its own float64 run: {e2e.float32_rounding:.1e}")
-print(f"  each LayerNorm alone, above: the last one {effects[last].moved:.1e}, the largest ({largest}) "
-      f"{effects[largest].moved:.1e}")
-print(f"  sentence embeddings: 1 - cosine to the original's from {gap.min().item():.1e} to {gap.max().item():.1e}; "
-      f"largest change of one component {e2e.sentence_moved:.1e}")
-print(f"  cosines between sentences: largest change {e2e.similarity_moved:.1e}; "
-      f"sentences whose nearest neighbour changes: {e2e.neighbours_changed}")
+print(
+    f"  last hidden state: max abs change {e2e.hidden_moved:.1e} ({e2e.hidden_steps:.0f} float32 "
+    "steps); "
+    f"the float32 model against its own float64 run: {e2e.float32_rounding:.1e}"
+)
+print(
+    f"  each LayerNorm alone, above: the last one {effects[last].moved:.1e}, the largest "
+    f"({largest}) "
+    f"{effects[largest].moved:.1e}"
+)
+print(
+    f"  sentence embeddings: 1 - cosine to the original's from {gap.min().item():.1e} to "
+    f"{gap.max().item():.1e}; "
+    f"largest change of one component {e2e.sentence_moved:.1e}"
+)
+print(
+    f"  cosines between sentences: largest change {e2e.similarity_moved:.1e}; "
+    f"sentences whose nearest neighbour changes: {e2e.neighbours_changed}"
+)
 
 claims.value("variance_min", variances[low], "{:.2g}")
 claims.value("variance_half_step", half_step, "{:.0e}")
-claims.claim("bert_eps_below_rounding", config.layer_norm_eps, "<", half_step,
-             "BERT's epsilon is below half a float32 step of every variance that reaches a LayerNorm")
+claims.claim(
+    "bert_eps_below_rounding",
+    config.layer_norm_eps,
+    "<",
+    half_step,
+    "BERT's epsilon is below half a float32 step of every variance that reaches a LayerNorm",
+)
 claims.value("e2e_hidden", e2e.hidden_moved, "{:.1e}")
 claims.value("e2e_steps", e2e.hidden_steps, "{:.0f}")
 claims.value("e2e_rounding", e2e.float32_rounding, "{:.0e}")
@@ -197,17 +296,48 @@ claims.value("e2e_vs_last", e2e.hidden_moved / effects[last].moved, "{:.0f}")
 claims.value("e2e_vs_largest", effects[largest].moved / e2e.hidden_moved, "{:.0f}")
 claims.value("e2e_cos_gap", gap.max(), "{:.0e}")
 claims.value("e2e_similarity", e2e.similarity_moved, "{:.0e}")
-claims.claim("eps_change_reaches_output", e2e.hidden_moved, ">", effects[last].moved,
-             "the whole model's change exceeds what the last LayerNorm alone moves")
-claims.claim("eps_change_does_not_compound", e2e.hidden_moved, "<", effects[largest].moved,
-             "the whole model's change is smaller than the largest single LayerNorm's")
-claims.claim("eps_end_to_end_above_rounding", e2e.hidden_moved, ">", 100 * e2e.hidden_step,
-             "the whole model's change is more than a hundred float32 steps")
-claims.claim("eps_end_to_end_above_grader_tolerance", e2e.hidden_moved, ">", ATOL,
-             "the whole model's change is above the grader's tolerance")
-claims.claim("eps_sentences_barely_turn", gap.max(), "<", 1e-6,
-             "every sentence embedding keeps a cosine above 1 - 1e-6 to the original")
-claims.claim("eps_neighbours_kept", e2e.neighbours_changed, "==", 0, "every sentence keeps its nearest neighbour")
+claims.claim(
+    "eps_change_reaches_output",
+    e2e.hidden_moved,
+    ">",
+    effects[last].moved,
+    "the whole model's change exceeds what the last LayerNorm alone moves",
+)
+claims.claim(
+    "eps_change_does_not_compound",
+    e2e.hidden_moved,
+    "<",
+    effects[largest].moved,
+    "the whole model's change is smaller than the largest single LayerNorm's",
+)
+claims.claim(
+    "eps_end_to_end_above_rounding",
+    e2e.hidden_moved,
+    ">",
+    100 * e2e.hidden_step,
+    "the whole model's change is more than a hundred float32 steps",
+)
+claims.claim(
+    "eps_end_to_end_above_grader_tolerance",
+    e2e.hidden_moved,
+    ">",
+    ATOL,
+    "the whole model's change is above the grader's tolerance",
+)
+claims.claim(
+    "eps_sentences_barely_turn",
+    gap.max(),
+    "<",
+    1e-6,
+    "every sentence embedding keeps a cosine above 1 - 1e-6 to the original",
+)
+claims.claim(
+    "eps_neighbours_kept",
+    e2e.neighbours_changed,
+    "==",
+    0,
+    "every sentence keeps its nearest neighbour",
+)
 
 # %% [markdown]
 # In float32, $10^{-12}$ adds nothing here: the smallest variance that reaches a LayerNorm of
@@ -253,23 +383,43 @@ claims.claim("eps_neighbours_kept", e2e.neighbours_changed, "==", 0, "every sent
 # {{ predict: half_intermediate }}
 
 # %% tags=["remove-input"]
-ask.predict("half_intermediate", "This layer's `BertIntermediate` "
-            "computed in float16 and cast back: how many times the "
-            "grader's tolerance does its worst value use?", [
-    ask.between("half_intermediate_times", None, 1, "at most once: "
-                "it passes", "That would hold if float16's rounding "
-                "were as fine as float32's. It keeps far fewer bits."),
-    ask.between("half_intermediate_times", 1, 100, "a few to a hundred "
-                "times", "That would hold if the tolerance were loose, "
-                "made for differences far above float32's rounding. It "
-                "is set at float32's rounding, and float16's is "
-                "thousands of times coarser."),
-    ask.between("half_intermediate_times", 100, None, "more than a "
-                "hundred times", "Its worst value uses "
-                "{{ half_intermediate_times }} times the tolerance, "
-                "and no token of any sub-module comes within it "
-                "{{ claim: half_no_token_within }}."),
-], section="Half precision against the grader's tolerance")
+ask.predict(
+    "half_intermediate",
+    "This layer's `BertIntermediate` "
+    "computed in float16 and cast back: how many times the "
+    "grader's tolerance does its worst value use?",
+    [
+        ask.between(
+            "half_intermediate_times",
+            None,
+            1,
+            "at most once: it passes",
+            "That would hold if float16's rounding "
+            "were as fine as float32's. It keeps far fewer bits.",
+        ),
+        ask.between(
+            "half_intermediate_times",
+            1,
+            100,
+            "a few to a hundred times",
+            "That would hold if the tolerance were loose, "
+            "made for differences far above float32's rounding. It "
+            "is set at float32's rounding, and float16's is "
+            "thousands of times coarser.",
+        ),
+        ask.between(
+            "half_intermediate_times",
+            100,
+            None,
+            "more than a hundred times",
+            "Its worst value uses "
+            "{{ half_intermediate_times }} times the tolerance, "
+            "and no token of any sub-module comes within it "
+            "{{ claim: half_no_token_within }}.",
+        ),
+    ],
+    section="Half precision against the grader's tolerance",
+)
 
 # %%
 from bertlab.checks.compare import RTOL, closeness
@@ -292,58 +442,77 @@ for dtype in HALVES:
         times[dtype, part] = measure(want, got)
         best[dtype, part] = per_token.min().item()
         named[dtype, part] = output_precision(got)
-        print(f"{str(dtype)[6:]:<9}{part:<17}"
-              f"{times[dtype, part]:>7.0f}{best[dtype, part]:>12.1f}"
-              f"  {str(named[dtype, part]).removeprefix('torch.')}")
-whole = {dt: half_precision.whole_model(model, batch, dt)
-         for dt in HALVES}
+        print(
+            f"{str(dtype)[6:]:<9}{part:<17}"
+            f"{times[dtype, part]:>7.0f}{best[dtype, part]:>12.1f}"
+            f"  {str(named[dtype, part]).removeprefix('torch.')}"
+        )
+whole = {dt: half_precision.whole_model(model, batch, dt) for dt in HALVES}
 for dtype, w in whole.items():
     gap = (1 - w.sentence_cosine).max().item()
-    print(f"whole model, {str(dtype)[6:]}: last hidden state uses "
-          f"{measure(w.expected, w.got):.0f} times the tolerance;\n"
-          f"  sentence vectors: 1 - cosine up to {gap:.1e}, "
-          f"nearest neighbours changed: {w.neighbours_changed}")
+    print(
+        f"whole model, {str(dtype)[6:]}: last hidden state uses "
+        f"{measure(w.expected, w.got):.0f} times the tolerance;\n"
+        f"  sentence vectors: 1 - cosine up to {gap:.1e}, "
+        f"nearest neighbours changed: {w.neighbours_changed}"
+    )
 
 # %% tags=["remove-input"]
 f16, b16 = HALVES
 _ = claims.value("grader_rtol", RTOL, "{:.1e}")
 _ = claims.value("half_layer", LAYER, "{:.0f}")
-_ = claims.value("half_intermediate_times",
-                 times[f16, "intermediate"], "{:.0f}")
-_ = claims.value("half_f16_min", min(
-    times[f16, p] for p in half_precision.PARTS), "{:.0f}")
-_ = claims.value("half_f16_max", max(
-    times[f16, p] for p in half_precision.PARTS), "{:.0f}")
-_ = claims.value("half_b16_max", max(
-    times[b16, p] for p in half_precision.PARTS), "{:.0f}")
+_ = claims.value("half_intermediate_times", times[f16, "intermediate"], "{:.0f}")
+_ = claims.value("half_f16_min", min(times[f16, p] for p in half_precision.PARTS), "{:.0f}")
+_ = claims.value("half_f16_max", max(times[f16, p] for p in half_precision.PARTS), "{:.0f}")
+_ = claims.value("half_b16_max", max(times[b16, p] for p in half_precision.PARTS), "{:.0f}")
 _ = claims.value("half_best_token", min(best.values()), "{:.0f}")
-_ = claims.value("half_model_f16", measure(
-    whole[f16].expected, whole[f16].got), "{:.0f}")
-_ = claims.value("half_model_b16", measure(
-    whole[b16].expected, whole[b16].got), "{:.0f}")
-gaps = {dt: (1 - w.sentence_cosine).max().item()
-        for dt, w in whole.items()}
+_ = claims.value("half_model_f16", measure(whole[f16].expected, whole[f16].got), "{:.0f}")
+_ = claims.value("half_model_b16", measure(whole[b16].expected, whole[b16].got), "{:.0f}")
+gaps = {dt: (1 - w.sentence_cosine).max().item() for dt, w in whole.items()}
 _ = claims.value("half_gap_f16", gaps[f16], "{:.0e}")
 _ = claims.value("half_gap_b16", gaps[b16], "{:.0e}")
-_ = claims.claim("half_no_token_within", min(best.values()), ">", 1,
-                 "no token of any sub-module is within the tolerance "
-                 "in float16 or bfloat16")
-_ = claims.claim("half_bfloat16_coarser", min(
-    times[b16, p] / times[f16, p] for p in half_precision.PARTS), ">",
-    1, "bfloat16 uses more of the tolerance than float16 in every "
-    "sub-module")
-_ = claims.claim("half_grader_recognises", sum(
-    v is None for v in named.values()), "==", 0,
-    "the grader recognises every half-precision output as such")
-_ = claims.claim("half_model_finite", sum(
-    not w.finite for w in whole.values()), "==", 0,
-    "nothing overflows in either precision")
-_ = claims.claim("half_sentences_barely_turn", gaps[b16], "<", 1e-3,
-                 "every sentence vector keeps a cosine above 1 - 1e-3 "
-                 "in bfloat16")
-_ = claims.claim("half_neighbours_kept", sum(
-    w.neighbours_changed for w in whole.values()), "==", 0,
-    "every sentence keeps its nearest neighbour in both precisions")
+_ = claims.claim(
+    "half_no_token_within",
+    min(best.values()),
+    ">",
+    1,
+    "no token of any sub-module is within the tolerance in float16 or bfloat16",
+)
+_ = claims.claim(
+    "half_bfloat16_coarser",
+    min(times[b16, p] / times[f16, p] for p in half_precision.PARTS),
+    ">",
+    1,
+    "bfloat16 uses more of the tolerance than float16 in every sub-module",
+)
+_ = claims.claim(
+    "half_grader_recognises",
+    sum(v is None for v in named.values()),
+    "==",
+    0,
+    "the grader recognises every half-precision output as such",
+)
+_ = claims.claim(
+    "half_model_finite",
+    sum(not w.finite for w in whole.values()),
+    "==",
+    0,
+    "nothing overflows in either precision",
+)
+_ = claims.claim(
+    "half_sentences_barely_turn",
+    gaps[b16],
+    "<",
+    1e-3,
+    "every sentence vector keeps a cosine above 1 - 1e-3 in bfloat16",
+)
+_ = claims.claim(
+    "half_neighbours_kept",
+    sum(w.neighbours_changed for w in whole.values()),
+    "==",
+    0,
+    "every sentence keeps its nearest neighbour in both precisions",
+)
 
 # %% [markdown]
 # In float16 the four sub-modules' worst values use from
@@ -378,14 +547,28 @@ _ = claims.claim("half_neighbours_kept", sum(
 # %%
 with torch.no_grad():
     shift = torch.randn((*z.shape[:-1], 1), generator=torch.Generator().manual_seed(0))  # (B, T, 1)
-    scale = torch.rand((*z.shape[:-1], 1), generator=torch.Generator().manual_seed(1)) * 5 + 0.5  # (B, T, 1)
-    print(f"LN(z + c) vs LN(z), a different c per token: max abs diff {(ln(z + shift) - y_module).abs().max().item():.1e}")
-    print(f"LN(s z) vs LN(z), a different s > 0 per token: max abs diff {(ln(scale * z) - y_module).abs().max().item():.1e}")
+    scale = (
+        torch.rand((*z.shape[:-1], 1), generator=torch.Generator().manual_seed(1)) * 5 + 0.5
+    )  # (B, T, 1)
+    print(
+        "LN(z + c) vs LN(z), a different c per token: max abs diff "
+        f"{(ln(z + shift) - y_module).abs().max().item():.1e}"
+    )
+    print(
+        "LN(s z) vs LN(z), a different s > 0 per token: max abs diff "
+        f"{(ln(scale * z) - y_module).abs().max().item():.1e}"
+    )
     token_norms = trace.ffn_inputs[LAYER].norm(dim=-1)[real]  # (N,)
     unit = ((z - mu) / torch.sqrt(var + config.layer_norm_eps)).norm(dim=-1)[real]  # (N,)
-print(f"||(z - mu) / sigma|| over real tokens: min {unit.min().item():.4f}, max {unit.max().item():.4f} "
-      f"(sqrt(H) = {H ** 0.5:.4f})")
-print(f"after gamma and beta: token norms from {token_norms.min().item():.2f} to {token_norms.max().item():.2f}")
+print(
+    f"||(z - mu) / sigma|| over real tokens: min {unit.min().item():.4f}, max "
+    f"{unit.max().item():.4f} "
+    f"(sqrt(H) = {H**0.5:.4f})"
+)
+print(
+    f"after gamma and beta: token norms from {token_norms.min().item():.2f} to "
+    f"{token_norms.max().item():.2f}"
+)
 
 # %% [markdown]
 # Before $\gamma$ and $\beta$, every token has mean 0 and variance 1 over its features, so norm
@@ -396,27 +579,48 @@ print(f"after gamma and beta: token norms from {token_norms.min().item():.2f} to
 # fixed and what is not:
 
 # %%
-print(f"{'LayerNorm':<36}{'max |mean|':>11}{'std range':>17}{'||gamma||':>11}{'||beta||':>10}{'output norm':>13}")
+print(
+    f"{'LayerNorm':<36}{'max |mean|':>11}{'std range':>17}"
+    f"{'||gamma||':>11}{'||beta||':>10}{'output norm':>13}"
+)
 out_norms = []  # mean output norm of each LayerNorm
 with torch.no_grad():
     for i, layer in enumerate(model.encoder.layer):
-        blocks = (("attention.output.LayerNorm", layer.attention.output.LayerNorm,
-                   trace.hidden_states[i] + trace.attention_updates[i]),
-                  ("output.LayerNorm", layer.output.LayerNorm, trace.ffn_inputs[i] + trace.ffn_updates[i]))
+        blocks = (
+            (
+                "attention.output.LayerNorm",
+                layer.attention.output.LayerNorm,
+                trace.hidden_states[i] + trace.attention_updates[i],
+            ),
+            (
+                "output.LayerNorm",
+                layer.output.LayerNorm,
+                trace.ffn_inputs[i] + trace.ffn_updates[i],
+            ),
+        )
         for name, norm, z_in in blocks:  # z_in (B, T, H): what the LayerNorm receives
-            n = (z_in - z_in.mean(-1, keepdim=True)) / torch.sqrt(z_in.var(-1, keepdim=True, unbiased=False) + norm.eps)
+            n = (z_in - z_in.mean(-1, keepdim=True)) / torch.sqrt(
+                z_in.var(-1, keepdim=True, unbiased=False) + norm.eps
+            )
             out = norm(z_in)[real]  # (N, H)
             std = n[real].std(-1, unbiased=False)  # (N,): 1 up to eps and rounding
-            print(f"{f'layer {i} {name}':<36}{n[real].mean(-1).abs().max().item():>11.1e}"
-                  f"{f'{std.min().item():.4f} .. {std.max().item():.4f}':>17}"
-                  f"{norm.weight.norm().item():>11.2f}{norm.bias.norm().item():>10.2f}"
-                  f"{out.norm(dim=-1).mean().item():>13.2f}")
+            print(
+                f"{f'layer {i} {name}':<36}{n[real].mean(-1).abs().max().item():>11.1e}"
+                f"{f'{std.min().item():.4f} .. {std.max().item():.4f}':>17}"
+                f"{norm.weight.norm().item():>11.2f}{norm.bias.norm().item():>10.2f}"
+                f"{out.norm(dim=-1).mean().item():>13.2f}"
+            )
             out_norms.append(out.norm(dim=-1).mean().item())
-print(f"sqrt(H) = {H ** 0.5:.2f}: the norm of every token before gamma and beta")
+print(f"sqrt(H) = {H**0.5:.2f}: the norm of every token before gamma and beta")
 claims.value("ln_out_norm_min", min(out_norms), "{:.1f}")
 claims.value("ln_out_norm_max", max(out_norms), "{:.1f}")
-claims.claim("ln_output_norms_differ", max(out_norms), ">", 1.25 * min(out_norms),
-             "the LayerNorms' mean output norms differ by more than a quarter")
+claims.claim(
+    "ln_output_norms_differ",
+    max(out_norms),
+    ">",
+    1.25 * min(out_norms),
+    "the LayerNorms' mean output norms differ by more than a quarter",
+)
 
 # %% [markdown]
 # Before $\gamma$ and $\beta$ every token has mean 0 and standard deviation 1 (first two columns).
@@ -425,7 +629,8 @@ claims.claim("ln_output_norms_differ", max(out_norms), ">", 1.25 * min(out_norms
 # one LayerNorm to the next, and so does the mean output norm (last column). So a Post-LN stream's
 # size is set by the $\gamma$ and $\beta$ of the LayerNorm it last left, not accumulated as a sum
 # over the layers, and it is not constant either: from {{ ln_out_norm_min }} to
-# {{ ln_out_norm_max }} here {{ claim: ln_output_norms_differ }}. Dividing by $\sigma$ is also what changes the
+# {{ ln_out_norm_max }} here {{ claim: ln_output_norms_differ }}. Dividing by $\sigma$ is also what
+# changes the
 # gradients, the subject of the rest of this lesson.
 #
 # ## Post-LN and Pre-LN
@@ -440,7 +645,8 @@ claims.claim("ln_output_norms_differ", max(out_norms), ">", 1.25 * min(out_norms
 # stream, and with it the gradient flowing back, by a data-dependent standard deviation. Xiong et
 # al. (2020, "On Layer Normalization in the Transformer Architecture", ICML) study the gradients
 # at initialisation with mean-field theory (weights taken as random draws, expected sizes of the
-# activations and gradients followed from layer to layer) and show that for Post-LN the expected gradients of
+# activations and gradients followed from layer to layer) and show that for Post-LN the expected
+# gradients of
 # the parameters near the output layer are large. Xiong et al.'s Theorem 1, under their assumptions
 # (Xavier initialisation among them: Glorot & Bengio's 2010 rule, each weight drawn with
 # variance $2 / (\text{fan-in} + \text{fan-out})$, so that signals keep their size forwards and
@@ -464,6 +670,7 @@ claims.claim("ln_output_norms_differ", max(out_norms), ">", 1.25 * min(out_norms
 # library's (normal, std `initializer_range`, what BERT used) and Xavier (the setting of Xiong et
 # al.'s analysis).
 
+
 # %%
 def forward(net, input_ids, attention_mask, token_type_ids, arrangement):
     """Run `net`'s sub-modules composed Post-LN or Pre-LN.
@@ -475,12 +682,18 @@ def forward(net, input_ids, attention_mask, token_type_ids, arrangement):
     x = net.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)  # (B, T, H)
     streams = [x]
     for layer in net.encoder.layer:
-        att, ln_att, ln_out = layer.attention, layer.attention.output.LayerNorm, layer.output.LayerNorm
+        att, ln_att, ln_out = (
+            layer.attention,
+            layer.attention.output.LayerNorm,
+            layer.output.LayerNorm,
+        )
         if arrangement == "Post-LN":
             h = ln_att(x + att.output.dense(att.self(x, attention_mask=mask)[0]))  # (B, T, H)
             x = ln_out(h + layer.output.dense(layer.intermediate(h)))  # (B, T, H)
         else:
-            h = x + att.output.dense(att.self(ln_att(x), attention_mask=mask)[0])  # LN inside the branch
+            h = x + att.output.dense(
+                att.self(ln_att(x), attention_mask=mask)[0]
+            )  # LN inside the branch
             x = h + layer.output.dense(layer.intermediate(ln_out(h)))
         streams.append(x)
     if arrangement == "Pre-LN":
@@ -489,7 +702,9 @@ def forward(net, input_ids, attention_mask, token_type_ids, arrangement):
 
 
 def masked_tokens(seed):
-    """Input ids with 15% of the real, non-special tokens masked; (B, T) ids, (B, T) chosen, (N,) targets."""
+    """Input ids with 15% of the real, non-special tokens masked.
+
+    Returns (B, T) ids, (B, T) chosen, (N,) targets."""
     g = torch.Generator().manual_seed(seed)
     ids = batch["input_ids"].clone()  # (B, T)
     special = torch.isin(ids, torch.tensor(tokenizer.all_special_ids))
@@ -517,7 +732,9 @@ def w2_grad_norms(net, seed, arrangement):
     """(layers,) Frobenius norm of dLoss/dW_2 for each layer's FFN output matrix."""
     net.zero_grad(set_to_none=True)
     ids, chosen, targets = masked_tokens(seed)
-    hidden, _ = forward(net, ids, batch["attention_mask"], batch["token_type_ids"], arrangement)  # (B, T, H)
+    hidden, _ = forward(
+        net, ids, batch["attention_mask"], batch["token_type_ids"], arrangement
+    )  # (B, T, H)
     logits = hidden[chosen] @ net.embeddings.word_embeddings.weight.T  # (N, V)
     F.cross_entropy(logits, targets).backward()
     return torch.stack([layer.output.dense.weight.grad.norm() for layer in net.encoder.layer])
@@ -536,12 +753,21 @@ for init in ("library", "Xavier"):
         grads[init, a] = torch.stack(per_seed[a]).mean(0)
 
 for (init, a), g in grads.items():
-    print(f"{init + ' init':<13}{a:<8} ||dL/dW_2|| per layer: " + " ".join(f"{v:.3f}" for v in g.tolist()))
+    print(
+        f"{init + ' init':<13}{a:<8} ||dL/dW_2|| per layer: "
+        + " ".join(f"{v:.3f}" for v in g.tolist())
+    )
 I = config.intermediate_size
-print(f"weight std: library init {config.initializer_range}, Xavier {(2 / (H + H)) ** 0.5:.3f} for (H, H) "
-      f"and {(2 / (H + I)) ** 0.5:.3f} for (H, 4H) matrices")
+print(
+    f"weight std: library init {config.initializer_range}, Xavier {(2 / (H + H)) ** 0.5:.3f} for "
+    "(H, H) "
+    f"and {(2 / (H + I)) ** 0.5:.3f} for (H, 4H) matrices"
+)
 
-# %% alt="Two line charts, for the library's and for Xavier initialisation: the Frobenius norm of the gradient of the loss with respect to each layer's W_2, per layer, one line for Post-LN and one for Pre-LN."
+# %%
+# alt: Two line charts, for the library's and for Xavier initialisation: the Frobenius norm of the
+#   gradient of the loss with respect to each layer's W_2, per layer, one line for Post-LN and one
+#   for Pre-LN.
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
 for ax, init in zip(axes, ("library", "Xavier"), strict=True):
     for a in ARRANGEMENTS:
@@ -557,22 +783,54 @@ plt.show()
 
 for init in ("library", "Xavier"):
     post, pre = grads[init, "Post-LN"], grads[init, "Pre-LN"]
-    print(f"{init} init: last layer Post-LN / Pre-LN = {(post[-1] / pre[-1]).item():.2f}; "
-          f"Pre-LN last / first layer = {(pre[-1] / pre[0]).item():.2f}, Post-LN last / first = {(post[-1] / post[0]).item():.2f}")
-last_ratio = {init: grads[init, "Post-LN"][-1] / grads[init, "Pre-LN"][-1] for init in ("library", "Xavier")}
-fade = {a: grads["Xavier", a][-1] / grads["Xavier", a][0] for a in ARRANGEMENTS}  # last over first layer
+    print(
+        f"{init} init: last layer Post-LN / Pre-LN = {(post[-1] / pre[-1]).item():.2f}; "
+        f"Pre-LN last / first layer = {(pre[-1] / pre[0]).item():.2f}, Post-LN last / first = "
+        f"{(post[-1] / post[0]).item():.2f}"
+    )
+last_ratio = {
+    init: grads[init, "Post-LN"][-1] / grads[init, "Pre-LN"][-1] for init in ("library", "Xavier")
+}
+fade = {
+    a: grads["Xavier", a][-1] / grads["Xavier", a][0] for a in ARRANGEMENTS
+}  # last over first layer
 claims.value("xavier_last_ratio", last_ratio["Xavier"], "{:.2f}")
 claims.value("library_last_ratio", last_ratio["library"], "{:.2f}")
-claims.claim("xavier_post_ln_larger_at_last", last_ratio["Xavier"], ">", 1,
-             "with Xavier init the last layer's gradient is larger in Post-LN than in Pre-LN")
-claims.claim("xavier_pre_ln_fades_faster", fade["Pre-LN"], "<", fade["Post-LN"],
-             "with Xavier init Pre-LN's last-to-first gradient ratio is below Post-LN's")
-claims.claim("library_std_below_xavier", config.initializer_range, "<", min((2 / (H + H)) ** 0.5, (2 / (H + I)) ** 0.5),
-             "the library's weight std is below Xavier's for both shapes of matrix")
-claims.claim("library_ratio_near_one", abs(last_ratio["library"] - 1), "<", 0.25,
-             "with the library's init the last layer's Post-LN / Pre-LN ratio is within 0.25 of 1")
-claims.claim("library_ratio_below_xavier", last_ratio["library"], "<", last_ratio["Xavier"],
-             "the Post-LN excess at the last layer is smaller with the library's init than with Xavier")
+claims.claim(
+    "xavier_post_ln_larger_at_last",
+    last_ratio["Xavier"],
+    ">",
+    1,
+    "with Xavier init the last layer's gradient is larger in Post-LN than in Pre-LN",
+)
+claims.claim(
+    "xavier_pre_ln_fades_faster",
+    fade["Pre-LN"],
+    "<",
+    fade["Post-LN"],
+    "with Xavier init Pre-LN's last-to-first gradient ratio is below Post-LN's",
+)
+claims.claim(
+    "library_std_below_xavier",
+    config.initializer_range,
+    "<",
+    min((2 / (H + H)) ** 0.5, (2 / (H + I)) ** 0.5),
+    "the library's weight std is below Xavier's for both shapes of matrix",
+)
+claims.claim(
+    "library_ratio_near_one",
+    abs(last_ratio["library"] - 1),
+    "<",
+    0.25,
+    "with the library's init the last layer's Post-LN / Pre-LN ratio is within 0.25 of 1",
+)
+claims.claim(
+    "library_ratio_below_xavier",
+    last_ratio["library"],
+    "<",
+    last_ratio["Xavier"],
+    "the Post-LN excess at the last layer is smaller with the library's init than with Xavier",
+)
 
 # %% [markdown]
 # With Xavier initialisation, the setting of the theory, the last layer's gradient is larger in
@@ -597,22 +855,42 @@ for seed in SEEDS:
     net = random_net(seed, "Xavier", layers=2 * L)
     for a in ARRANGEMENTS:
         deep[a].append(w2_grad_norms(net, seed, a)[-1])
-for layers, post, pre in ((L, grads["Xavier", "Post-LN"][-1], grads["Xavier", "Pre-LN"][-1]),
-                          (2 * L, torch.stack(deep["Post-LN"]).mean(), torch.stack(deep["Pre-LN"]).mean())):
-    print(f"{layers:>2} layers: last-layer gradient Post-LN {post.item():.3f}, Pre-LN {pre.item():.3f}, "
-          f"ratio {(post / pre).item():.2f}, sqrt(L) = {layers ** 0.5:.2f}")
+for layers, post, pre in (
+    (L, grads["Xavier", "Post-LN"][-1], grads["Xavier", "Pre-LN"][-1]),
+    (2 * L, torch.stack(deep["Post-LN"]).mean(), torch.stack(deep["Pre-LN"]).mean()),
+):
+    print(
+        f"{layers:>2} layers: last-layer gradient Post-LN {post.item():.3f}, Pre-LN "
+        f"{pre.item():.3f}, "
+        f"ratio {(post / pre).item():.2f}, sqrt(L) = {layers**0.5:.2f}"
+    )
 # the prose says the ratio grows with depth and Pre-LN's gradients shrink faster towards the output
 shallow = grads["Xavier", "Post-LN"][-1] / grads["Xavier", "Pre-LN"][-1]
 assert torch.stack(deep["Post-LN"]).mean() / torch.stack(deep["Pre-LN"]).mean() > shallow > 1
 pre_x, post_x = grads["Xavier", "Pre-LN"], grads["Xavier", "Post-LN"]
 assert pre_x[-1] / pre_x[0] < post_x[-1] / post_x[0]
 deep_post, deep_pre = torch.stack(deep["Post-LN"]).mean(), torch.stack(deep["Pre-LN"]).mean()
-claims.claim("post_ln_last_grad_steady", abs(deep_post / post_x[-1] - 1), "<", 0.1,
-             "doubling the depth changes Post-LN's last-layer gradient by less than 10%")
-claims.claim("pre_ln_last_grad_smaller_deeper", deep_pre, "<", pre_x[-1],
-             "doubling the depth makes Pre-LN's last-layer gradient smaller")
-claims.claim("ratio_grows_with_depth", deep_post / deep_pre, ">", shallow,
-             "the last layer's Post-LN / Pre-LN ratio is larger at twice the depth")
+claims.claim(
+    "post_ln_last_grad_steady",
+    abs(deep_post / post_x[-1] - 1),
+    "<",
+    0.1,
+    "doubling the depth changes Post-LN's last-layer gradient by less than 10%",
+)
+claims.claim(
+    "pre_ln_last_grad_smaller_deeper",
+    deep_pre,
+    "<",
+    pre_x[-1],
+    "doubling the depth makes Pre-LN's last-layer gradient smaller",
+)
+claims.claim(
+    "ratio_grows_with_depth",
+    deep_post / deep_pre,
+    ">",
+    shallow,
+    "the last layer's Post-LN / Pre-LN ratio is larger at twice the depth",
+)
 
 # %% [markdown]
 # Doubling the depth leaves the Post-LN gradient at the last layer about where it was
@@ -631,10 +909,14 @@ claims.claim("ratio_grows_with_depth", deep_post / deep_pre, ">", shallow,
 with torch.no_grad():
     net = random_net(0, "Xavier")
     for a in ARRANGEMENTS:
-        _, streams = forward(net, batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], a)
+        _, streams = forward(
+            net, batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], a
+        )
         norms = [s.norm(dim=-1)[real].mean().item() for s in streams]  # L + 1 values
-        print(f"{a:<8} mean token norm of the stream, embeddings then after each layer: "
-              + " ".join(f"{v:.1f}" for v in norms))
+        print(
+            f"{a:<8} mean token norm of the stream, embeddings then after each layer: "
+            + " ".join(f"{v:.1f}" for v in norms)
+        )
 
 # %% [markdown]
 # ## Warm-up
@@ -646,7 +928,9 @@ with torch.no_grad():
 # weights, and found it small with BERT's own initialisation. The schedule, drawn by the
 # library's own implementation:
 
-# %% alt="BERT's learning-rate schedule against the training step: left the whole run, a linear rise then a linear decay; right the first steps, with a dashed line where the warm-up ends."
+# %%
+# alt: BERT's learning-rate schedule against the training step: left the whole run, a linear rise
+#   then a linear decay; right the first steps, with a dashed line where the warm-up ends.
 WARMUP, TOTAL, PEAK = 10_000, 1_000_000, 1e-4  # Devlin et al. (2019), Section A.2
 opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=PEAK)
 schedule = get_linear_schedule_with_warmup(opt, num_warmup_steps=WARMUP, num_training_steps=TOTAL)
@@ -664,7 +948,10 @@ for ax in axes:
 axes[0].set_ylabel("learning rate")
 fig.tight_layout()
 plt.show()
-print(f"learning rate at step 1: {PEAK * schedule.lr_lambdas[0](1):.1e}, at step {WARMUP}: {PEAK * schedule.lr_lambdas[0](WARMUP):.1e}")
+print(
+    f"learning rate at step 1: {PEAK * schedule.lr_lambdas[0](1):.1e}, at step {WARMUP}: "
+    f"{PEAK * schedule.lr_lambdas[0](WARMUP):.1e}"
+)
 
 # %% [markdown]
 # ## Training from scratch, with and without warm-up
@@ -689,31 +976,56 @@ print(f"learning rate at step 1: {PEAK * schedule.lr_lambdas[0](1):.1e}, at step
 # {{ predict: deep_post_ln_warmup }}
 
 # %% tags=["remove-input"]
-# A question before the measurement below; the build selects its answer from the claim recorded there.
+# A question before the measurement below; the build selects its answer from the claim recorded
+# there.
 from bertlab.experiments import predictions as ask
 
-ask.predict("deep_post_ln_warmup", "Trained without warm-up, how do the deepest Post-LN stacks end, against "
-            "the same stacks with warm-up?", [
-    ask.holds("deep_post_ln_fails_without_warmup", "at a higher loss", "Without warm-up the deepest "
-              "Post-LN stacks end at a mean loss of {{ deep_post_none }}, with it at {{ deep_post_warm }} "
-              "{{ claim: deep_post_ln_fails_without_warmup }}: the first large steps unsettle them."),
-    ask.fails("deep_post_ln_fails_without_warmup", "as low, or lower", "That would hold if the first steps "
-              "at the full learning rate did no lasting harm. In deep Post-LN stacks they do."),
-], section="Training from scratch, with and without warm-up")
+ask.predict(
+    "deep_post_ln_warmup",
+    "Trained without warm-up, how do the deepest Post-LN stacks end, against "
+    "the same stacks with warm-up?",
+    [
+        ask.holds(
+            "deep_post_ln_fails_without_warmup",
+            "at a higher loss",
+            "Without warm-up the deepest "
+            "Post-LN stacks end at a mean loss of {{ deep_post_none }}, with it at {{ "
+            "deep_post_warm }} "
+            "{{ claim: deep_post_ln_fails_without_warmup }}: the first large steps unsettle them.",
+        ),
+        ask.fails(
+            "deep_post_ln_fails_without_warmup",
+            "as low, or lower",
+            "That would hold if the first steps "
+            "at the full learning rate did no lasting harm. In deep Post-LN stacks they do.",
+        ),
+    ],
+    section="Training from scratch, with and without warm-up",
+)
 
-# %% alt="Three panels, one per depth of the stacks: the training loss against the step, log scale, for Post-LN and Pre-LN, each with and without learning-rate warm-up; thin lines are single seeds, thick lines their mean, and a dotted line marks the loss of a uniform guess."
+# %%
+# alt: Three panels, one per depth of the stacks: the training loss against the step, log scale, for
+#   Post-LN and Pre-LN, each with and without learning-rate warm-up; thin lines are single seeds,
+#   thick lines their mean, and a dotted line marks the loss of a uniform guess.
 from bertlab.experiments import ln_training
 
 TRAIN = ln_training.Setup()  # the toy problem, the layers' size and the schedule
 DEPTHS, SEEDS = (2, 6, 12), (0, 1, 2)
 curves = ln_training.train(TRAIN, DEPTHS, SEEDS)  # (depth, arrangement, schedule) -> (seeds, steps)
-print(f"{len(DEPTHS) * len(ln_training.runs(SEEDS))} runs trained in {curves.seconds:.0f} s; "
-      f"chance: {TRAIN.chance:.3f}")
-print(f"{'layers':>6}  {'arrangement':<12}{'warm-up':<9}{'final loss, mean':>17}   per seed (mean of the last 20 steps)")
-for (depth, arrangement, schedule) in curves.losses:
+print(
+    f"{len(DEPTHS) * len(ln_training.runs(SEEDS))} runs trained in {curves.seconds:.0f} s; "
+    f"chance: {TRAIN.chance:.3f}"
+)
+print(
+    f"{'layers':>6}  {'arrangement':<12}{'warm-up':<9}{'final loss, mean':>17}   per seed (mean of "
+    "the last 20 steps)"
+)
+for depth, arrangement, schedule in curves.losses:
     per_seed = curves.final(depth, arrangement, schedule)  # (seeds,)
-    print(f"{depth:>6}  {arrangement:<12}{schedule:<9}{per_seed.mean().item():>17.3f}   "
-          + " ".join(f"{v:.3f}" for v in per_seed.tolist()))
+    print(
+        f"{depth:>6}  {arrangement:<12}{schedule:<9}{per_seed.mean().item():>17.3f}   "
+        + " ".join(f"{v:.3f}" for v in per_seed.tolist())
+    )
 
 fig, axes = plt.subplots(1, len(DEPTHS), figsize=(11, 3.4), sharey=True)
 colours = {"Post-LN": "#d62728", "Pre-LN": "#1f77b4"}
@@ -724,12 +1036,21 @@ for ax, depth in zip(axes, DEPTHS, strict=True):
     for arrangement in ln_training.ARRANGEMENTS:
         for schedule in ln_training.SCHEDULES:
             runs_loss = curves.losses[depth, arrangement, schedule]  # (seeds, steps)
-            smoothed = F.conv1d(runs_loss[:, None], smooth[None, None])[:, 0]  # (seeds, steps - window + 1)
+            smoothed = F.conv1d(runs_loss[:, None], smooth[None, None])[
+                :, 0
+            ]  # (seeds, steps - window + 1)
             x = torch.arange(window, TRAIN.steps + 1)
             label = f"{arrangement}, {'warm-up' if schedule == 'warm-up' else 'no warm-up'}"
             for run in smoothed:
                 ax.plot(x, run, color=colours[arrangement], ls=styles[schedule], lw=0.6, alpha=0.35)
-            ax.plot(x, smoothed.mean(0), color=colours[arrangement], ls=styles[schedule], lw=2, label=label)
+            ax.plot(
+                x,
+                smoothed.mean(0),
+                color=colours[arrangement],
+                ls=styles[schedule],
+                lw=2,
+                label=label,
+            )
     ax.axhline(TRAIN.chance, color="gray", lw=0.8, ls=":")
     ax.set_yscale("log")
     ax.set_title(f"{depth} layers")
@@ -739,9 +1060,13 @@ axes[-1].legend(frameon=False, fontsize=8)
 fig.tight_layout()
 plt.show()
 
-final = ln_training.summary(curves)  # (depth, arrangement, schedule) -> mean over seeds of the final loss
+final = ln_training.summary(
+    curves
+)  # (depth, arrangement, schedule) -> mean over seeds of the final loss
 deep, shallow = max(DEPTHS), min(DEPTHS)
-stuck = curves.final(deep, "Post-LN", "none") > TRAIN.chance / 2  # (seeds,): runs that learned little
+stuck = (
+    curves.final(deep, "Post-LN", "none") > TRAIN.chance / 2
+)  # (seeds,): runs that learned little
 claims.value("train_depths", ", ".join(map(str, DEPTHS[:-1])) + f" and {DEPTHS[-1]}")
 claims.value("train_seeds", len(SEEDS), "{:.0f}")
 claims.value("train_length", TRAIN.length, "{:.0f}")
@@ -759,21 +1084,59 @@ claims.value("deep_post_warm", final[deep, "Post-LN", "warm-up"], "{:.3f}")
 claims.value("deep_pre_none", final[deep, "Pre-LN", "none"], "{:.3f}")
 claims.value("shallow_post_none", final[shallow, "Post-LN", "none"], "{:.3f}")
 claims.value("deep_post_stuck", stuck.sum(), "{:.0f}")
-claims.claim("deep_post_ln_fails_without_warmup", final[deep, "Post-LN", "none"], ">", final[deep, "Post-LN", "warm-up"],
-             "the deepest Post-LN stacks end at a higher loss without warm-up than with it")
-claims.claim("deep_post_ln_behind_pre_ln", final[deep, "Post-LN", "none"], ">", final[deep, "Pre-LN", "none"],
-             "without warm-up, the deepest Post-LN stacks end at a higher loss than the Pre-LN ones")
-claims.claim("post_ln_worse_with_depth", final[deep, "Post-LN", "none"], ">", final[shallow, "Post-LN", "none"],
-             "without warm-up, Post-LN ends at a higher loss at the largest depth than at the smallest")
-claims.claim("shallow_post_ln_learns_without_warmup", final[shallow, "Post-LN", "none"], "<", TRAIN.chance / 4,
-             "without warm-up, the shallowest Post-LN stacks end below a quarter of the chance loss")
-claims.claim("pre_ln_learns_without_warmup", max(final[d, "Pre-LN", "none"] for d in DEPTHS), "<", TRAIN.chance / 4,
-             "without warm-up, Pre-LN ends below a quarter of the chance loss at every depth")
-claims.claim("warmup_learns_everywhere", max(final[d, a, "warm-up"] for d in DEPTHS for a in ln_training.ARRANGEMENTS),
-             "<", TRAIN.chance / 4, "with warm-up, every depth and arrangement ends below a quarter of the chance loss")
-claims.claim("warmup_lowers_every_final",
-             min(final[d, a, "none"] / final[d, a, "warm-up"] for d in DEPTHS for a in ln_training.ARRANGEMENTS), ">", 1,
-             "at every depth and in both arrangements, the runs with warm-up end lower than those without")
+claims.claim(
+    "deep_post_ln_fails_without_warmup",
+    final[deep, "Post-LN", "none"],
+    ">",
+    final[deep, "Post-LN", "warm-up"],
+    "the deepest Post-LN stacks end at a higher loss without warm-up than with it",
+)
+claims.claim(
+    "deep_post_ln_behind_pre_ln",
+    final[deep, "Post-LN", "none"],
+    ">",
+    final[deep, "Pre-LN", "none"],
+    "without warm-up, the deepest Post-LN stacks end at a higher loss than the Pre-LN ones",
+)
+claims.claim(
+    "post_ln_worse_with_depth",
+    final[deep, "Post-LN", "none"],
+    ">",
+    final[shallow, "Post-LN", "none"],
+    "without warm-up, Post-LN ends at a higher loss at the largest depth than at the smallest",
+)
+claims.claim(
+    "shallow_post_ln_learns_without_warmup",
+    final[shallow, "Post-LN", "none"],
+    "<",
+    TRAIN.chance / 4,
+    "without warm-up, the shallowest Post-LN stacks end below a quarter of the chance loss",
+)
+claims.claim(
+    "pre_ln_learns_without_warmup",
+    max(final[d, "Pre-LN", "none"] for d in DEPTHS),
+    "<",
+    TRAIN.chance / 4,
+    "without warm-up, Pre-LN ends below a quarter of the chance loss at every depth",
+)
+claims.claim(
+    "warmup_learns_everywhere",
+    max(final[d, a, "warm-up"] for d in DEPTHS for a in ln_training.ARRANGEMENTS),
+    "<",
+    TRAIN.chance / 4,
+    "with warm-up, every depth and arrangement ends below a quarter of the chance loss",
+)
+claims.claim(
+    "warmup_lowers_every_final",
+    min(
+        final[d, a, "none"] / final[d, a, "warm-up"]
+        for d in DEPTHS
+        for a in ln_training.ARRANGEMENTS
+    ),
+    ">",
+    1,
+    "at every depth and in both arrangements, the runs with warm-up end lower than those without",
+)
 
 # %% [markdown]
 # Without warm-up, the {{ train_deep }}-layer Post-LN stacks end at a mean loss of
@@ -821,23 +1184,47 @@ claims.claim("warmup_lowers_every_final",
 # {{ predict: skip_all_layernorms }}
 
 # %% tags=["remove-input"]
-ask.predict("skip_all_layernorms", "Skip every Add & Norm LayerNorm of the trained model: how related are its "
-            "sentence embeddings to the intact model's?", [
-    ask.fails("skip_all_unrelated", "still close", "That would hold if LayerNorm only rescaled what the "
-              "next layer would read anyway. The next weights expect centred, unit-variance tokens."),
-    ask.holds("skip_all_unrelated", "almost unrelated", "Without the LayerNorms the stream grows after "
-              "every layer {{ claim: skip_all_stream_grows }}, and the weights after each one receive tokens "
-              "of a size they never saw: the embeddings become almost unrelated "
-              "{{ claim: skip_all_unrelated }}."),
-], section="The trained model without its LayerNorms")
+ask.predict(
+    "skip_all_layernorms",
+    "Skip every Add & Norm LayerNorm of the trained model: how related are its "
+    "sentence embeddings to the intact model's?",
+    [
+        ask.fails(
+            "skip_all_unrelated",
+            "still close",
+            "That would hold if LayerNorm only rescaled what the "
+            "next layer would read anyway. The next weights expect centred, unit-variance tokens.",
+        ),
+        ask.holds(
+            "skip_all_unrelated",
+            "almost unrelated",
+            "Without the LayerNorms the stream grows after "
+            "every layer {{ claim: skip_all_stream_grows }}, and the weights after each one "
+            "receive tokens "
+            "of a size they never saw: the embeddings become almost unrelated "
+            "{{ claim: skip_all_unrelated }}.",
+        ),
+    ],
+    section="The trained model without its LayerNorms",
+)
 
-# %% alt="Left: mean token norm of the stream after the embeddings and after each layer, log scale, for the intact model and with all attention-side, all FFN-side or all Add and Norm LayerNorms skipped, or with gamma and beta dropped. Right: mean sentence cosine to the intact model when a single LayerNorm is skipped, per layer, one bar per kind."
+# %%
+# alt: Left: mean token norm of the stream after the embeddings and after each layer, log scale, for
+#   the intact model and with all attention-side, all FFN-side or all Add and Norm LayerNorms
+#   skipped, or with gamma and beta dropped. Right: mean sentence cosine to the intact model when a
+#   single LayerNorm is skipped, per layer, one bar per kind.
 from bertlab.experiments import layernorm_skip
 
 runs = layernorm_skip.scenarios(model, batch)  # name -> Run(norms (L + 1,), cosine (B,))
-print(f"{'LayerNorms skipped':<30}{'mean cos':>9}{'min cos':>9}   stream norm: embeddings, then after each layer")
+print(
+    f"{'LayerNorms skipped':<30}{'mean cos':>9}{'min cos':>9}   stream norm: embeddings, then "
+    "after each layer"
+)
 for name, r in runs.items():
-    print(f"{name:<30}{r.mean_cosine:>9.3f}{r.cosine.min().item():>9.3f}   " + " ".join(f"{v:7.1f}" for v in r.norms.tolist()))
+    print(
+        f"{name:<30}{r.mean_cosine:>9.3f}{r.cosine.min().item():>9.3f}   "
+        + " ".join(f"{v:7.1f}" for v in r.norms.tolist())
+    )
 
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
 for name in ("intact", "all attention", "all output", "all", "all, without gamma and beta"):
@@ -846,9 +1233,14 @@ ax1.set_yscale("log")
 ax1.set_xlabel("hidden state i (0 = embeddings, i = after layer i - 1)")
 ax1.set_ylabel("mean token norm")
 ax1.legend(frameon=False, fontsize=8)
-single = {kind: torch.tensor([runs[f"layer {i} {kind}"].mean_cosine for i in range(L)]) for kind in layernorm_skip.KINDS}
+single = {
+    kind: torch.tensor([runs[f"layer {i} {kind}"].mean_cosine for i in range(L)])
+    for kind in layernorm_skip.KINDS
+}
 for n_kind, (kind, values) in enumerate(single.items()):
-    ax2.bar(torch.arange(L) + (n_kind - 0.5) * 0.4, values, width=0.4, label=f"{kind} LayerNorm skipped")
+    ax2.bar(
+        torch.arange(L) + (n_kind - 0.5) * 0.4, values, width=0.4, label=f"{kind} LayerNorm skipped"
+    )
 ax2.set_xlabel("layer")
 ax2.set_ylabel("mean sentence cosine to intact")
 ax2.set_ylim(0, 1.2)  # room for the legend above the bars
@@ -858,28 +1250,62 @@ plt.show()
 
 skip_all = runs["all"]
 worst_single = min((n for n in runs if n.startswith("layer ")), key=lambda n: runs[n].mean_cosine)
-print(f"all skipped: stream norm after the last layer {skip_all.norms[-1].item():.0f}, "
-      f"{(skip_all.norms[-1] / runs['intact'].norms[-1]).item():.0f} times the intact model's")
-print(f"most harmful single LayerNorm: {worst_single} (mean cosine {runs[worst_single].mean_cosine:.3f})")
+print(
+    f"all skipped: stream norm after the last layer {skip_all.norms[-1].item():.0f}, "
+    f"{(skip_all.norms[-1] / runs['intact'].norms[-1]).item():.0f} times the intact model's"
+)
+print(
+    f"most harmful single LayerNorm: {worst_single} (mean cosine "
+    f"{runs[worst_single].mean_cosine:.3f})"
+)
 # the prose below states these: keep it honest
 assert bool((skip_all.norms[1:] > skip_all.norms[:-1]).all())
-assert skip_all.mean_cosine == min(r.mean_cosine for r in runs.values()) and skip_all.mean_cosine < 0.1
+assert (
+    skip_all.mean_cosine == min(r.mean_cosine for r in runs.values()) and skip_all.mean_cosine < 0.1
+)
 assert bool((single["output"] < single["attention"]).all())
 assert runs["all, without gamma and beta"].mean_cosine < runs["all attention"].mean_cosine
 no_affine = runs["all, without gamma and beta"]
 claims.value("skip_all_cos", skip_all.mean_cosine, "{:.3f}")
 claims.value("no_affine_cos", no_affine.mean_cosine, "{:.3f}")
 claims.value("all_attention_cos", runs["all attention"].mean_cosine, "{:.3f}")
-claims.claim("skip_all_stream_grows", (skip_all.norms[1:] / skip_all.norms[:-1]).min(), ">", 1,
-             "with every LayerNorm skipped the stream's norm grows after every layer")
-claims.claim("skip_all_unrelated", skip_all.mean_cosine, "<", 0.1,
-             "with every LayerNorm skipped the mean sentence cosine to the intact model is below 0.1")
-claims.claim("ffn_side_hurts_more", ((1 - single["output"]) / (1 - single["attention"])).min(), ">", 1,
-             "in every layer skipping output.LayerNorm moves the embeddings more than skipping the attention-side one")
-claims.claim("no_affine_constant_size", (no_affine.norms[1:].max() - no_affine.norms[1:].min()) / no_affine.norms[1:].mean(),
-             "<", 0.01, "without gamma and beta the stream's mean token norm varies by under 1% over the layers")
-claims.claim("no_affine_worse_than_attention_side", 1 - no_affine.mean_cosine, ">", 1 - runs["all attention"].mean_cosine,
-             "dropping gamma and beta lowers the mean cosine more than skipping every attention-side LayerNorm")
+claims.claim(
+    "skip_all_stream_grows",
+    (skip_all.norms[1:] / skip_all.norms[:-1]).min(),
+    ">",
+    1,
+    "with every LayerNorm skipped the stream's norm grows after every layer",
+)
+claims.claim(
+    "skip_all_unrelated",
+    skip_all.mean_cosine,
+    "<",
+    0.1,
+    "with every LayerNorm skipped the mean sentence cosine to the intact model is below 0.1",
+)
+claims.claim(
+    "ffn_side_hurts_more",
+    ((1 - single["output"]) / (1 - single["attention"])).min(),
+    ">",
+    1,
+    "in every layer skipping output.LayerNorm moves the embeddings more than skipping the "
+    "attention-side one",
+)
+claims.claim(
+    "no_affine_constant_size",
+    (no_affine.norms[1:].max() - no_affine.norms[1:].min()) / no_affine.norms[1:].mean(),
+    "<",
+    0.01,
+    "without gamma and beta the stream's mean token norm varies by under 1% over the layers",
+)
+claims.claim(
+    "no_affine_worse_than_attention_side",
+    1 - no_affine.mean_cosine,
+    ">",
+    1 - runs["all attention"].mean_cosine,
+    "dropping gamma and beta lowers the mean cosine more than skipping every attention-side "
+    "LayerNorm",
+)
 
 # %% [markdown]
 # With all of them skipped, the stream grows after every layer (left, log scale)
@@ -898,24 +1324,39 @@ claims.claim("no_affine_worse_than_attention_side", 1 - no_affine.mean_cosine, "
 
 # %%
 affine = layernorm_skip.affine_stats(model)  # (layer, kind) -> gamma / beta statistics
-arriving = layernorm_skip.pre_norm_stats(model, batch)  # (layer, kind) -> what the LayerNorm receives
-print(f"{'LayerNorm':<20}{'gamma min':>10}{'median':>8}{'max':>7}{'beta min':>10}{'max':>7}"
-      f"{'mean |beta|':>12}   input: std per token, |mean| per token")
+arriving = layernorm_skip.pre_norm_stats(
+    model, batch
+)  # (layer, kind) -> what the LayerNorm receives
+print(
+    f"{'LayerNorm':<20}{'gamma min':>10}{'median':>8}{'max':>7}{'beta min':>10}{'max':>7}"
+    f"{'mean |beta|':>12}   input: std per token, |mean| per token"
+)
 for (i, kind), st in sorted(affine.items()):
     a = arriving[i, kind]
-    print(f"layer {i} {kind:<12}{st['gamma_min']:>10.2f}{st['gamma_median']:>8.2f}{st['gamma_max']:>7.2f}"
-          f"{st['beta_min']:>10.2f}{st['beta_max']:>7.2f}{st['beta_abs_mean']:>12.3f}   "
-          f"{a['std_mean']:.2f}, {a['mean_abs_mean']:.3f}")
+    print(
+        f"layer {i} "
+        f"{kind:<12}{st['gamma_min']:>10.2f}{st['gamma_median']:>8.2f}{st['gamma_max']:>7.2f}"
+        f"{st['beta_min']:>10.2f}{st['beta_max']:>7.2f}{st['beta_abs_mean']:>12.3f}   "
+        f"{a['std_mean']:.2f}, {a['mean_abs_mean']:.3f}"
+    )
 stds = [a["std_mean"] for a in arriving.values()]
-print(f"standard deviation per token of what arrives, mean over tokens: from {min(stds):.2f} to {max(stds):.2f} "
-      f"over the {len(stds)} LayerNorms")
+print(
+    f"standard deviation per token of what arrives, mean over tokens: from {min(stds):.2f} to "
+    f"{max(stds):.2f} "
+    f"over the {len(stds)} LayerNorms"
+)
 assert all(st["gamma_median"] < 1 for st in affine.values())  # "the median gain is below 1" below
 beta_mean_max = max(st["beta_abs_mean"] for st in affine.values())
 beta_max = max(max(-st["beta_min"], st["beta_max"]) for st in affine.values())
 claims.value("beta_abs_mean_max", beta_mean_max, "{:.2f}")
 claims.value("beta_abs_max", beta_max, "{:.2f}")
-claims.claim("few_large_shifts", beta_max, ">", 10 * beta_mean_max,
-             "the largest |beta| is over ten times the largest mean |beta| of any LayerNorm")
+claims.claim(
+    "few_large_shifts",
+    beta_max,
+    ">",
+    10 * beta_mean_max,
+    "the largest |beta| is over ten times the largest mean |beta| of any LayerNorm",
+)
 
 # %% [markdown]
 # Every LayerNorm's median gain $\gamma_k$ is below 1, and single features are scaled by factors
@@ -976,26 +1417,68 @@ claims.claim("few_large_shifts", beta_max, ">", 10 * beta_mean_max,
 # {{ predict: check_ffn_side_layernorm }}
 
 # %% tags=["remove-input"]
-ask.check("check_pre_ln_without_warmup", "Without warm-up, does Pre-LN learn the toy task at every depth?", [
-    ask.holds("pre_ln_learns_without_warmup", "yes, at every depth", "Pre-LN ends below a quarter of the "
-              "chance loss at every depth without warm-up {{ claim: pre_ln_learns_without_warmup }}: the "
-              "skip carries the gradient past every LayerNorm."),
-    ask.fails("pre_ln_learns_without_warmup", "not at the largest depth", "That would hold if Pre-LN "
-              "suffered from depth as Post-LN does. Its skips stay unnormalised, straight to the output."),
-], section="Training from scratch, with and without warm-up")
-ask.check("check_warmup_everywhere", "With warm-up, which of the stacks learn the toy task?", [
-    ask.fails("warmup_learns_everywhere", "the shallow ones only", "That would hold if depth alone kept "
-              "Post-LN from learning. Warm-up lets the deep stacks learn too."),
-    ask.holds("warmup_learns_everywhere", "every depth and arrangement", "With warm-up every run ends below "
-              "a quarter of the chance loss {{ claim: warmup_learns_everywhere }}."),
-], section="Training from scratch, with and without warm-up")
-ask.check("check_ffn_side_layernorm", "Skipped one at a time, which LayerNorm costs the trained model more?", [
-    ask.holds("ffn_side_hurts_more", "the one after the FFN's add, in every layer", "In every layer, "
-              "skipping the FFN-side LayerNorm moves the embeddings more than the attention-side one "
-              "{{ claim: ffn_side_hurts_more }}."),
-    ask.fails("ffn_side_hurts_more", "the one after attention's add, somewhere", "That would hold if "
-              "attention's update disturbed the stream's size more than the FFN's. The FFN writes more."),
-], section="The trained model without its LayerNorms")
+ask.check(
+    "check_pre_ln_without_warmup",
+    "Without warm-up, does Pre-LN learn the toy task at every depth?",
+    [
+        ask.holds(
+            "pre_ln_learns_without_warmup",
+            "yes, at every depth",
+            "Pre-LN ends below a quarter of the "
+            "chance loss at every depth without warm-up {{ claim: pre_ln_learns_without_warmup }}: "
+            "the "
+            "skip carries the gradient past every LayerNorm.",
+        ),
+        ask.fails(
+            "pre_ln_learns_without_warmup",
+            "not at the largest depth",
+            "That would hold if Pre-LN "
+            "suffered from depth as Post-LN does. Its skips stay unnormalised, straight to the "
+            "output.",
+        ),
+    ],
+    section="Training from scratch, with and without warm-up",
+)
+ask.check(
+    "check_warmup_everywhere",
+    "With warm-up, which of the stacks learn the toy task?",
+    [
+        ask.fails(
+            "warmup_learns_everywhere",
+            "the shallow ones only",
+            "That would hold if depth alone kept "
+            "Post-LN from learning. Warm-up lets the deep stacks learn too.",
+        ),
+        ask.holds(
+            "warmup_learns_everywhere",
+            "every depth and arrangement",
+            "With warm-up every run ends below "
+            "a quarter of the chance loss {{ claim: warmup_learns_everywhere }}.",
+        ),
+    ],
+    section="Training from scratch, with and without warm-up",
+)
+ask.check(
+    "check_ffn_side_layernorm",
+    "Skipped one at a time, which LayerNorm costs the trained model more?",
+    [
+        ask.holds(
+            "ffn_side_hurts_more",
+            "the one after the FFN's add, in every layer",
+            "In every layer, "
+            "skipping the FFN-side LayerNorm moves the embeddings more than the attention-side one "
+            "{{ claim: ffn_side_hurts_more }}.",
+        ),
+        ask.fails(
+            "ffn_side_hurts_more",
+            "the one after attention's add, somewhere",
+            "That would hold if "
+            "attention's update disturbed the stream's size more than the FFN's. The FFN writes "
+            "more.",
+        ),
+    ],
+    section="The trained model without its LayerNorms",
+)
 
 # %% [markdown]
 # ## References

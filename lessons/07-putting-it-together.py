@@ -9,14 +9,16 @@
 #
 # ## The equations
 #
-# For a sentence of $T$ tokens, BERT's encoder (Devlin et al. 2019) computes $x_0 = \mathrm{Embed}(\text{tokens})$ and,
+# For a sentence of $T$ tokens, BERT's encoder (Devlin et al. 2019) computes
+# $x_0 = \mathrm{Embed}(\text{tokens})$ and,
 # for each layer $l = 0, \dots, L-1$ (letters of the [notation page](../docs/notation.md), the
 # layer's index added to each),
 #
 # $$a_l = \mathrm{Concat}(\mathrm{head}_{0,l}, \dots, \mathrm{head}_{A-1,l})\,W^O_l + b^O_l, \qquad
 # h_l = \mathrm{LN}_{1,l}\big(x_l + a_l\big),$$
 #
-# $$x_{l+1} = \mathrm{LN}_{2,l}\big(h_l + \mathrm{GELU}(h_l W_{1,l} + b_{1,l})\,W_{2,l} + b_{2,l}\big).$$
+# $$x_{l+1} = \mathrm{LN}_{2,l}\big(h_l + \mathrm{GELU}(h_l W_{1,l} + b_{1,l})\,W_{2,l} +
+# b_{2,l}\big).$$
 #
 # A sentence-transformers model then *pools* the $T$ token vectors of the last layer into one
 # vector and normalises it. Reimers & Gurevych (2019) train BERT-style encoders so that the
@@ -57,7 +59,8 @@ print("1_Pooling/config.json:", json.loads((path / "1_Pooling" / "config.json").
 # layer adds to its attention scores. A 0/1 or bool mask added as it is runs without an error and is
 # wrong: real tokens get +1, padding +0, so each padding key's weight is only divided by $e$
 # relative to a real key's, and padding keeps a share of the attention (lesson 3, section "The
-# additive mask", prints that share on the corpus: {{ 03-multi-head-attention: bool_mask_padding_share }}
+# additive mask", prints that share on the corpus:
+# {{ 03-multi-head-attention: bool_mask_padding_share }}
 # {{ claim: 03-multi-head-attention: bool_mask_leaves_padding_share }}).
 
 # %%
@@ -77,7 +80,10 @@ hook = model.encoder.layer[0].register_forward_pre_hook(record_mask)
 with torch.no_grad():
     library = model(**batch, output_hidden_states=True)
 hook.remove()
-print(f"our additive mask vs what layer 0 received: equal = {torch.equal(extended, seen_by_layer['mask'])}")
+print(
+    "our additive mask vs what layer 0 received: equal = "
+    f"{torch.equal(extended, seen_by_layer['mask'])}"
+)
 
 # %% [markdown]
 # ## The layer
@@ -92,10 +98,14 @@ layer0 = model.encoder.layer[0]
 with torch.no_grad():
     attention_output, _ = layer0.attention(x0, extended)  # (B, T, H)
     by_hand = layer0.output(layer0.intermediate(attention_output), attention_output)  # (B, T, H)
-print(f"attention -> intermediate -> output vs hidden_states[1]: max abs diff "
-      f"{(by_hand - library.hidden_states[1]).abs().max().item():.1e}")
-print(f"attention alone (no feed-forward) vs hidden_states[1]: max abs diff "
-      f"{(attention_output - library.hidden_states[1]).abs().max().item():.1e}")
+print(
+    f"attention -> intermediate -> output vs hidden_states[1]: max abs diff "
+    f"{(by_hand - library.hidden_states[1]).abs().max().item():.1e}"
+)
+print(
+    f"attention alone (no feed-forward) vs hidden_states[1]: max abs diff "
+    f"{(attention_output - library.hidden_states[1]).abs().max().item():.1e}"
+)
 
 # %% [markdown]
 # ## The encoder
@@ -103,6 +113,7 @@ print(f"attention alone (no feed-forward) vs hidden_states[1]: max abs diff "
 # The encoder is a loop over the layers, each reading the previous one's output and the same
 # mask. `hidden_states` holds $L + 1$ tensors: the embeddings' output first, then one per layer.
 # Without the mask, the padded sentences change and the unpadded one (the longest) does not:
+
 
 # %%
 def encoder_by_hand(x, mask):
@@ -115,28 +126,40 @@ def encoder_by_hand(x, mask):
 with torch.no_grad():
     states = encoder_by_hand(x0, extended)
     unmasked = encoder_by_hand(x0, None)
-print(f"{len(states)} hidden states for {model.config.num_hidden_layers} layers; max abs diff to the library "
-      f"{max((a - b).abs().max().item() for a, b in zip(states, library.hidden_states, strict=True)):.1e}")
+pairs = zip(states, library.hidden_states, strict=True)
+print(
+    f"{len(states)} hidden states for {model.config.num_hidden_layers} layers; max abs diff to the "
+    f"library {max((a - b).abs().max().item() for a, b in pairs):.1e}"
+)
 real = m01.bool()
 longest = int(m01.sum(1).argmax())
 drift = (unmasked[-1] - states[-1]).abs().amax(-1)  # (B, T)
-print(f"no mask: real tokens of padded sentences move by up to "
-      f"{drift[real & (m01.sum(1, keepdim=True) < m01.shape[1])].max().item():.2f}, "
-      f"the unpadded sentence by {drift[longest].max().item():.1e}")
+print(
+    f"no mask: real tokens of padded sentences move by up to "
+    f"{drift[real & (m01.sum(1, keepdim=True) < m01.shape[1])].max().item():.2f}, "
+    f"the unpadded sentence by {drift[longest].max().item():.1e}"
+)
 
 # %% [markdown]
 # ## The pooler
 #
 # `pooler_output` is $\tanh(x_{L,0} W^P + b^P)$, with $W^P$ = `pooler.dense.weight.T`: a dense
-# layer and a tanh applied to the first token (`[CLS]`) and no other. Our model's sentence vectors do not use it (they average all tokens, below),
+# layer and a tanh applied to the first token (`[CLS]`) and no other. Our model's sentence vectors
+# do not use it (they average all tokens, below),
 # but `BertModel` still computes it, and its weights load with the others.
 
 # %%
 cls = library.last_hidden_state[:, 0]  # (B, H): the [CLS] token of each sentence
 pooled = torch.tanh(model.pooler.dense(cls))  # (B, H)
-print(f"tanh(dense(x[:, 0])) vs pooler_output: max abs diff {(pooled - library.pooler_output).abs().max().item():.1e}")
-print(f"before the tanh: {model.pooler.dense(cls).min().item():.3f} .. {model.pooler.dense(cls).max().item():.3f}, "
-      f"after: {pooled.min().item():.3f} .. {pooled.max().item():.3f}")
+print(
+    "tanh(dense(x[:, 0])) vs pooler_output: max abs diff "
+    f"{(pooled - library.pooler_output).abs().max().item():.1e}"
+)
+print(
+    f"before the tanh: {model.pooler.dense(cls).min().item():.3f} .. "
+    f"{model.pooler.dense(cls).max().item():.3f}, "
+    f"after: {pooled.min().item():.3f} .. {pooled.max().item():.3f}"
+)
 
 # %% [markdown]
 # ## Our composition against the library
@@ -156,12 +179,23 @@ u = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)  # (B, H): mea
 ours = u / u.norm(dim=-1, keepdim=True)  # (B, H): unit length
 theirs = st.encode(list(corpus.SENTENCES), convert_to_tensor=True)  # (B, H)
 
-layers_diff = max((a - b).abs().max().item() for a, b in zip(trace.hidden_states, library.hidden_states, strict=True))
+layers_diff = max(
+    (a - b).abs().max().item()
+    for a, b in zip(trace.hidden_states, library.hidden_states, strict=True)
+)
 print(f"hand-composed layers vs BertModel hidden states: max abs diff {layers_diff:.1e}")
-print(f"mean pooling + L2 norm vs SentenceTransformer.encode: max abs diff {(ours - theirs).abs().max().item():.1e}")
-print(f"lesions.sentence_embeddings (the helper lessons 8 and 9 use): max abs diff "
-      f"{(lesions.sentence_embeddings(hidden, mask) - theirs).abs().max().item():.1e}")
-print(f"embedding shape {tuple(ours.shape)}, norms {ours.norm(dim=-1).min().item():.6f} .. {ours.norm(dim=-1).max().item():.6f}")
+print(
+    "mean pooling + L2 norm vs SentenceTransformer.encode: max abs diff "
+    f"{(ours - theirs).abs().max().item():.1e}"
+)
+print(
+    f"lesions.sentence_embeddings (the helper lessons 8 and 9 use): max abs diff "
+    f"{(lesions.sentence_embeddings(hidden, mask) - theirs).abs().max().item():.1e}"
+)
+print(
+    f"embedding shape {tuple(ours.shape)}, norms {ours.norm(dim=-1).min().item():.6f} .. "
+    f"{ours.norm(dim=-1).max().item():.6f}"
+)
 
 # %% [markdown]
 # The layers match `BertModel` exactly and the sentence vectors match the library to float
@@ -179,9 +213,15 @@ e_masked = ours[:1]  # (1, H): mean over real tokens of the batch row
 e_unmasked = F.normalize(hidden[:1].mean(1), dim=-1)  # (1, H): padding averaged in
 n0 = int(mask[0].sum())
 print(f"sentence 0: {n0} real tokens, padded to {hidden.shape[1]} in the batch")
-print(f"alone vs batch, mean over real tokens:  max abs diff {(e_alone - e_masked).abs().max().item():.1e}")
-print(f"alone vs batch, mean over all positions: max abs diff {(e_alone - e_unmasked).abs().max().item():.1e}, "
-      f"cosine {(e_alone * e_unmasked).sum().item():.4f}")
+print(
+    "alone vs batch, mean over real tokens:  max abs diff "
+    f"{(e_alone - e_masked).abs().max().item():.1e}"
+)
+print(
+    "alone vs batch, mean over all positions: max abs diff "
+    f"{(e_alone - e_unmasked).abs().max().item():.1e}, "
+    f"cosine {(e_alone * e_unmasked).sum().item():.4f}"
+)
 
 # %% [markdown]
 # ### What the padded positions hold
@@ -203,23 +243,35 @@ print(f"alone vs batch, mean over all positions: max abs diff {(e_alone - e_unma
 # answer from the value recorded there.
 from bertlab.experiments import predictions as ask
 
-ask.predict("padded_vectors", "A padded position's vector in the last "
-            "layer: which sentence vector is it closest to?", [
-    ask.between("padded_own_over_other", None, 1, "no sentence's in "
-                "particular: it holds the [PAD] token, not the "
-                "sentence",
-                "That would hold if padding were cut out of the "
-                "computation. It is cut out only as a key: as a query "
-                "it reads the real tokens of its sentence."),
-    ask.between("padded_own_over_other", 1, None, "its own sentence's, "
-                "more than any other's", "A padded query attends to "
-                "its sentence's real keys only, so its vector is a "
-                "mixture of that sentence: its cosine with its own "
-                "sentence's vector is at least "
-                "{{ padded_own_over_other }} times its cosine with any "
-                "other's "
-                "{{ claim: padded_vectors_about_own_sentence }}."),
-], section="What the padded positions hold")
+ask.predict(
+    "padded_vectors",
+    "A padded position's vector in the last layer: which sentence vector is it closest to?",
+    [
+        ask.between(
+            "padded_own_over_other",
+            None,
+            1,
+            "no sentence's in particular: it holds the [PAD] token, not the sentence",
+            "That would hold if padding were cut out of the "
+            "computation. It is cut out only as a key: as a query "
+            "it reads the real tokens of its sentence.",
+        ),
+        ask.between(
+            "padded_own_over_other",
+            1,
+            None,
+            "its own sentence's, more than any other's",
+            "A padded query attends to "
+            "its sentence's real keys only, so its vector is a "
+            "mixture of that sentence: its cosine with its own "
+            "sentence's vector is at least "
+            "{{ padded_own_over_other }} times its cosine with any "
+            "other's "
+            "{{ claim: padded_vectors_about_own_sentence }}.",
+        ),
+    ],
+    section="What the padded positions hold",
+)
 
 # %%
 from bertlab.experiments import padded_positions
@@ -230,53 +282,77 @@ shares = padded_positions.mask_shares(seen.attentions, m01)
 print("share of attention, min or max over heads and queries:")
 print("layer  padded q on real  padded q on pad  real q on pad")
 for index, share in enumerate(shares):
-    print(f"{index:>5} {share.padded_to_real:>17.7f} "
-          f"{share.padded_to_padded:>16.1e} "
-          f"{share.real_to_padded:>14.1e}")
+    print(
+        f"{index:>5} {share.padded_to_real:>17.7f} "
+        f"{share.padded_to_padded:>16.1e} "
+        f"{share.real_to_padded:>14.1e}"
+    )
 pads = (1 - m01).sum(1)  # (B,): padded positions per sentence
 cos = padded_positions.padded_cosines(hidden, m01)
 print("last layer, mean cosine with a sentence vector:")
 print("sentence  pads  pad~own  real~own  pad~other  pad~pad (min)")
 for s, own, real_own, other, alike in zip(
-        cos.sentences.tolist(), cos.padded_to_own, cos.real_to_own,
-        cos.padded_to_other, cos.padded_to_padded, strict=True):
-    print(f"{s:>8} {int(pads[s]):>5}{own:>9.3f}{real_own:>10.3f}"
-          f"{other:>11.3f}{alike:>15.3f}")
+    cos.sentences.tolist(),
+    cos.padded_to_own,
+    cos.real_to_own,
+    cos.padded_to_other,
+    cos.padded_to_padded,
+    strict=True,
+):
+    print(f"{s:>8} {int(pads[s]):>5}{own:>9.3f}{real_own:>10.3f}{other:>11.3f}{alike:>15.3f}")
 the = tokenizer.convert_tokens_to_ids("the")
 refilled = padded_positions.refill_padding(model, batch, the)
-print(f"padding refilled with 'the': real tokens move by "
-      f"{refilled.real_moved:.1e},\npadded positions by "
-      f"{refilled.padded_moved:.2f}")
+print(
+    f"padding refilled with 'the': real tokens move by "
+    f"{refilled.real_moved:.1e},\npadded positions by "
+    f"{refilled.padded_moved:.2f}"
+)
 
 # %% tags=["remove-input"]
 own_over_other = (cos.padded_to_own / cos.padded_to_other).min()
 _ = claims.value("padded_own_over_other", own_over_other, "{:.2f}")
 _ = claims.value("padded_own_mean", cos.padded_to_own.mean(), "{:.2f}")
-_ = claims.value("padded_real_own_mean", cos.real_to_own.mean(),
-                 "{:.2f}")
-_ = claims.value("padded_alike_min", cos.padded_to_padded.min(),
-                 "{:.2f}")
-_ = claims.value("padded_refill_moved", refilled.padded_moved,
-                 "{:.1f}")
+_ = claims.value("padded_real_own_mean", cos.real_to_own.mean(), "{:.2f}")
+_ = claims.value("padded_alike_min", cos.padded_to_padded.min(), "{:.2f}")
+_ = claims.value("padded_refill_moved", refilled.padded_moved, "{:.1f}")
 _ = claims.value("pads_min", pads.min(), "{:.0f}")
 _ = claims.value("pads_max", pads.max(), "{:.0f}")
-_ = claims.claim("padding_gets_no_attention",
-                 max(max(s.padded_to_padded, s.real_to_padded)
-                     for s in shares), "==", 0,
-                 "no query, real or padded, gives a padded key any "
-                 "attention")
-_ = claims.claim("padded_vectors_about_own_sentence", own_over_other,
-                 ">", 1, "every padded sentence's padded vectors are "
-                 "closer to its own sentence vector than to any other")
-_ = claims.claim("padded_less_aligned_than_real",
-                 cos.padded_to_own.mean(), "<",
-                 cos.real_to_own.mean(), "on average padded vectors "
-                 "are less aligned with the sentence vector than its "
-                 "real tokens")
-_ = claims.claim("refill_leaves_real_tokens", refilled.real_moved,
-                 "==", 0, "refilling the padding moves no real token")
-_ = claims.claim("refill_moves_padded", refilled.padded_moved, ">", 0,
-                 "refilling the padding moves the padded positions")
+_ = claims.claim(
+    "padding_gets_no_attention",
+    max(max(s.padded_to_padded, s.real_to_padded) for s in shares),
+    "==",
+    0,
+    "no query, real or padded, gives a padded key any attention",
+)
+_ = claims.claim(
+    "padded_vectors_about_own_sentence",
+    own_over_other,
+    ">",
+    1,
+    "every padded sentence's padded vectors are "
+    "closer to its own sentence vector than to any other",
+)
+_ = claims.claim(
+    "padded_less_aligned_than_real",
+    cos.padded_to_own.mean(),
+    "<",
+    cos.real_to_own.mean(),
+    "on average padded vectors are less aligned with the sentence vector than its real tokens",
+)
+_ = claims.claim(
+    "refill_leaves_real_tokens",
+    refilled.real_moved,
+    "==",
+    0,
+    "refilling the padding moves no real token",
+)
+_ = claims.claim(
+    "refill_moves_padded",
+    refilled.padded_moved,
+    ">",
+    0,
+    "refilling the padding moves the padded positions",
+)
 
 # %% [markdown]
 # In every layer, padded queries put all their attention on the
@@ -324,23 +400,35 @@ for qi, query in enumerate(lesions.QUERIES):
     print(f"query: {query!r}")
     for rank, doc in enumerate(order[qi, :TOP].tolist(), start=1):
         print(f"   {rank}. {scores[qi, doc].item():.3f}  {corpus.SENTENCES[doc]}")
-margin = scores.gather(1, order[:, :1]) - scores.gather(1, order[:, 1:2])  # (Q, 1): first minus second
-print(f"margin between the first and second result: min {margin.min().item():.3f}, "
-      f"mean {margin.mean().item():.3f}")
+margin = scores.gather(1, order[:, :1]) - scores.gather(
+    1, order[:, 1:2]
+)  # (Q, 1): first minus second
+print(
+    f"margin between the first and second result: min {margin.min().item():.3f}, "
+    f"mean {margin.mean().item():.3f}"
+)
 claims.value("search_gap_min", margin.min(), "{:.3f}")
-claims.claim("first_result_clear", margin.min(), ">", 0.01,
-             "every query's first result leads its second by more than 0.01 in cosine")
+claims.claim(
+    "first_result_clear",
+    margin.min(),
+    ">",
+    0.01,
+    "every query's first result leads its second by more than 0.01 in cosine",
+)
 
 # %% [markdown]
 # Every query finds a sentence on its topic first, although few words are shared; where two
 # sentences of the corpus are about the same thing (the cat and the kitten, the markets and the
 # investors, the bread and the recipe), they come first and second. Every first result leads the
-# second by at least {{ search_gap_min }} in cosine {{ claim: first_result_clear }}; lessons 8 and 9 use these queries to see whether
+# second by at least {{ search_gap_min }} in cosine {{ claim: first_result_clear }}; lessons 8 and 9
+# use these queries to see whether
 # a damaged model still ranks the same sentence first.
 #
 # The same cosines between the corpus sentences themselves:
 
-# %% alt="Heat map of the cosine similarity between the sentence embeddings of every pair of corpus sentences, the sentences listed on the vertical axis."
+# %%
+# alt: Heat map of the cosine similarity between the sentence embeddings of every pair of corpus
+#   sentences, the sentences listed on the vertical axis.
 sim = ours @ ours.T  # (N, N)
 fig, ax = plt.subplots(figsize=(6.5, 5))
 im = ax.imshow(sim.numpy(), cmap="viridis", vmin=min(0.0, sim.min().item()), vmax=1)
@@ -381,34 +469,54 @@ for i, j in enumerate(best.tolist()):
 # {{ predict: cls_last_layer }}
 
 # %% tags=["remove-input"]
-# A question before the measurement below; the build selects its answer from the claim recorded there.
+# A question before the measurement below; the build selects its answer from the claim recorded
+# there.
 from bertlab.experiments import predictions as ask
 
-ask.predict("cls_last_layer", "In the last layer, which kind of key token gets the largest share of "
-            "`[CLS]`'s attention?", [
-    ask.fails("cls_last_layer_reads_content", "`[CLS]` itself, `[SEP]` or punctuation", "That would hold "
-              "if `[CLS]` kept to the special tokens to the end, as it does in earlier layers. In the last "
-              "one it turns to the content."),
-    ask.holds("cls_last_layer_reads_content", "the content tokens", "In the last layer `[CLS]` reads the "
-              "sentence: the content tokens get {{ cls_content_last }} of its attention "
-              "{{ claim: cls_last_layer_reads_content }}."),
-], section="What [CLS] attends to, and why this model averages instead")
+ask.predict(
+    "cls_last_layer",
+    "In the last layer, which kind of key token gets the largest share of `[CLS]`'s attention?",
+    [
+        ask.fails(
+            "cls_last_layer_reads_content",
+            "`[CLS]` itself, `[SEP]` or punctuation",
+            "That would hold "
+            "if `[CLS]` kept to the special tokens to the end, as it does in earlier layers. In "
+            "the last "
+            "one it turns to the content.",
+        ),
+        ask.holds(
+            "cls_last_layer_reads_content",
+            "the content tokens",
+            "In the last layer `[CLS]` reads the "
+            "sentence: the content tokens get {{ cls_content_last }} of its attention "
+            "{{ claim: cls_last_layer_reads_content }}.",
+        ),
+    ],
+    section="What [CLS] attends to, and why this model averages instead",
+)
 
 # %%
 from bertlab.experiments import cls_attention
 
 with torch.no_grad():
     attentions = model(**batch, output_attentions=True).attentions  # L tensors (B, A, T, T)
-by_layer = [cls_attention.cls_attention_shares(p, batch["input_ids"], m01, tokenizer) for p in attentions]
+by_layer = [
+    cls_attention.cls_attention_shares(p, batch["input_ids"], m01, tokenizer) for p in attentions
+]
 print(f"{'layer':<8}" + "".join(f"{kind:>13}" for kind in cls_attention.KINDS))
 for index, shares in enumerate(by_layer):
     print(f"{index:<8}" + "".join(f"{shares.mean(kind):13.1%}" for kind in cls_attention.KINDS))
-print(f"{'uniform':<8}" + "".join(f"{by_layer[-1].uniform_mean(kind):13.1%}" for kind in cls_attention.KINDS))
+print(
+    f"{'uniform':<8}"
+    + "".join(f"{by_layer[-1].uniform_mean(kind):13.1%}" for kind in cls_attention.KINDS)
+)
 
 last = by_layer[-1]
 others_last = max(last.mean(kind) for kind in cls_attention.KINDS if kind != "content")
-sep_punct, sep_punct_uniform = (sum(f(kind) for kind in ("[SEP]", "punctuation"))
-                                for f in (last.mean, last.uniform_mean))
+sep_punct, sep_punct_uniform = (
+    sum(f(kind) for kind in ("[SEP]", "punctuation")) for f in (last.mean, last.uniform_mean)
+)
 self_over_content = min(s.mean("[CLS]") / s.mean("content") for s in by_layer[:-1])
 claims.value("cls_last_layer", len(by_layer) - 1, "{:.0f}")
 claims.value("cls_content_last", 100 * last.mean("content"), "{:.0f}%")
@@ -417,14 +525,34 @@ claims.value("cls_self_uniform", 100 * last.uniform_mean("[CLS]"), "{:.0f}%")
 claims.value("cls_sep_punct_last", 100 * sep_punct, "{:.1f}%")
 claims.value("cls_sep_punct_uniform", 100 * sep_punct_uniform, "{:.0f}%")
 claims.value("cls_self_earlier_min", 100 * min(s.mean("[CLS]") for s in by_layer[:-1]), "{:.0f}%")
-claims.claim("cls_last_layer_reads_content", last.mean("content"), ">", others_last,
-             "in the last layer the content tokens get the largest share of [CLS]'s attention")
-claims.claim("cls_last_layer_self_above_uniform", last.mean("[CLS]"), ">", 2 * last.uniform_mean("[CLS]"),
-             "in the last layer [CLS] gives itself more than twice a uniform row's share")
-claims.claim("cls_last_layer_sep_punct_below_uniform", sep_punct, "<", sep_punct_uniform,
-             "in the last layer [SEP] and punctuation get less than a uniform row's share")
-claims.claim("cls_earlier_layers_attend_to_itself", self_over_content, ">", 1,
-             "in every earlier layer [CLS] attends more to itself than to all content tokens together")
+claims.claim(
+    "cls_last_layer_reads_content",
+    last.mean("content"),
+    ">",
+    others_last,
+    "in the last layer the content tokens get the largest share of [CLS]'s attention",
+)
+claims.claim(
+    "cls_last_layer_self_above_uniform",
+    last.mean("[CLS]"),
+    ">",
+    2 * last.uniform_mean("[CLS]"),
+    "in the last layer [CLS] gives itself more than twice a uniform row's share",
+)
+claims.claim(
+    "cls_last_layer_sep_punct_below_uniform",
+    sep_punct,
+    "<",
+    sep_punct_uniform,
+    "in the last layer [SEP] and punctuation get less than a uniform row's share",
+)
+claims.claim(
+    "cls_earlier_layers_attend_to_itself",
+    self_over_content,
+    ">",
+    1,
+    "in every earlier layer [CLS] attends more to itself than to all content tokens together",
+)
 
 # %% [markdown]
 # In the last layer (layer {{ cls_last_layer }}), the content tokens get {{ cls_content_last }}
@@ -433,7 +561,8 @@ claims.claim("cls_earlier_layers_attend_to_itself", self_over_content, ">", 1,
 # uniform row {{ claim: cls_last_layer_self_above_uniform }}, and `[SEP]` and punctuation
 # together get {{ cls_sep_punct_last }}, less than a uniform row's {{ cls_sep_punct_uniform }}
 # {{ claim: cls_last_layer_sep_punct_below_uniform }}. In every earlier layer `[CLS]` attends more
-# to itself than to all the content tokens together {{ claim: cls_earlier_layers_attend_to_itself }},
+# to itself than to all the content tokens together
+# {{ claim: cls_earlier_layers_attend_to_itself }},
 # at least {{ cls_self_earlier_min }} of its attention. Clark et al. (2019, "What Does BERT
 # Look At?", BlackboxNLP) found BERT-base's heads putting much of their attention on `[SEP]` in
 # the middle layers and argued that such attention works as a no-op, a place for a head to look
@@ -458,15 +587,31 @@ claims.claim("cls_earlier_layers_attend_to_itself", self_over_content, ">", 1,
 # {{ predict: pooling_partners }}
 
 # %% tags=["remove-input"]
-ask.predict("pooling_partners", "Which vector sets a sentence's topical partner further above the other "
-            "sentences: the mean of the token vectors, or the `[CLS]` vector?", [
-    ask.holds("mean_pooling_separates_partners", "the mean of the token vectors", "The model was "
-              "fine-tuned through mean pooling: the partner stands {{ contrast_mean }} above the others with "
-              "the mean, {{ contrast_cls }} with `[CLS]` {{ claim: mean_pooling_separates_partners }}."),
-    ask.fails("mean_pooling_separates_partners", "the `[CLS]` vector", "That would hold for a model "
-              "fine-tuned through its `[CLS]` vector, as BERT's classifiers are. This one was trained through "
-              "the mean."),
-], section="What [CLS] attends to, and why this model averages instead")
+ask.predict(
+    "pooling_partners",
+    "Which vector sets a sentence's topical partner further above the other "
+    "sentences: the mean of the token vectors, or the `[CLS]` vector?",
+    [
+        ask.holds(
+            "mean_pooling_separates_partners",
+            "the mean of the token vectors",
+            "The model was "
+            "fine-tuned through mean pooling: the partner stands {{ contrast_mean }} above the "
+            "others with "
+            "the mean, {{ contrast_cls }} with `[CLS]` {{ claim: "
+            "mean_pooling_separates_partners }}.",
+        ),
+        ask.fails(
+            "mean_pooling_separates_partners",
+            "the `[CLS]` vector",
+            "That would hold for a model "
+            "fine-tuned through its `[CLS]` vector, as BERT's classifiers are. This one was "
+            "trained through "
+            "the mean.",
+        ),
+    ],
+    section="What [CLS] attends to, and why this model averages instead",
+)
 
 # %%
 cls_vectors = cls_attention.cls_vectors(library.last_hidden_state)  # (B, H): x_{L,0}, unit length
@@ -478,9 +623,12 @@ for label, vectors in pooling.items():
     found[label] = cls_attention.partners_found(vectors)
     unit = F.normalize(vectors.double(), dim=-1)
     alike[label] = (unit @ unit.T)[~torch.eye(len(unit), dtype=torch.bool)].mean().item()
-    print(f"{label:<13} partner nearest for {found[label]} of {topical} sentences; partner's cosine minus the "
-          f"others' mean: mean {contrast[label].mean():.3f}, min {contrast[label].min():.3f}; "
-          f"mean cosine of two different sentences {alike[label]:.3f}")
+    print(
+        f"{label:<13} partner nearest for {found[label]} of {topical} sentences; partner's cosine "
+        "minus the "
+        f"others' mean: mean {contrast[label].mean():.3f}, min {contrast[label].min():.3f}; "
+        f"mean cosine of two different sentences {alike[label]:.3f}"
+    )
 claims.value("topical", topical, "{:.0f}")
 claims.value("found_mean", found["mean pooling"], "{:.0f}")
 claims.value("found_cls", found["[CLS] vector"], "{:.0f}")
@@ -488,12 +636,27 @@ claims.value("contrast_mean", contrast["mean pooling"].mean(), "{:.2f}")
 claims.value("contrast_cls", contrast["[CLS] vector"].mean(), "{:.2f}")
 claims.value("alike_mean", alike["mean pooling"], "{:.2f}")
 claims.value("alike_cls", alike["[CLS] vector"], "{:.2f}")
-claims.claim("mean_pooling_finds_every_partner", found["mean pooling"], "==", topical,
-             "with mean pooling every topical sentence has its partner nearest")
-claims.claim("mean_pooling_separates_partners", contrast["mean pooling"].mean(), ">", contrast["[CLS] vector"].mean(),
-             "mean pooling sets partners further apart from the other sentences than [CLS] vectors do")
-claims.claim("cls_vectors_alike", alike["[CLS] vector"], ">", alike["mean pooling"],
-             "[CLS] vectors of different sentences are more alike than mean-pooled ones")
+claims.claim(
+    "mean_pooling_finds_every_partner",
+    found["mean pooling"],
+    "==",
+    topical,
+    "with mean pooling every topical sentence has its partner nearest",
+)
+claims.claim(
+    "mean_pooling_separates_partners",
+    contrast["mean pooling"].mean(),
+    ">",
+    contrast["[CLS] vector"].mean(),
+    "mean pooling sets partners further apart from the other sentences than [CLS] vectors do",
+)
+claims.claim(
+    "cls_vectors_alike",
+    alike["[CLS] vector"],
+    ">",
+    alike["mean pooling"],
+    "[CLS] vectors of different sentences are more alike than mean-pooled ones",
+)
 
 # %% [markdown]
 # With mean pooling, each of the {{ topical }} topical sentences has its partner nearest
@@ -535,15 +698,28 @@ claims.claim("cls_vectors_alike", alike["[CLS] vector"], ">", alike["mean poolin
 # {{ predict: layer_cost_part }}
 
 # %% tags=["remove-input"]
-ask.predict("layer_cost_part", "For the course's sentences, which part of a layer does most of its "
-            "multiply-adds?", [
-    ask.fails("ffn_dominates_here", "attention's scores and weighted sum, or the projections", "That would "
-              "hold for sentences far longer than the width, where the $T^2$ terms grow past the rest. The "
-              "course's sentences are short."),
-    ask.holds("ffn_dominates_here", "the FFN", "At these lengths the terms in $H^2$ dominate, and the FFN's "
-              "two $4H$-wide products are most of them: {{ ffn_share_here }} of the layer "
-              "{{ claim: ffn_dominates_here }}."),
-], section="What one layer costs, and which part dominates")
+ask.predict(
+    "layer_cost_part",
+    "For the course's sentences, which part of a layer does most of its multiply-adds?",
+    [
+        ask.fails(
+            "ffn_dominates_here",
+            "attention's scores and weighted sum, or the projections",
+            "That would "
+            "hold for sentences far longer than the width, where the $T^2$ terms grow past the "
+            "rest. The "
+            "course's sentences are short.",
+        ),
+        ask.holds(
+            "ffn_dominates_here",
+            "the FFN",
+            "At these lengths the terms in $H^2$ dominate, and the FFN's "
+            "two $4H$-wide products are most of them: {{ ffn_share_here }} of the layer "
+            "{{ claim: ffn_dominates_here }}.",
+        ),
+    ],
+    section="What one layer costs, and which part dominates",
+)
 
 # %%
 H, I = model.config.hidden_size, model.config.intermediate_size
@@ -554,10 +730,19 @@ for T_ in lengths:
     formula, measured = layer_cost.multiply_adds(T_, H, I), layer_cost.counted(layer0, T_)
     mismatch += sum(abs(formula[p] - measured[p]) for p in layer_cost.PARTS)
     seconds = layer_cost.fastest_seconds(layer0, T_)
-    print(f"T = {T_:>3}: " + ", ".join(f"{p} {measured[p]:,}" for p in layer_cost.PARTS)
-          + f"; {seconds * 1e3:.2f} ms on this machine, this build")
+    print(
+        f"T = {T_:>3}: "
+        + ", ".join(f"{p} {measured[p]:,}" for p in layer_cost.PARTS)
+        + f"; {seconds * 1e3:.2f} ms on this machine, this build"
+    )
 claims.value("cost_mismatch", mismatch, "{:.0f}")
-claims.claim("cost_formula_counts", mismatch, "==", 0, "the FLOP counter counts the formula's multiply-adds exactly")
+claims.claim(
+    "cost_formula_counts",
+    mismatch,
+    "==",
+    0,
+    "the FLOP counter counts the formula's multiply-adds exactly",
+)
 claims.value("cost_lengths", ", ".join(map(str, lengths)))
 
 # %% [markdown]
@@ -565,8 +750,14 @@ claims.value("cost_lengths", ", ".join(map(str, lengths)))
 # apart in all {{ claim: cost_formula_counts }}. The share of each part, from the same
 # formula, against $T$:
 
-# %% alt="Share of one layer's multiply-adds taken by each part (the Q, K, V projections, the scores and weighted sum, W^O and the FFN) against the sentence length T on a log scale, with vertical lines at the model's longest input, at T = 6H, and a band over the lengths of the course's sentences."
-sweep = torch.unique(torch.logspace(0, torch.log10(torch.tensor(8.0 * H)), 200).round().long()).tolist()
+# %%
+# alt: Share of one layer's multiply-adds taken by each part (the Q, K, V projections, the scores
+#   and weighted sum, W^O and the FFN) against the sentence length T on a log scale, with vertical
+#   lines at the model's longest input, at T = 6H, and a band over the lengths of the course's
+#   sentences.
+sweep = torch.unique(
+    torch.logspace(0, torch.log10(torch.tensor(8.0 * H)), 200).round().long()
+).tolist()
 shares = {p: [] for p in layer_cost.PARTS}
 for T_ in sweep:
     parts = layer_cost.multiply_adds(T_, H, I)
@@ -577,8 +768,19 @@ cross = layer_cost.crossover(H, I)
 fig, ax = plt.subplots(figsize=(7, 3.4))
 for p in layer_cost.PARTS:
     ax.plot(sweep, shares[p], label=p.replace("W^O", "$W^O$"))  # mathtext, not a literal caret
-ax.axvspan(lengths_here.min().item(), lengths_here.max().item(), color="gray", alpha=0.2, label="course's sentences")
-ax.axvline(model.config.max_position_embeddings, color="gray", ls=":", label="longest input (max positions)")
+ax.axvspan(
+    lengths_here.min().item(),
+    lengths_here.max().item(),
+    color="gray",
+    alpha=0.2,
+    label="course's sentences",
+)
+ax.axvline(
+    model.config.max_position_embeddings,
+    color="gray",
+    ls=":",
+    label="longest input (max positions)",
+)
 ax.axvline(cross, color="black", ls="--", label=f"T = 6H = {cross}")
 ax.set_xscale("log")
 ax.set_xlabel("tokens per sentence, T")
@@ -593,9 +795,14 @@ ffn_share = at_longest["FFN"] / sum(at_longest.values())
 quadratic_share = at_longest["scores and weighted sum"] / sum(at_longest.values())
 at_max = layer_cost.multiply_adds(model.config.max_position_embeddings, H, I)
 quadratic_at_max = at_max["scores and weighted sum"] / sum(at_max.values())
-print(f"6H = {6 * H}; crossover of the formula: T = {cross}; longest input the model takes: "
-      f"{model.config.max_position_embeddings}")
-print(f"course's longest sentence, T = {longest}: FFN {ffn_share:.0%}, scores and weighted sum {quadratic_share:.1%}")
+print(
+    f"6H = {6 * H}; crossover of the formula: T = {cross}; longest input the model takes: "
+    f"{model.config.max_position_embeddings}"
+)
+print(
+    f"course's longest sentence, T = {longest}: FFN {ffn_share:.0%}, scores and weighted sum "
+    f"{quadratic_share:.1%}"
+)
 claims.value("cross", cross, "{:.0f}")
 claims.value("six_h", 6 * H, "{:.0f}")
 claims.value("max_positions", model.config.max_position_embeddings, "{:.0f}")
@@ -613,25 +820,55 @@ def passes(part: str) -> int:
 
 
 past_qkv, past_ffn = passes("Q, K, V projections"), passes("FFN")
-print(f"the T^2 terms pass the Q, K, V projections alone at T = {past_qkv}, the FFN alone at T = {past_ffn}")
+print(
+    f"the T^2 terms pass the Q, K, V projections alone at T = {past_qkv}, the FFN alone at T = "
+    f"{past_ffn}"
+)
 claims.value("past_qkv", past_qkv, "{:.0f}")
 claims.value("past_ffn", past_ffn, "{:.0f}")
-claims.claim("passes_one_part_before_the_rest", max(past_qkv, past_ffn), "<", cross,
-             "the T^2 terms pass each single part before they pass all the other parts together")
-claims.claim("passes_projections_at_1_5h", past_qkv, "==", -(-3 * H // 2), "they pass the projections at T = 1.5H")
+claims.claim(
+    "passes_one_part_before_the_rest",
+    max(past_qkv, past_ffn),
+    "<",
+    cross,
+    "the T^2 terms pass each single part before they pass all the other parts together",
+)
+claims.claim(
+    "passes_projections_at_1_5h",
+    past_qkv,
+    "==",
+    -(-3 * H // 2),
+    "they pass the projections at T = 1.5H",
+)
 claims.claim("passes_ffn_at_4h", past_ffn, "==", 4 * H, "they pass the FFN at T = 4H")
-claims.claim("crossover_beyond_max_positions", cross, ">", model.config.max_position_embeddings,
-             "the crossover lies beyond the longest input the model takes")
-claims.claim("ffn_dominates_here", ffn_share, ">", 0.5,
-             "the FFN does more than half the work for the course's longest sentence")
-claims.claim("quadratic_small_here", quadratic_share, "<", 0.02,
-             "the T^2 terms are under 2% of the work for the course's sentences")
+claims.claim(
+    "crossover_beyond_max_positions",
+    cross,
+    ">",
+    model.config.max_position_embeddings,
+    "the crossover lies beyond the longest input the model takes",
+)
+claims.claim(
+    "ffn_dominates_here",
+    ffn_share,
+    ">",
+    0.5,
+    "the FFN does more than half the work for the course's longest sentence",
+)
+claims.claim(
+    "quadratic_small_here",
+    quadratic_share,
+    "<",
+    0.02,
+    "the T^2 terms are under 2% of the work for the course's sentences",
+)
 
 # %% [markdown]
 # For this model the $T^2$ terms would overtake all the other parts together at
 # $T = 6H$ = {{ six_h }} tokens {{ claim: crossover_is_6h }} (on the figure, where each part has
 # its own line, the scores and weighted sum pass the Q, K, V projections first, at
-# T = {{ past_qkv }}, and the FFN at T = {{ past_ffn }} {{ claim: passes_one_part_before_the_rest }}),
+# T = {{ past_qkv }}, and the FFN at T = {{ past_ffn }}
+# {{ claim: passes_one_part_before_the_rest }}),
 # beyond the {{ max_positions }} positions it can take at all
 # {{ claim: crossover_beyond_max_positions }}; even at {{ max_positions }} they are
 # {{ quadratic_share_max }} of the work. The course's sentences, {{ course_longest }} tokens at
@@ -675,29 +912,67 @@ claims.claim("quadratic_small_here", quadratic_share, "<", 0.02,
 # {{ predict: check_crossover }}
 
 # %% tags=["remove-input"]
-ask.check("check_cls_earlier_layers", "Before the last layer, does `[CLS]` attend more to itself or to the "
-          "content tokens?", [
-    ask.holds("cls_earlier_layers_attend_to_itself", "to itself", "Until the last layer `[CLS]` attends "
-              "more to itself than to the content {{ claim: cls_earlier_layers_attend_to_itself }}: its own "
-              "vector is not a summary of the sentence."),
-    ask.fails("cls_earlier_layers_attend_to_itself", "to the content tokens", "That would hold if `[CLS]` "
-              "gathered the sentence layer after layer. It does so only in the last layer."),
-], section="What [CLS] attends to, and why this model averages instead")
-ask.check("check_mean_pooling_partners", "With mean pooling, is every topical sentence's partner its nearest "
-          "other sentence?", [
-    ask.fails("mean_pooling_finds_every_partner", "not every one", "That would hold if the sentence "
-              "embeddings ranked by shared words. They rank by topic."),
-    ask.holds("mean_pooling_finds_every_partner", "yes, every one", "Mean pooling finds {{ found_mean }} "
-              "partners of {{ topical }} {{ claim: mean_pooling_finds_every_partner }}."),
-], section="What [CLS] attends to, and why this model averages instead")
-ask.check("check_crossover", "At what length would a layer's $T^2$ terms overtake the rest, against the "
-          "model's longest input?", [
-    ask.holds("crossover_beyond_max_positions", "beyond its longest input", "At $T = 6H$, "
-              "{{ six_h }} tokens, past the {{ max_positions }} positions the model has "
-              "{{ claim: crossover_beyond_max_positions }}."),
-    ask.fails("crossover_beyond_max_positions", "within it", "That would hold for a model narrower than its "
-              "longest input divided by six. This one's width puts the crossover past its positions."),
-], section="What one layer costs, and which part dominates")
+ask.check(
+    "check_cls_earlier_layers",
+    "Before the last layer, does `[CLS]` attend more to itself or to the content tokens?",
+    [
+        ask.holds(
+            "cls_earlier_layers_attend_to_itself",
+            "to itself",
+            "Until the last layer `[CLS]` attends "
+            "more to itself than to the content {{ claim: cls_earlier_layers_attend_to_itself }}: "
+            "its own "
+            "vector is not a summary of the sentence.",
+        ),
+        ask.fails(
+            "cls_earlier_layers_attend_to_itself",
+            "to the content tokens",
+            "That would hold if `[CLS]` "
+            "gathered the sentence layer after layer. It does so only in the last layer.",
+        ),
+    ],
+    section="What [CLS] attends to, and why this model averages instead",
+)
+ask.check(
+    "check_mean_pooling_partners",
+    "With mean pooling, is every topical sentence's partner its nearest other sentence?",
+    [
+        ask.fails(
+            "mean_pooling_finds_every_partner",
+            "not every one",
+            "That would hold if the sentence "
+            "embeddings ranked by shared words. They rank by topic.",
+        ),
+        ask.holds(
+            "mean_pooling_finds_every_partner",
+            "yes, every one",
+            "Mean pooling finds {{ found_mean }} "
+            "partners of {{ topical }} {{ claim: mean_pooling_finds_every_partner }}.",
+        ),
+    ],
+    section="What [CLS] attends to, and why this model averages instead",
+)
+ask.check(
+    "check_crossover",
+    "At what length would a layer's $T^2$ terms overtake the rest, against the "
+    "model's longest input?",
+    [
+        ask.holds(
+            "crossover_beyond_max_positions",
+            "beyond its longest input",
+            "At $T = 6H$, "
+            "{{ six_h }} tokens, past the {{ max_positions }} positions the model has "
+            "{{ claim: crossover_beyond_max_positions }}.",
+        ),
+        ask.fails(
+            "crossover_beyond_max_positions",
+            "within it",
+            "That would hold for a model narrower than its "
+            "longest input divided by six. This one's width puts the crossover past its positions.",
+        ),
+    ],
+    section="What one layer costs, and which part dominates",
+)
 
 # %% [markdown]
 # ## References

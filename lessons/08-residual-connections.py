@@ -13,7 +13,8 @@
 # $$x_L = x_0 + \sum_{l=0}^{L-1} F_l(x_l),$$
 #
 # so the input reaches the output directly, and the gradient
-# $\partial x_L / \partial x_l = \mathrm{Id} + \partial\big(\sum_{i \ge l} F_i\big)/\partial x_l$ always
+# $\partial x_L / \partial x_l = \mathrm{Id} + \partial\big(\sum_{i \ge l} F_i\big)/\partial x_l$
+# always
 # contains the identity (He, Zhang, Ren & Sun 2016b, "Identity Mappings in Deep Residual
 # Networks", ECCV: their derivation assumes an identity skip and nothing after the addition, the
 # case without LayerNorms written here). Veit et al. (2016) read the unrolled sum as an
@@ -99,28 +100,49 @@ print(f"relative_residual                 = {hidden0[0, row].item():.6f}")
 # {{ predict: attention_only_collapse }}
 
 # %% tags=["remove-input"]
-# A question before the measurement below; the build selects its answer from the claim recorded there.
+# A question before the measurement below; the build selects its answer from the claim recorded
+# there.
 from bertlab.experiments import predictions as ask
 
-ask.predict("attention_only_collapse", "Attention only, no skip and no FFN, in every layer of the pretrained "
-            "model: how far from all alike do a sentence's token vectors end?", [
-    ask.holds("no_skip_reaches_zero", "all but alike: r near zero", "Each attention row is an average of "
-              "the tokens, and averages of averages converge: without the skip, r ends at "
-              "{{ no_skip_r_last }} {{ claim: no_skip_reaches_zero }}, against at least {{ skip_r_min }} with it."),
-    ask.fails("no_skip_reaches_zero", "still clearly apart", "That would hold if attention kept each token's "
-              "own vector. Without the skip nothing does: each layer's output is a weighted average."),
-], section="Four variants, pretrained and at initialisation")
+ask.predict(
+    "attention_only_collapse",
+    "Attention only, no skip and no FFN, in every layer of the pretrained "
+    "model: how far from all alike do a sentence's token vectors end?",
+    [
+        ask.holds(
+            "no_skip_reaches_zero",
+            "all but alike: r near zero",
+            "Each attention row is an average of "
+            "the tokens, and averages of averages converge: without the skip, r ends at "
+            "{{ no_skip_r_last }} {{ claim: no_skip_reaches_zero }}, against at least {{ "
+            "skip_r_min }} with it.",
+        ),
+        ask.fails(
+            "no_skip_reaches_zero",
+            "still clearly apart",
+            "That would hold if attention kept each token's "
+            "own vector. Without the skip nothing does: each layer's output is a weighted average.",
+        ),
+    ],
+    section="Four variants, pretrained and at initialisation",
+)
 
 # %%
 random_model = rank_collapse.random_model(model.config, seed=0)
-curves = {"pretrained": rank_collapse.curves(model, batch), "random init": rank_collapse.curves(random_model, batch)}
+curves = {
+    "pretrained": rank_collapse.curves(model, batch),
+    "random init": rank_collapse.curves(random_model, batch),
+}
 
 for weights, table in curves.items():
     print(f"{weights}: mean relative residual after each layer (column 0 = embeddings)")
     for name, curve in table.items():
         print(f"  {rank_collapse.LABELS[name]:<17}" + " ".join(f"{v:9.2e}" for v in curve.tolist()))
 
-# %% alt="Two line charts on a log scale, for the pretrained and for randomly initialised weights: the relative distance of the hidden states from rank one, from the embeddings through each layer, one line per variant of the model."
+# %%
+# alt: Two line charts on a log scale, for the pretrained and for randomly initialised weights: the
+#   relative distance of the hidden states from rank one, from the embeddings through each layer,
+#   one line per variant of the model.
 FLOOR = 1e-9  # exact zeros cannot be drawn on a log axis
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
 for ax, (weights, table) in zip(axes, curves.items(), strict=True):
@@ -149,33 +171,59 @@ pure = curves["pretrained"]["attention_only"]  # (L + 1,)
 digits = -torch.log10(pure.clamp(min=FLOOR))
 for i in range(1, L + 1):
     grow = digits[i] / digits[i - 1]
-    print(f"after layer {i - 1}: r = {pure[i].item():.2e}, digits = {digits[i].item():5.2f}, "
-          f"x{grow.item():.1f} the digits of the layer before")
+    print(
+        f"after layer {i - 1}: r = {pure[i].item():.2e}, digits = {digits[i].item():5.2f}, "
+        f"x{grow.item():.1f} the digits of the layer before"
+    )
 collapsed = next((i for i in range(L + 1) if pure[i] < 1e-3), None)
-print(f"attention only: r < 1e-3 from hidden state {collapsed} on; "
-      f"full model at the last layer: r = {curves['pretrained']['full'][-1].item():.3f}")
+print(
+    f"attention only: r < 1e-3 from hidden state {collapsed} on; "
+    f"full model at the last layer: r = {curves['pretrained']['full'][-1].item():.3f}"
+)
 pure_init = curves["random init"]["attention_only"]  # (L + 1,)
 collapsed_init = next((i for i in range(L + 1) if pure_init[i] < 1e-3), None)
-print(f"attention only at initialisation: r = {pure_init[0].item():.2e} for the embeddings, "
-      f"{pure_init[1].item():.2e} after layer 0; r < 1e-3 from hidden state {collapsed_init} on")
+print(
+    f"attention only at initialisation: r = {pure_init[0].item():.2e} for the embeddings, "
+    f"{pure_init[1].item():.2e} after layer 0; r < 1e-3 from hidden state {collapsed_init} on"
+)
 # float32 keeps about 7 digits: below ten times its precision, r is at float32's floor
 above_floor = [i for i in range(1, L + 1) if pure[i - 1] > 10 * torch.finfo(torch.float32).eps]
 claims.value("collapse_hidden_state", collapsed, "{:.0f}")
 claims.value("collapse_hidden_state_init", collapsed_init, "{:.0f}")
 claims.value("init_r_embeddings", pure_init[0], "{:.2f}")
 claims.value("init_r_after_one", pure_init[1], "{:.2f}")
-claims.claim("digits_grow_each_layer", min(digits[i] / digits[i - 1] for i in above_floor), ">", 1,
-             "until r reaches float32's floor, the digits grow by a factor above one each layer")
-claims.claim("collapse_faster_at_init", collapsed_init, "<", collapsed,
-             "at initialisation attention alone reaches r < 1e-3 in fewer layers than pretrained")
+claims.claim(
+    "digits_grow_each_layer",
+    min(digits[i] / digits[i - 1] for i in above_floor),
+    ">",
+    1,
+    "until r reaches float32's floor, the digits grow by a factor above one each layer",
+)
+claims.claim(
+    "collapse_faster_at_init",
+    collapsed_init,
+    "<",
+    collapsed,
+    "at initialisation attention alone reaches r < 1e-3 in fewer layers than pretrained",
+)
 no_skip = max(t[v][-1] for t in curves.values() for v in ("attention_only", "attention_ffn"))
 with_skip = min(t[v].min() for t in curves.values() for v in ("full", "attention_skip"))
 claims.value("no_skip_r_last", no_skip, "{:.0e}")
 claims.value("skip_r_min", with_skip, "{:.2f}")
-claims.claim("no_skip_reaches_zero", no_skip, "<", 1e-3,
-             "without a skip around attention, r ends below 1e-3, pretrained or not")
-claims.claim("skip_stays_far_from_zero", with_skip, ">", 0.1,
-             "with the skip, r stays above 0.1 in every hidden state, pretrained or not")
+claims.claim(
+    "no_skip_reaches_zero",
+    no_skip,
+    "<",
+    1e-3,
+    "without a skip around attention, r ends below 1e-3, pretrained or not",
+)
+claims.claim(
+    "skip_stays_far_from_zero",
+    with_skip,
+    ">",
+    0.1,
+    "with the skip, r stays above 0.1 in every hidden state, pretrained or not",
+)
 
 # %% [markdown]
 # The number of digits grows by a factor larger than one each layer
@@ -185,7 +233,8 @@ claims.claim("skip_stays_far_from_zero", with_skip, ">", 0.1,
 # {{ collapse_hidden_state }} on. At initialisation it is faster, below $10^{-3}$ from hidden
 # state {{ collapse_hidden_state_init }} on {{ claim: collapse_faster_at_init }}: the random query
 # and key weights are tiny, so every attention row is close to uniform, and a single layer
-# already takes $r$ from {{ init_r_embeddings }} to {{ init_r_after_one }}. The skip connection keeps
+# already takes $r$ from {{ init_r_embeddings }} to {{ init_r_after_one }}. The skip connection
+# keeps
 # each token's own vector in the sum, and the FFN alone (attention + FFN) does not rescue it here:
 # it acts on each token separately, so once the tokens are alike it keeps them alike.
 #
@@ -212,31 +261,56 @@ claims.claim("skip_stays_far_from_zero", with_skip, ">", 0.1,
 # {{ predict: layer_removed_most }}
 
 # %% tags=["remove-input"]
-ask.predict("layer_removed_most", "Remove one whole layer of the pretrained model: which layer's removal "
-            "moves the sentence embeddings most?", [
-    ask.fails("last_layer_moves_most", "an earlier layer", "That would hold if an early layer's loss grew "
-              "through the layers after it. The skips carry the stream past a missing layer; the later "
-              "layers mostly nudge it."),
-    ask.holds("last_layer_moves_most", "the last layer", "Nothing comes after the last layer to make up "
-              "for it: its removal moves the embeddings most {{ claim: last_layer_moves_most }}."),
-], section="Lesions: remove one piece of the pretrained model")
+ask.predict(
+    "layer_removed_most",
+    "Remove one whole layer of the pretrained model: which layer's removal "
+    "moves the sentence embeddings most?",
+    [
+        ask.fails(
+            "last_layer_moves_most",
+            "an earlier layer",
+            "That would hold if an early layer's loss grew "
+            "through the layers after it. The skips carry the stream past a missing layer; the "
+            "later "
+            "layers mostly nudge it.",
+        ),
+        ask.holds(
+            "last_layer_moves_most",
+            "the last layer",
+            "Nothing comes after the last layer to make up "
+            "for it: its removal moves the embeddings most {{ claim: last_layer_moves_most }}.",
+        ),
+    ],
+    section="Lesions: remove one piece of the pretrained model",
+)
 
 # %%
 queries = corpus.batch(tokenizer, lesions.QUERIES)  # (Q, T') tensors
 table = lesions.layer_lesions(model, batch, queries)  # 5 kinds x L layers
-print(f"{'lesion':<15}{'layer':>6}{'mean cos':>10}{'min cos':>10}{'top kept':>10}{'score r':>9}   rank of the intact top result per query")
+print(
+    f"{'lesion':<15}{'layer':>6}{'mean cos':>10}{'min cos':>10}{'top kept':>10}{'score r':>9}   "
+    "rank of the intact top result per query"
+)
 for r in table:
     e = r.effect
-    print(f"{r.kind:<15}{r.layer:>6}{e.mean_cosine:>10.3f}{e.min_cosine:>10.3f}{e.top_kept:>10.0%}"
-          f"{e.score_correlation:>9.3f}   {e.rank_of_top.tolist()}")
+    print(
+        f"{r.kind:<15}{r.layer:>6}{e.mean_cosine:>10.3f}{e.min_cosine:>10.3f}{e.top_kept:>10.0%}"
+        f"{e.score_correlation:>9.3f}   {e.rank_of_top.tolist()}"
+    )
 
-# %% alt="Grouped bar chart: for each lesioned layer and each kind of lesion, the mean cosine similarity between the lesioned and the intact model's outputs."
+# %%
+# alt: Grouped bar chart: for each lesioned layer and each kind of lesion, the mean cosine
+#   similarity between the lesioned and the intact model's outputs.
 kinds = list(LESIONS)
-by_kind = {k: torch.tensor([r.effect.mean_cosine for r in table if r.kind == k]) for k in kinds}  # (L,) each
+by_kind = {
+    k: torch.tensor([r.effect.mean_cosine for r in table if r.kind == k]) for k in kinds
+}  # (L,) each
 fig, ax = plt.subplots(figsize=(9, 3.4))
 width = 0.8 / len(kinds)
 for n_kind, k in enumerate(kinds):
-    ax.bar(torch.arange(L) + (n_kind - (len(kinds) - 1) / 2) * width, by_kind[k], width=width, label=k)
+    ax.bar(
+        torch.arange(L) + (n_kind - (len(kinds) - 1) / 2) * width, by_kind[k], width=width, label=k
+    )
 ax.set_xlabel("lesioned layer")
 ax.set_ylabel("mean cosine to intact")
 ax.set_ylim(min(0.0, *(v.min().item() for v in by_kind.values())), 1.0)
@@ -245,28 +319,66 @@ fig.tight_layout()
 plt.show()
 
 for k in kinds:
-    print(f"{k:<15} mean cosine averaged over layers {by_kind[k].mean().item():.3f}  (worst layer {int(by_kind[k].argmin())})")
+    print(
+        f"{k:<15} mean cosine averaged over layers {by_kind[k].mean().item():.3f}  (worst layer "
+        f"{int(by_kind[k].argmin())})"
+    )
 for k in ("layer", "attention_skip", "ffn_skip"):
     claims.value(f"{k}_mean_cosine", by_kind[k].mean(), "{:.3f}")
 for s in ("attention_skip", "ffn_skip"):
     worse_in = by_kind[s] < by_kind["layer"]  # (L,): layers where losing the skip hurts more
-    n_worse = int(worse_in.sum())  # the prose's words follow the count: "in all 6 layers" only when it is all
-    claims.value(f"{s}_worse_where", f"in all {L} layers" if n_worse == L else f"in {n_worse} of the {L} layers")
-    claims.claim(f"{s}_worse_on_average", by_kind[s].mean(), "<", by_kind["layer"].mean(),
-                 f"removing {s}'s skip hurts more than removing the layer, averaged over the layers")
-    print(f"{s}: hurts more than removing the whole layer in {counted(torch.nonzero(worse_in).flatten().tolist(), 'layer')}")
+    n_worse = int(
+        worse_in.sum()
+    )  # the prose's words follow the count: "in all 6 layers" only when it is all
+    claims.value(
+        f"{s}_worse_where",
+        f"in all {L} layers" if n_worse == L else f"in {n_worse} of the {L} layers",
+    )
+    claims.claim(
+        f"{s}_worse_on_average",
+        by_kind[s].mean(),
+        "<",
+        by_kind["layer"].mean(),
+        f"removing {s}'s skip hurts more than removing the layer, averaged over the layers",
+    )
+    print(
+        f"{s}: hurts more than removing the whole layer in "
+        f"{counted(torch.nonzero(worse_in).flatten().tolist(), 'layer')}"
+    )
 claims.value("layers", L, "{:.0f}")
-damage = {k: 1 - v for k, v in by_kind.items()}  # (L,) each: 1 - mean cosine, how far a lesion moves the outputs
-claims.claim("skip_not_worse_everywhere", (damage["layer"] / damage["attention_skip"]).max(), ">", 1,
-             "in some layer, removing attention's skip hurts less than removing the layer")
-claims.claim("ffn_skip_worse_everywhere", (damage["ffn_skip"] / damage["layer"]).min(), ">", 1,
-             "in every layer, removing the FFN's skip hurts more than removing the layer")
+damage = {
+    k: 1 - v for k, v in by_kind.items()
+}  # (L,) each: 1 - mean cosine, how far a lesion moves the outputs
+claims.claim(
+    "skip_not_worse_everywhere",
+    (damage["layer"] / damage["attention_skip"]).max(),
+    ">",
+    1,
+    "in some layer, removing attention's skip hurts less than removing the layer",
+)
+claims.claim(
+    "ffn_skip_worse_everywhere",
+    (damage["ffn_skip"] / damage["layer"]).min(),
+    ">",
+    1,
+    "in every layer, removing the FFN's skip hurts more than removing the layer",
+)
 last_kept = next(r.effect.top_kept for r in table if r.kind == "layer" and r.layer == L - 1)
 claims.value("last_layer_top_kept", last_kept, "{:.0%}")
-claims.claim("last_layer_moves_most", damage["layer"][-1], ">", damage["layer"][:-1].max(),
-             "skipping the last layer moves the embeddings more than skipping any other layer")
-claims.claim("last_layer_keeps_most_queries", last_kept, ">", 0.5,
-             "without the last layer, most queries still rank the same sentence first")
+claims.claim(
+    "last_layer_moves_most",
+    damage["layer"][-1],
+    ">",
+    damage["layer"][:-1].max(),
+    "skipping the last layer moves the embeddings more than skipping any other layer",
+)
+claims.claim(
+    "last_layer_keeps_most_queries",
+    last_kept,
+    ">",
+    0.5,
+    "without the last layer, most queries still rank the same sentence first",
+)
 
 # %% [markdown]
 # Reading the table: skipping a whole layer, or one of its blocks, moves the embeddings but
@@ -278,16 +390,20 @@ claims.claim("last_layer_keeps_most_queries", last_kept, ">", 0.5,
 # {{ claim: ffn_skip_worse_on_average }}, against {{ layer_mean_cosine }} without the layer. Layer
 # by layer, losing the FFN's skip hurts more than losing the whole layer {{ ffn_skip_worse_where }}
 # {{ claim: ffn_skip_worse_everywhere }}, losing attention's {{ attention_skip_worse_where }}
-# {{ claim: skip_not_worse_everywhere }} (the table lists each). Without its skip the block passes on its
+# {{ claim: skip_not_worse_everywhere }} (the table lists each). Without its skip the block passes
+# on its
 # update alone, and an update on its own is not a stream of the kind the following layers were
 # trained to read. Removing the last layer moves the embedding more than removing any other
 # {{ claim: last_layer_moves_most }} (the output space is that layer's), yet most queries
-# ({{ last_layer_top_kept }}) still find the same sentence {{ claim: last_layer_keeps_most_queries }}:
+# ({{ last_layer_top_kept }}) still find the same sentence
+# {{ claim: last_layer_keeps_most_queries }}:
 # a lesion can move the embeddings far and leave their ranking nearly intact.
 #
 # ## Masking single heads
 
-# %% alt="Heat map, layer against masked head: the mean cosine similarity between the model's output with that one head masked and the intact output."
+# %%
+# alt: Heat map, layer against masked head: the mean cosine similarity between the model's output
+#   with that one head masked and the intact output.
 heads = lesions.head_lesions(model, batch)  # (L, A): mean cosine to intact per masked head
 fig, ax = plt.subplots(figsize=(7, 3))
 im = ax.imshow(heads.numpy(), cmap="viridis", aspect="auto")
@@ -301,22 +417,41 @@ plt.show()
 
 worst = int(heads.argmin())
 layer_worst = by_kind["layer"].min().item()
-print(f"{L * A} single-head lesions: mean cosine from {heads.min().item():.4f} (layer {worst // A}, head {worst % A}) "
-      f"to {heads.max().item():.4f}; median {heads.median().item():.4f}")
-print(f"heads whose removal keeps the mean cosine above 0.99: {int((heads > 0.99).sum())} of {L * A}")
-print("per layer, mean over its heads:", " ".join(f"{v:.4f}" for v in heads.mean(1).tolist()),
-      f"-> most harmful on average: layer {int(heads.mean(1).argmin())}")
+print(
+    f"{L * A} single-head lesions: mean cosine from {heads.min().item():.4f} (layer {worst // A}, "
+    f"head {worst % A}) "
+    f"to {heads.max().item():.4f}; median {heads.median().item():.4f}"
+)
+print(
+    f"heads whose removal keeps the mean cosine above 0.99: {int((heads > 0.99).sum())} of {L * A}"
+)
+print(
+    "per layer, mean over its heads:",
+    " ".join(f"{v:.4f}" for v in heads.mean(1).tolist()),
+    f"-> most harmful on average: layer {int(heads.mean(1).argmin())}",
+)
 print(f"for comparison, the most harmful whole-layer lesion: mean cosine {layer_worst:.4f}")
 head_damage = 1 - heads  # (L, A): how far masking each head moves the embeddings
-claims.claim("any_head_less_than_any_layer", head_damage.max(), "<", damage["layer"].min(),
-             "masking any single head moves the embeddings less than skipping any whole layer")
-claims.claim("last_layer_heads_matter_most", head_damage[-1].mean(), ">", head_damage[:-1].mean(1).max(),
-             "the last layer's heads, averaged, move the embeddings more than any other layer's")
+claims.claim(
+    "any_head_less_than_any_layer",
+    head_damage.max(),
+    "<",
+    damage["layer"].min(),
+    "masking any single head moves the embeddings less than skipping any whole layer",
+)
+claims.claim(
+    "last_layer_heads_matter_most",
+    head_damage[-1].mean(),
+    ">",
+    head_damage[:-1].mean(1).max(),
+    "the last layer's heads, averaged, move the embeddings more than any other layer's",
+)
 
 # %% [markdown]
 # Any single head can go with little effect on the sentence embeddings (the range is printed
 # above), less than skipping any one whole layer {{ claim: any_head_less_than_any_layer }}; the
-# heads of the last layer matter most {{ claim: last_layer_heads_matter_most }}. This matches Michel et al. (2019), who removed
+# heads of the last layer matter most {{ claim: last_layer_heads_matter_most }}. This matches Michel
+# et al. (2019), who removed
 # many heads of a trained BERT at test time without a significant loss in accuracy. Each head
 # writes a small, separate term into the residual stream (lesson 3), and the stream carries
 # everything else past it.
@@ -331,18 +466,38 @@ claims.claim("last_layer_heads_matter_most", head_damage[-1].mean(), ">", head_d
 # {{ predict: attention_update_size }}
 
 # %% tags=["remove-input"]
-ask.predict("attention_update_size", "How large is attention's update next to the stream it is added to?", [
-    ask.fails("attention_update_below_stream", "as large or larger, in some layer", "That would hold if a "
-              "layer rewrote the stream. Each nudges a stream that mostly flows past it."),
-    ask.holds("attention_update_below_stream", "smaller, in every layer", "In every layer the update is "
-              "smaller than the stream {{ claim: attention_update_below_stream }}, though not negligible: "
-              "no block's update falls below {{ update_ratio_min }} of its stream, on average over the tokens."),
-], section="How much each block writes")
+ask.predict(
+    "attention_update_size",
+    "How large is attention's update next to the stream it is added to?",
+    [
+        ask.fails(
+            "attention_update_below_stream",
+            "as large or larger, in some layer",
+            "That would hold if a "
+            "layer rewrote the stream. Each nudges a stream that mostly flows past it.",
+        ),
+        ask.holds(
+            "attention_update_below_stream",
+            "smaller, in every layer",
+            "In every layer the update is "
+            "smaller than the stream {{ claim: attention_update_below_stream }}, though not "
+            "negligible: "
+            "no block's update falls below {{ update_ratio_min }} of its stream, on average over "
+            "the tokens.",
+        ),
+    ],
+    section="How much each block writes",
+)
 
-# %% alt="Bar chart per layer of two mean norm ratios, the attention update over its residual input and the feed-forward update over its residual input, with a dashed line at ratio one."
+# %%
+# alt: Bar chart per layer of two mean norm ratios, the attention update over its residual input and
+#   the feed-forward update over its residual input, with a dashed line at ratio one.
 ratios = lesions.update_ratios(trace)  # {"attention": (L,), "ffn": (L,)}
 for i in range(L):
-    print(f"layer {i}: ||a|| / ||x|| = {ratios['attention'][i].item():.3f}   ||f|| / ||h|| = {ratios['ffn'][i].item():.3f}")
+    print(
+        f"layer {i}: ||a|| / ||x|| = {ratios['attention'][i].item():.3f}   ||f|| / ||h|| = "
+        f"{ratios['ffn'][i].item():.3f}"
+    )
 
 fig, ax = plt.subplots(figsize=(6, 3))
 idx = torch.arange(L)
@@ -354,23 +509,43 @@ ax.set_ylabel("mean norm ratio")
 ax.legend(frameon=False)
 fig.tight_layout()
 plt.show()
-claims.claim("attention_update_below_stream", ratios["attention"].max(), "<", 1,
-             "attention's update is smaller than the stream in every layer")
-claims.claim("ffn_writes_more_than_attention", ratios["ffn"].mean(), ">", ratios["attention"].mean(),
-             "the FFN's update is larger than attention's, on average over the layers")
+claims.claim(
+    "attention_update_below_stream",
+    ratios["attention"].max(),
+    "<",
+    1,
+    "attention's update is smaller than the stream in every layer",
+)
+claims.claim(
+    "ffn_writes_more_than_attention",
+    ratios["ffn"].mean(),
+    ">",
+    ratios["attention"].mean(),
+    "the FFN's update is larger than attention's, on average over the layers",
+)
 update_min = min(ratios["attention"].min(), ratios["ffn"].min())
 claims.value("update_ratio_min", update_min, "{:.2f}")
-claims.claim("updates_a_sizeable_part", update_min, ">", 0.2,
-             "every block's update is more than a fifth of the stream's norm, on average over the tokens")
-print(f"attention updates smaller than the stream in every layer: {bool((ratios['attention'] < 1).all())}; "
-      f"FFN updates larger than the stream in {counted(torch.nonzero(ratios['ffn'] > 1).flatten().tolist(), 'layer')}")
+claims.claim(
+    "updates_a_sizeable_part",
+    update_min,
+    ">",
+    0.2,
+    "every block's update is more than a fifth of the stream's norm, on average over the tokens",
+)
+print(
+    "attention updates smaller than the stream in every layer: "
+    f"{bool((ratios['attention'] < 1).all())}; "
+    "FFN updates larger than the stream in "
+    f"{counted(torch.nonzero(ratios['ffn'] > 1).flatten().tolist(), 'layer')}"
+)
 
 # %% [markdown]
 # Attention's updates are smaller than the stream in every layer
 # {{ claim: attention_update_below_stream }}; the FFN writes more
 # {{ claim: ffn_writes_more_than_attention }}, and where the line above names a layer, more than
 # the stream itself, before the LayerNorm scales the sum back (lesson 4 measured the same ratios
-# from the recorded modules). With the skip, a token's vector after a block is its old vector plus a change; without it, the
+# from the recorded modules). With the skip, a token's vector after a block is its old vector plus a
+# change; without it, the
 # block has to rebuild the whole vector from its update, and for attention that update is a
 # weighted average over the sentence, which is exactly what drove the collapse above.
 #
@@ -387,7 +562,9 @@ from torch import nn
 from bertlab.experiments import stream_width
 
 H = model.config.hidden_size
-print("hidden states:", sorted({tuple(s.shape) for s in trace.hidden_states}), "(B, T, H) every time")
+print(
+    "hidden states:", sorted({tuple(s.shape) for s in trace.hidden_states}), "(B, T, H) every time"
+)
 x0 = trace.hidden_states[0]  # (B, T, H)
 wider = nn.Linear(H, H + 128)  # a branch that would widen the stream
 try:
@@ -407,8 +584,10 @@ except RuntimeError as err:
 # %%
 encoder_params = sum(p.numel() for p in model.encoder.parameters())
 projections = 2 * L * H * H  # two sub-layers per layer, one H x H matrix each
-print(f"{2 * L} projections of {H} x {H}: {projections:,} parameters, "
-      f"{projections / encoder_params:.0%} of the encoder's {encoder_params:,}")
+print(
+    f"{2 * L} projections of {H} x {H}: {projections:,} parameters, "
+    f"{projections / encoder_params:.0%} of the encoder's {encoder_params:,}"
+)
 
 # %% [markdown]
 # Parameters are one cost, gain is another: the identity passes the input on with gain exactly 1
@@ -423,12 +602,23 @@ print(f"{2 * L} projections of {H} x {H}: {projections:,} parameters, "
 # the output is an affine function of the input); and the gradient of a regression loss that
 # reaches each block's first weight matrix.
 
-# %% alt="Left: R squared of the best affine map from the input to the stream after each block, Post-LN stacks, for identity, default projection and orthogonal projection shortcuts. Right: gradient norm of each block's first weight matrix, stacks without normalisation, log scale, same three shortcuts."
-widths = stream_width.compare(width=32, depth=12, samples=512, seeds=(0, 1, 2))  # (shortcut, norm) -> Measure
-print(f"{'norm':<9}{'shortcut':<12}{'cos(in, out)':>13}{'R^2':>7}{'grad block 0':>14}{'first / last':>14}{'skip params':>13}")
+# %%
+# alt: Left: R squared of the best affine map from the input to the stream after each block, Post-LN
+#   stacks, for identity, default projection and orthogonal projection shortcuts. Right: gradient
+#   norm of each block's first weight matrix, stacks without normalisation, log scale, same three
+#   shortcuts.
+widths = stream_width.compare(
+    width=32, depth=12, samples=512, seeds=(0, 1, 2)
+)  # (shortcut, norm) -> Measure
+print(
+    f"{'norm':<9}{'shortcut':<12}{'cos(in, out)':>13}{'R^2':>7}"
+    f"{'grad block 0':>14}{'first / last':>14}{'skip params':>13}"
+)
 for (shortcut, norm), m in widths.items():
-    print(f"{norm:<9}{shortcut:<12}{m.cosine[-1].item():>13.3f}{m.r2[-1].item():>7.3f}{m.grad[0].item():>14.2e}"
-          f"{m.grad_ratio:>14.3f}{m.shortcut_parameters:>13,}")
+    print(
+        f"{norm:<9}{shortcut:<12}{m.cosine[-1].item():>13.3f}{m.r2[-1].item():>7.3f}{m.grad[0].item():>14.2e}"
+        f"{m.grad_ratio:>14.3f}{m.shortcut_parameters:>13,}"
+    )
 
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.4))
 for shortcut in stream_width.SHORTCUTS:
@@ -449,23 +639,52 @@ plt.show()
 # the prose below states these: keep it honest
 for norm in stream_width.NORMS:
     ident = widths["identity", norm].cosine[-1]
-    assert ident > 0.5 and all(abs(widths[s, norm].cosine[-1]) < 0.1 for s in ("projection", "orthogonal"))
+    assert ident > 0.5 and all(
+        abs(widths[s, norm].cosine[-1]) < 0.1 for s in ("projection", "orthogonal")
+    )
 post = {s: widths[s, "Post-LN"].r2[-1] for s in stream_width.SHORTCUTS}
 assert post["projection"] < post["identity"] and abs(post["orthogonal"] - post["identity"]) < 0.05
 assert bool((widths["projection", "Post-LN"].r2[1:] < widths["identity", "Post-LN"].r2[1:]).all())
 plain = {s: widths[s, "none"] for s in stream_width.SHORTCUTS}
 assert plain["projection"].grad[0] < plain["identity"].grad[0] / 10
-print(f"no normalisation: block 0's gradient with default projections is "
-      f"{(plain['identity'].grad[0] / plain['projection'].grad[0]).item():.0f} times smaller than with identities")
-claims.claim("projection_loses_more_r2", 1 - post["projection"], ">", 1 - post["identity"],
-             "Post-LN: after the last block, default projections leave more of the input unexplained than identities")
-claims.claim("orthogonal_r2_near_identity", abs(post["orthogonal"] - post["identity"]), "<", 0.05,
-             "Post-LN: orthogonal projections keep an R^2 within 0.05 of the identity's")
-claims.value("grad_shrink_factor", plain["identity"].grad[0] / plain["projection"].grad[0], "{:.0f}")
-claims.claim("projection_shrinks_gradient", plain["projection"].grad[0], "<", plain["identity"].grad[0] / 10,
-             "no normalisation: block 0's gradient with default projections is over ten times smaller")
-claims.claim("orthogonal_gradient_near_identity", plain["identity"].grad[0] / plain["orthogonal"].grad[0], "<", 2,
-             "no normalisation: block 0's gradient with orthogonal projections is within a factor 2 of the identity's")
+print(
+    f"no normalisation: block 0's gradient with default projections is "
+    f"{(plain['identity'].grad[0] / plain['projection'].grad[0]).item():.0f} times smaller than "
+    "with identities"
+)
+claims.claim(
+    "projection_loses_more_r2",
+    1 - post["projection"],
+    ">",
+    1 - post["identity"],
+    "Post-LN: after the last block, default projections leave more of the input unexplained than "
+    "identities",
+)
+claims.claim(
+    "orthogonal_r2_near_identity",
+    abs(post["orthogonal"] - post["identity"]),
+    "<",
+    0.05,
+    "Post-LN: orthogonal projections keep an R^2 within 0.05 of the identity's",
+)
+claims.value(
+    "grad_shrink_factor", plain["identity"].grad[0] / plain["projection"].grad[0], "{:.0f}"
+)
+claims.claim(
+    "projection_shrinks_gradient",
+    plain["projection"].grad[0],
+    "<",
+    plain["identity"].grad[0] / 10,
+    "no normalisation: block 0's gradient with default projections is over ten times smaller",
+)
+claims.claim(
+    "orthogonal_gradient_near_identity",
+    plain["identity"].grad[0] / plain["orthogonal"].grad[0],
+    "<",
+    2,
+    "no normalisation: block 0's gradient with orthogonal projections is within a factor 2 of the "
+    "identity's",
+)
 
 # %% [markdown]
 # After twelve identity skips the output still points roughly where the input did (cosine
@@ -490,7 +709,8 @@ claims.claim("orthogonal_gradient_near_identity", plain["identity"].grad[0] / pl
 #   identical within a few layers, and faster than exponentially
 #   {{ claim: digits_grow_each_layer }} ($r < 10^{-3}$ from hidden state
 #   {{ collapse_hidden_state }} on; at initialisation from hidden state
-#   {{ collapse_hidden_state_init }} on {{ claim: collapse_faster_at_init }}). With the skip they stay distinct (curves above). The FFN
+#   {{ collapse_hidden_state_init }} on {{ claim: collapse_faster_at_init }}). With the skip they
+#   stay distinct (curves above). The FFN
 #   alone does not prevent it.
 # - Removing a whole layer or one block at test time changes the sentence embeddings but mostly
 #   not the search results; removing a skip connection is worse than removing the layer on
@@ -508,7 +728,8 @@ claims.claim("orthogonal_gradient_near_identity", plain["identity"].grad[0] / pl
 #   projection on the skip, which costs parameters and, in random stacks, the input's direction
 #   and (without normalisation) the gradient reaching the first blocks.
 #
-# **Next:** [Lesson 9: No activation after attention, none on the residual path](09-no-activation.py);
+# **Next:** [Lesson 9: No activation after attention, none on the residual
+# path](09-no-activation.py);
 # exercise 07 ([07-why-measured](../exercises/07-why-measured/07-why-measured.ipynb)) follows it
 # and measures the claims of both lessons.
 #
@@ -521,30 +742,70 @@ claims.claim("orthogonal_gradient_near_identity", plain["identity"].grad[0] / pl
 # {{ predict: check_projection_gradient }}
 
 # %% tags=["remove-input"]
-ask.check("check_skip_keeps_apart", "With its skip connections, how far from all alike do the pretrained "
-          "model's token vectors stay?", [
-    ask.holds("skip_stays_far_from_zero", "far apart, layer after layer", "The skip adds each token's own "
-              "vector back after every average: r stays at least {{ skip_r_min }} "
-              "{{ claim: skip_stays_far_from_zero }}."),
-    ask.fails("skip_stays_far_from_zero", "they collapse all the same", "That would hold if the FFN, not the "
-              "skip, were what kept tokens apart. The variants with a skip are the ones that stay apart."),
-], section="Four variants, pretrained and at initialisation")
-ask.check("check_block_writes_more", "Which block writes the larger update next to its stream, on average over "
-          "the layers?", [
-    ask.fails("ffn_writes_more_than_attention", "attention", "That would hold if mixing tokens changed a "
-              "token more than transforming its features. Here the FFN writes more."),
-    ask.holds("ffn_writes_more_than_attention", "the FFN", "The FFN's mean ratio is above attention's "
-              "{{ claim: ffn_writes_more_than_attention }}."),
-], section="How much each block writes")
-ask.check("check_projection_gradient", "A shortcut that changes width needs a projection instead of the "
-          "identity. In a stack without normalisation, what does it do to the gradient reaching the first "
-          "block?", [
-    ask.holds("projection_shrinks_gradient", "it shrinks it more than tenfold", "Each projection scales "
-              "what passes through it, and the scalings multiply over the stack "
-              "{{ claim: projection_shrinks_gradient }}."),
-    ask.fails("projection_shrinks_gradient", "it leaves it about the same", "That would hold if the "
-              "projections were orthogonal: those keep the gradient near the identity's."),
-], section="Why the stream keeps one width")
+ask.check(
+    "check_skip_keeps_apart",
+    "With its skip connections, how far from all alike do the pretrained "
+    "model's token vectors stay?",
+    [
+        ask.holds(
+            "skip_stays_far_from_zero",
+            "far apart, layer after layer",
+            "The skip adds each token's own "
+            "vector back after every average: r stays at least {{ skip_r_min }} "
+            "{{ claim: skip_stays_far_from_zero }}.",
+        ),
+        ask.fails(
+            "skip_stays_far_from_zero",
+            "they collapse all the same",
+            "That would hold if the FFN, not the "
+            "skip, were what kept tokens apart. The variants with a skip are the ones that stay "
+            "apart.",
+        ),
+    ],
+    section="Four variants, pretrained and at initialisation",
+)
+ask.check(
+    "check_block_writes_more",
+    "Which block writes the larger update next to its stream, on average over the layers?",
+    [
+        ask.fails(
+            "ffn_writes_more_than_attention",
+            "attention",
+            "That would hold if mixing tokens changed a "
+            "token more than transforming its features. Here the FFN writes more.",
+        ),
+        ask.holds(
+            "ffn_writes_more_than_attention",
+            "the FFN",
+            "The FFN's mean ratio is above attention's "
+            "{{ claim: ffn_writes_more_than_attention }}.",
+        ),
+    ],
+    section="How much each block writes",
+)
+ask.check(
+    "check_projection_gradient",
+    "A shortcut that changes width needs a projection instead of the "
+    "identity. In a stack without normalisation, what does it do to the gradient reaching the "
+    "first "
+    "block?",
+    [
+        ask.holds(
+            "projection_shrinks_gradient",
+            "it shrinks it more than tenfold",
+            "Each projection scales "
+            "what passes through it, and the scalings multiply over the stack "
+            "{{ claim: projection_shrinks_gradient }}.",
+        ),
+        ask.fails(
+            "projection_shrinks_gradient",
+            "it leaves it about the same",
+            "That would hold if the "
+            "projections were orthogonal: those keep the gradient near the identity's.",
+        ),
+    ],
+    section="Why the stream keeps one width",
+)
 
 # %% [markdown]
 # ## References

@@ -16,7 +16,8 @@
 # and the attention update is $a = \sum_i \mathrm{head}_i W^O_i + b^O$. The rows of $P_i$ sum to
 # 1, so the value bias passes through unchanged, and
 #
-# $$a = \sum_i P_i\, X\, \underbrace{W^V_i W^O_i}_{\text{OV}_i} \;+\; \Big(\sum_i b^V_i W^O_i + b^O\Big).$$
+# $$a = \sum_i P_i\, X\, \underbrace{W^V_i W^O_i}_{\text{OV}_i} \;+\; \Big(\sum_i b^V_i W^O_i +
+# b^O\Big).$$
 #
 # The equation separates two things a head does: what it moves, $X$ through a fixed
 # $H \times H$ matrix $\text{OV}_i$ of rank $d$ or less, and the weights $P_i$ it averages the
@@ -53,17 +54,32 @@ trace = lesions.run(model, batch)  # intact pass, every stream and update kept
 # {{ predict: frozen_attention_doubles }}
 
 # %% tags=["remove-input"]
-# A question before the measurement below; the build selects its answer from the claim recorded there.
+# A question before the measurement below; the build selects its answer from the claim recorded
+# there.
 from bertlab.experiments import predictions as ask
 
-ask.predict("frozen_attention_doubles", "With the attention probabilities $P_i$ frozen at those recorded, "
-            "double the input $X$: what does the part of the update that moves with $X$ do?", [
-    ask.fails("frozen_map_is_linear", "it changes in some other way", "That would hold if something after "
-              "the softmax bent the values: nothing does, no activation follows $W^O$."),
-    ask.holds("frozen_map_is_linear", "it doubles, to rounding", "With $P_i$ fixed, the update is a sum of "
-              "matrix products of $X$: a linear map {{ claim: frozen_map_is_linear }}. The softmax that "
-              "computes $P_i$ is where attention bends."),
-], section="Attention with its weights held fixed")
+ask.predict(
+    "frozen_attention_doubles",
+    "With the attention probabilities $P_i$ frozen at those recorded, "
+    "double the input $X$: what does the part of the update that moves with $X$ do?",
+    [
+        ask.fails(
+            "frozen_map_is_linear",
+            "it changes in some other way",
+            "That would hold if something after "
+            "the softmax bent the values: nothing does, no activation follows $W^O$.",
+        ),
+        ask.holds(
+            "frozen_map_is_linear",
+            "it doubles, to rounding",
+            "With $P_i$ fixed, the update is a sum of "
+            "matrix products of $X$: a linear map {{ claim: frozen_map_is_linear }}. The softmax "
+            "that "
+            "computes $P_i$ is where attention bends.",
+        ),
+    ],
+    section="Attention with its weights held fixed",
+)
 
 # %%
 LAYER = 3
@@ -78,35 +94,61 @@ with torch.no_grad():
     bias = attn.self.value.bias @ w_o.T + attn.output.dense.bias  # (H,): sum_i b_i^V W_i^O + b^O
 
     def frozen(xs):
-        """The attention update for stream xs (B, T, H) with the attention weights held at `probs`."""
+        """The attention update for stream xs (B, T, H), the attention weights held at `probs`."""
         moved = torch.einsum("bhts,bsk,hkj->btj", probs, xs, ov)  # sum_i P_i X OV_i: (B, T, H)
         return moved + bias
 
     a = trace.attention_updates[LAYER]  # (B, T, H): what the model computed
-    print(f"sum_i P_i X OV_i + bias vs the model's update a: max abs diff {(frozen(x) - a).abs().max().item():.1e}")
+    print(
+        "sum_i P_i X OV_i + bias vs the model's update a: max abs diff "
+        f"{(frozen(x) - a).abs().max().item():.1e}"
+    )
 
-    # With P fixed, the map is affine in X: doubling X doubles the moved part, up to float32 rounding.
+    # With P fixed, the map is affine in X: doubling X doubles the moved part, up to float32
+    # rounding.
     lin_err = (frozen(2 * x) - bias - 2 * (frozen(x) - bias)).abs().max().item()
     # The real sub-layer recomputes P from 2X: its output is not the linear prediction.
     a2 = attn.output.dense(attn.self(2 * x, attention_mask=mask)[0])  # (B, T, H)
     probs2 = attn.self(2 * x, attention_mask=mask)[1]  # (B, A, T, T)
 gap = ((a2 - frozen(2 * x)).norm(dim=-1) / a2.norm(dim=-1))[real]  # (N,)
 print(f"P frozen: moved part of f(2X) minus 2 x moved part of f(X): max abs diff {lin_err:.1e}")
-print(f"real sub-layer on 2X vs the frozen-P prediction: relative difference per token, mean {gap.mean().item():.3f}")
-claims.claim("frozen_reconstructs_update", (frozen(x) - a).abs().max(), "<", 64 * float32_step(a),
-             "the OV reconstruction with the recorded P is within 64 float32 steps of the model's update")
-claims.claim("frozen_map_is_linear", lin_err, "<", 16 * float32_step(frozen(2 * x) - bias),
-             "with P frozen, doubling X doubles the moved part to within sixteen float32 steps")
+print(
+    "real sub-layer on 2X vs the frozen-P prediction: relative difference per token, mean "
+    f"{gap.mean().item():.3f}"
+)
+claims.claim(
+    "frozen_reconstructs_update",
+    (frozen(x) - a).abs().max(),
+    "<",
+    64 * float32_step(a),
+    "the OV reconstruction with the recorded P is within 64 float32 steps of the model's update",
+)
+claims.claim(
+    "frozen_map_is_linear",
+    lin_err,
+    "<",
+    16 * float32_step(frozen(2 * x) - bias),
+    "with P frozen, doubling X doubles the moved part to within sixteen float32 steps",
+)
 claims.value("softmax_gap", gap.mean(), "{:.2f}")
-claims.claim("softmax_is_the_nonlinearity", gap.mean(), ">", 0.1,
-             "recomputing P on 2X moves the update by more than 10% of its norm from the linear prediction")
+claims.claim(
+    "softmax_is_the_nonlinearity",
+    gap.mean(),
+    ">",
+    0.1,
+    "recomputing P on 2X moves the update by more than 10% of its norm from the linear prediction",
+)
+
+
 def ent(p):  # (..., T) probabilities -> (...) entropy in nats
     return -(p * p.clamp(min=1e-30).log()).sum(-1)
 
 
 keys = real[:, None, :].expand(-1, A, -1)  # (B, A, T): rows of real query tokens
-print(f"mean attention entropy over real query tokens: X {ent(probs)[keys].mean().item():.3f} nats, "
-      f"2X {ent(probs2)[keys].mean().item():.3f} nats")
+print(
+    f"mean attention entropy over real query tokens: X {ent(probs)[keys].mean().item():.3f} nats, "
+    f"2X {ent(probs2)[keys].mean().item():.3f} nats"
+)
 
 # %% [markdown]
 # The reconstruction matches the model to float rounding
@@ -149,11 +191,15 @@ real_l = real[None].expand(L, -1, -1)  # (L, B, T)
 neg_upd = (upd[real_l] < 0).float().mean().item()
 lost = ((upd - upd.relu()).norm(dim=-1) / upd.norm(dim=-1))[real_l].mean().item()
 neg_stream = (stream[real_l] < 0).float().mean().item()
-print(f"attention updates: {neg_upd:.1%} of the coordinates are negative; a ReLU would remove "
-      f"on average {lost:.1%} of each update's norm")
+print(
+    f"attention updates: {neg_upd:.1%} of the coordinates are negative; a ReLU would remove "
+    f"on average {lost:.1%} of each update's norm"
+)
 print(f"residual stream:   {neg_stream:.1%} of the coordinates are negative")
 claims.value("relu_norm_lost", 100 * lost, "{:.1f}%")
-claims.claim("relu_keeps_part_of_update", lost, "<", 1, "a ReLU after W_O leaves part of each update's norm")
+claims.claim(
+    "relu_keeps_part_of_update", lost, "<", 1, "a ReLU after W_O leaves part of each update's norm"
+)
 
 # %% [markdown]
 # ## The residual stream is a linear channel
@@ -189,15 +235,30 @@ claims.claim("relu_keeps_part_of_update", lost, "<", 1, "a ReLU after W_O leaves
 # {{ predict: relu_where }}
 
 # %% tags=["remove-input"]
-ask.predict("relu_where", "In every layer at once, which ReLU leaves less of the sentence embeddings: one "
-            "after $W^O$, or one on what the skip connections carry?", [
-    ask.holds("skip_relu_worse_everywhere", "the ReLU on the skips", "The skips carry the whole stream, "
-              "the model's memory of every earlier layer: cutting its negative half leaves a mean cosine of "
-              "{{ relu_skip_cosine }}, against {{ relu_wo_cosine }} for the ReLU after $W^O$ "
-              "{{ claim: skip_relu_worse_everywhere }}."),
-    ask.fails("skip_relu_worse_everywhere", "the ReLU after $W^O$", "That would hold if the update mattered "
-              "more than the stream it is added to. The stream carries everything the layers wrote before."),
-], section="The experiment: put the ReLUs in")
+ask.predict(
+    "relu_where",
+    "In every layer at once, which ReLU leaves less of the sentence embeddings: one "
+    "after $W^O$, or one on what the skip connections carry?",
+    [
+        ask.holds(
+            "skip_relu_worse_everywhere",
+            "the ReLU on the skips",
+            "The skips carry the whole stream, "
+            "the model's memory of every earlier layer: cutting its negative half leaves a mean "
+            "cosine of "
+            "{{ relu_skip_cosine }}, against {{ relu_wo_cosine }} for the ReLU after $W^O$ "
+            "{{ claim: skip_relu_worse_everywhere }}.",
+        ),
+        ask.fails(
+            "skip_relu_worse_everywhere",
+            "the ReLU after $W^O$",
+            "That would hold if the update mattered "
+            "more than the stream it is added to. The stream carries everything the layers wrote "
+            "before.",
+        ),
+    ],
+    section="The experiment: put the ReLUs in",
+)
 
 # %%
 base = lesions.baseline(model, batch, queries)
@@ -205,23 +266,35 @@ edits = {
     "ReLU after W_O": LayerEdit(relu_after_attention=True),
     "ReLU on the skips": LayerEdit(relu_on_skip=True),
 }
-print(f"{'edit, every layer':<22}{'mean cos':>10}{'min cos':>10}{'top kept':>10}{'score r':>9}   rank of the intact top result per query")
+print(
+    f"{'edit, every layer':<22}{'mean cos':>10}{'min cos':>10}{'top kept':>10}{'score r':>9}   "
+    "rank of the intact top result per query"
+)
 everywhere = {}
 for name, edit in edits.items():
     e = lesions.effect(model, batch, queries, edit, base)  # the same edit in all layers
     everywhere[name] = e
-    print(f"{name:<22}{e.mean_cosine:>10.3f}{e.min_cosine:>10.3f}{e.top_kept:>10.0%}{e.score_correlation:>9.3f}"
-          f"   {e.rank_of_top.tolist()}")
+    print(
+        f"{name:<22}{e.mean_cosine:>10.3f}{e.min_cosine:>10.3f}{e.top_kept:>10.0%}{e.score_correlation:>9.3f}"
+        f"   {e.rank_of_top.tolist()}"
+    )
 
-per_layer = {name: [lesions.effect(model, batch, queries, {i: edit}, base) for i in range(L)] for name, edit in edits.items()}
-per_layer["attention block removed"] = [lesions.effect(model, batch, queries, {i: LESIONS["attention"]}, base) for i in range(L)]
+per_layer = {
+    name: [lesions.effect(model, batch, queries, {i: edit}, base) for i in range(L)]
+    for name, edit in edits.items()
+}
+per_layer["attention block removed"] = [
+    lesions.effect(model, batch, queries, {i: LESIONS["attention"]}, base) for i in range(L)
+]
 print(f"\n{'one layer at a time':<26}" + "".join(f"{'layer ' + str(i):>10}" for i in range(L)))
 for name, effects in per_layer.items():
     print(f"{name:<26}" + "".join(f"{e.mean_cosine:>10.3f}" for e in effects))
     print(f"{'   top kept':<26}" + "".join(f"{e.top_kept:>10.0%}" for e in effects))
     print(f"{'   score r':<26}" + "".join(f"{e.score_correlation:>10.3f}" for e in effects))
 
-# %% alt="Line chart: the mean cosine similarity between the edited and the intact model's outputs against the layer edited, one line per edit."
+# %%
+# alt: Line chart: the mean cosine similarity between the edited and the intact model's outputs
+#   against the layer edited, one line per edit.
 fig, ax = plt.subplots(figsize=(7, 3.2))
 for name, effects in per_layer.items():
     ax.plot(range(L), [e.mean_cosine for e in effects], marker="o", label=name)
@@ -233,27 +306,60 @@ fig.tight_layout()
 plt.show()
 
 relu_wo, relu_skip = everywhere["ReLU after W_O"], everywhere["ReLU on the skips"]
-print(f"every layer: ReLU after W_O keeps mean cosine {relu_wo.mean_cosine:.3f}, "
-      f"ReLU on the skips {relu_skip.mean_cosine:.3f}")
-cos = {name: torch.tensor([e.mean_cosine for e in effects]) for name, effects in per_layer.items()}  # (L,) each
-damage = {name: 1 - c for name, c in cos.items()}  # (L,) each: 1 - mean cosine, how far an edit moves the outputs
-skip_margin = (damage["ReLU on the skips"] / damage["ReLU after W_O"]).min()  # > 1: the skips' ReLU worse in every layer
-block_margin = (damage["attention block removed"] / damage["ReLU after W_O"]).min()  # > 1: W_O's ReLU milder everywhere
+print(
+    f"every layer: ReLU after W_O keeps mean cosine {relu_wo.mean_cosine:.3f}, "
+    f"ReLU on the skips {relu_skip.mean_cosine:.3f}"
+)
+cos = {
+    name: torch.tensor([e.mean_cosine for e in effects]) for name, effects in per_layer.items()
+}  # (L,) each
+damage = {
+    name: 1 - c for name, c in cos.items()
+}  # (L,) each: 1 - mean cosine, how far an edit moves the outputs
+skip_margin = (
+    damage["ReLU on the skips"] / damage["ReLU after W_O"]
+).min()  # > 1: the skips' ReLU worse in every layer
+block_margin = (
+    damage["attention block removed"] / damage["ReLU after W_O"]
+).min()  # > 1: W_O's ReLU milder everywhere
 print(f"ReLU on the skips is the more damaging edit in every single layer: {bool(skip_margin > 1)}")
-print(f"ReLU after W_O in one layer costs less than removing that layer's attention block, in every layer: "
-      f"{bool(block_margin > 1)}")
+print(
+    "ReLU after W_O in one layer costs less than removing that layer's attention block, in every "
+    "layer: "
+    f"{bool(block_margin > 1)}"
+)
 claims.value("relu_wo_cosine", relu_wo.mean_cosine, "{:.3f}")
 claims.value("relu_skip_cosine", relu_skip.mean_cosine, "{:.3f}")
 claims.value("relu_skip_one_layer_min", cos["ReLU on the skips"].min(), "{:.3f}")
 claims.value("relu_skip_one_layer_max", cos["ReLU on the skips"].max(), "{:.3f}")
-claims.claim("skip_relu_worse_every_layer", skip_margin, ">", 1,
-             "a ReLU on the skips costs more than a ReLU after W_O, in every layer")
-claims.claim("wo_relu_milder_than_removing", block_margin, ">", 1,
-             "a ReLU after W_O costs less than removing the attention block, in every layer")
-claims.claim("skip_relu_worse_everywhere", relu_skip.mean_cosine, "<", relu_wo.mean_cosine,
-             "in all layers at once, the ReLU on the skips leaves less of the embeddings")
-claims.claim("skip_relu_shuffles_scores", relu_skip.score_correlation, "<", relu_wo.score_correlation,
-             "the ReLU on the skips leaves a lower score correlation than the ReLU after W_O")
+claims.claim(
+    "skip_relu_worse_every_layer",
+    skip_margin,
+    ">",
+    1,
+    "a ReLU on the skips costs more than a ReLU after W_O, in every layer",
+)
+claims.claim(
+    "wo_relu_milder_than_removing",
+    block_margin,
+    ">",
+    1,
+    "a ReLU after W_O costs less than removing the attention block, in every layer",
+)
+claims.claim(
+    "skip_relu_worse_everywhere",
+    relu_skip.mean_cosine,
+    "<",
+    relu_wo.mean_cosine,
+    "in all layers at once, the ReLU on the skips leaves less of the embeddings",
+)
+claims.claim(
+    "skip_relu_shuffles_scores",
+    relu_skip.score_correlation,
+    "<",
+    relu_wo.score_correlation,
+    "the ReLU on the skips leaves a lower score correlation than the ReLU after W_O",
+)
 
 # %% [markdown]
 # A ReLU after $W^O$ in every layer keeps a mean cosine of {{ relu_wo_cosine }} to the intact
@@ -265,10 +371,12 @@ claims.claim("skip_relu_shuffles_scores", relu_skip.score_correlation, "<", relu
 # mean cosine of {{ relu_skip_cosine }} {{ claim: skip_relu_worse_everywhere }}: it cuts the
 # channel itself. Past an edited block, the skip no longer carries what the embeddings and earlier
 # layers stored in negative coordinates; it gets through as far as that block's attention or FFN,
-# which read the whole stream, wrote it into their update, and no further. Edited in one layer, the sentence
+# which read the whole stream, wrote it into their update, and no further. Edited in one layer, the
+# sentence
 # embeddings keep a mean cosine of {{ relu_skip_one_layer_min }} to {{ relu_skip_one_layer_max }}
 # to the intact ones (the table above), so much of the sentence survives a single cut; how much
-# of the lost part later layers rebuild is not measured here. The first search result of each query survives even that on this
+# of the lost part later layers rebuild is not measured here. The first search result of each query
+# survives even that on this
 # small corpus (each query has one clearly best sentence, lesson 7), but the scores below it are
 # shuffled more (the lower "score r") {{ claim: skip_relu_shuffles_scores }}.
 #
@@ -303,33 +411,76 @@ claims.claim("skip_relu_shuffles_scores", relu_skip.score_correlation, "<", relu
 # {{ predict: check_skip_relu_each_layer }}
 
 # %% tags=["remove-input"]
-ask.check("check_softmax_bends", "Recompute the probabilities on $2X$ instead of freezing them: does the update "
-          "stay on the linear prediction?", [
-    ask.fails("softmax_is_the_nonlinearity", "yes, it stays close", "That would hold if the softmax were "
-              "close to linear over the scores. Doubling the scores sharpens it."),
-    ask.holds("softmax_is_the_nonlinearity", "no: the softmax moves it off", "The update moves by "
-              "{{ softmax_gap }} of its norm from the linear prediction "
-              "{{ claim: softmax_is_the_nonlinearity }}: the softmax is attention's nonlinearity."),
-], section="Attention with its weights held fixed")
-ask.check("check_relu_against_removal", "In any one layer, does a ReLU after $W^O$ cost more or less than "
-          "removing that layer's whole attention block?", [
-    ask.holds("wo_relu_milder_than_removing", "less", "The ReLU keeps the update's positive coordinates, "
-              "though with them only part of its norm (it removes {{ relu_norm_lost }} on average "
-              "{{ claim: relu_keeps_part_of_update }}); removing the block keeps none of it "
-              "{{ claim: wo_relu_milder_than_removing }}."),
-    ask.fails("wo_relu_milder_than_removing", "more", "That would hold if a half-cut update misled the "
-              "next layers more than no update. It keeps part of what they expect."),
-], section="The experiment: put the ReLUs in")
-ask.check("check_skip_relu_each_layer", "One layer at a time, is the ReLU on the skips the costlier edit?", [
-    ask.holds("skip_relu_worse_every_layer", "yes, in every layer", "In every layer, the ReLU on the "
-              "skips costs more than the ReLU after $W^O$ {{ claim: skip_relu_worse_every_layer }}: the "
-              "stream matters wherever it is cut."),
-    ask.fails("skip_relu_worse_every_layer", "not in every layer", "That would hold if in some layer the "
-              "attention update $a$, all that the ReLU after $W^O$ cuts, carried more than the stream $x$ it "
-              "joins. The lesson on residual connections measures $a$ smaller than $x$ in every layer "
-              "{{ claim: 08-residual-connections: attention_update_below_stream }} (the FFN's update, which "
-              "neither ReLU touches, is another matter)."),
-], section="The experiment: put the ReLUs in")
+ask.check(
+    "check_softmax_bends",
+    "Recompute the probabilities on $2X$ instead of freezing them: does the update "
+    "stay on the linear prediction?",
+    [
+        ask.fails(
+            "softmax_is_the_nonlinearity",
+            "yes, it stays close",
+            "That would hold if the softmax were "
+            "close to linear over the scores. Doubling the scores sharpens it.",
+        ),
+        ask.holds(
+            "softmax_is_the_nonlinearity",
+            "no: the softmax moves it off",
+            "The update moves by "
+            "{{ softmax_gap }} of its norm from the linear prediction "
+            "{{ claim: softmax_is_the_nonlinearity }}: the softmax is attention's nonlinearity.",
+        ),
+    ],
+    section="Attention with its weights held fixed",
+)
+ask.check(
+    "check_relu_against_removal",
+    "In any one layer, does a ReLU after $W^O$ cost more or less than "
+    "removing that layer's whole attention block?",
+    [
+        ask.holds(
+            "wo_relu_milder_than_removing",
+            "less",
+            "The ReLU keeps the update's positive coordinates, "
+            "though with them only part of its norm (it removes {{ relu_norm_lost }} on average "
+            "{{ claim: relu_keeps_part_of_update }}); removing the block keeps none of it "
+            "{{ claim: wo_relu_milder_than_removing }}.",
+        ),
+        ask.fails(
+            "wo_relu_milder_than_removing",
+            "more",
+            "That would hold if a half-cut update misled the "
+            "next layers more than no update. It keeps part of what they expect.",
+        ),
+    ],
+    section="The experiment: put the ReLUs in",
+)
+ask.check(
+    "check_skip_relu_each_layer",
+    "One layer at a time, is the ReLU on the skips the costlier edit?",
+    [
+        ask.holds(
+            "skip_relu_worse_every_layer",
+            "yes, in every layer",
+            "In every layer, the ReLU on the "
+            "skips costs more than the ReLU after $W^O$ {{ claim: skip_relu_worse_every_layer }}: "
+            "the "
+            "stream matters wherever it is cut.",
+        ),
+        ask.fails(
+            "skip_relu_worse_every_layer",
+            "not in every layer",
+            "That would hold if in some layer the "
+            "attention update $a$, all that the ReLU after $W^O$ cuts, carried more than the "
+            "stream $x$ it "
+            "joins. The lesson on residual connections measures $a$ smaller than $x$ in every "
+            "layer "
+            "{{ claim: 08-residual-connections: attention_update_below_stream }} (the FFN's "
+            "update, which "
+            "neither ReLU touches, is another matter).",
+        ),
+    ],
+    section="The experiment: put the ReLUs in",
+)
 
 # %% [markdown]
 # ## References

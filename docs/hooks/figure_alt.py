@@ -3,14 +3,16 @@
 nbconvert gives an output image an alt text only through output metadata, which ``plt.show()``
 does not set, and otherwise writes "No description has been provided for this image". A lesson
 describes its figure in the header of the cell that draws it, as jupytext cell metadata:
-``# %% alt="Bar chart: parameters per part of the model"``; this hook puts that text on the
-cell's images. A figure without a description, or a cell
-description that no image receives, is a warning: the strict build fails.
+``# %% alt="Bar chart: parameters per part of the model"``, or, when it is too long for one line,
+in a comment that opens the cell (``# alt: ...``); this hook puts that text on the cell's
+images. A figure without a description, or a cell description that no image receives, is a
+warning: the strict build fails.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import jupytext
@@ -20,6 +22,17 @@ log = logging.getLogger("mkdocs.hooks.figure_alt")
 
 NOTEBOOK_DIRS = ("lessons/", "exercises/")
 NBCONVERT_DEFAULT = "No description has been provided for this image"
+# A description too long for a lesson's line (100 columns, lessons/ruff.toml) opens its cell
+# instead: "# alt: ..." and continuation lines "#   ...". The page does not show it as code
+# (lesson_code.py).
+ALT_COMMENT = re.compile(r"\A# alt: (.*(?:\n#   .*)*)")
+
+
+def description(cell) -> str:
+    """The cell's figure description: its ``alt`` metadata, or the comment that opens it."""
+    found = ALT_COMMENT.match(cell.source)
+    text = cell.metadata.get("alt", "") or (found.group(1).replace("\n#   ", " ") if found else "")
+    return " ".join(str(text).split())
 
 
 def shown_code_cells(path: Path, removed_tags: set[str]) -> list:
@@ -47,7 +60,7 @@ def describe(content: str, cells: list, where: str) -> str:
         return content
     for number, (div, cell) in enumerate(zip(rendered, cells, strict=True), start=1):
         images = div.select(".jp-OutputArea img")
-        alt = " ".join(str(cell.metadata.get("alt", "")).split())
+        alt = description(cell)
         if alt and not images:
             log.warning("%s: code cell %d has a description (alt) but draws no figure", where, number)
         for image in images:

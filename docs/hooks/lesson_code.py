@@ -25,6 +25,8 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
 MODULE = "claims"
+# A figure's description, when it opens the cell (figure_alt.py reads it): no code to show.
+ALT_COMMENT = re.compile(r"\A# alt: .*(?:\n#   .*)*")
 # A code cell as mkdocs-jupyter writes it: the highlighted code, then the text the copy button copies.
 # (Either order of the copy text's attributes: a hook that parses the page writes them sorted.)
 CELL = re.compile(
@@ -55,7 +57,11 @@ def _records(node: ast.AST) -> bool:
 
 
 def strip(source: str) -> str:
-    """``source`` without its recording statements and the import of ``claims``."""
+    """``source`` without its recording statements, the import of ``claims``, and the comment
+    that describes the cell's figure (``# alt: ...``, read by figure_alt.py)."""
+    described = ALT_COMMENT.match(source)
+    if described:
+        source = source[described.end() :].lstrip("\n")
     tree = ast.parse(source)
     lines = source.splitlines()
     drop: set[int] = set()
