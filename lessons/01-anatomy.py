@@ -208,28 +208,32 @@ ROLE = {
     ("embeddings", "token_type_embeddings.weight"): "one row per segment (sentence A / B)",
     ("embeddings", "LayerNorm.weight"): "gain of the embedding LayerNorm",
     ("embeddings", "LayerNorm.bias"): "shift of the embedding LayerNorm",
-    ("attention.self", "query.weight"): "W^Q transposed: all heads' W^Q_i, stacked",
-    ("attention.self", "key.weight"): "W^K transposed: all heads' W^K_i, stacked",
-    ("attention.self", "value.weight"): "W^V transposed: all heads' W^V_i, stacked",
-    ("attention.output", "dense.weight"): "W^O transposed: sums the heads' outputs",
+    ("attention.self", "query.weight"): "W^Q transposed: every head's W^Q_i",
+    ("attention.self", "key.weight"): "W^K transposed: every head's W^K_i",
+    ("attention.self", "value.weight"): "W^V transposed: every head's W^V_i",
+    ("attention.output", "dense.weight"): "W^O transposed: sums the heads",
     ("attention.output", "LayerNorm.weight"): "gamma of LN_1, the 1st Add & Norm",
     ("attention.output", "LayerNorm.bias"): "beta of LN_1",
     ("intermediate", "dense.weight"): "W_1 transposed: H -> 4H, GELU follows",
     ("output", "dense.weight"): "W_2 transposed: 4H -> H",
     ("output", "LayerNorm.weight"): "gamma of LN_2, the 2nd Add & Norm",
     ("output", "LayerNorm.bias"): "beta of LN_2",
-    ("pooler", "dense.weight"): "tanh(dense(x_L at [CLS])), for classification heads",
+    ("pooler", "dense.weight"): "tanh(dense(x_L at [CLS]))",
 }
 
-print(f"{'name':<50} {'shape':<14} {'part':<17} role")
+print(f"{'name':<50}{'shape':<13}role")
+part = None
 for name, p in model.named_parameters():
     where = locate(name)
     if where.layer not in (None, 0):
         continue
+    if where.part != part:  # the part of the model, a heading over its tensors
+        part = where.part
+        print(f"-- {part}")
     role = ROLE.get(
         (where.part, where.piece), "bias of the line above" if where.piece.endswith("bias") else ""
     )
-    print(f"{name:<50} {tuple(p.shape)!s:<14} {where.part:<17} {role}")
+    print(f"{name:<50}{tuple(p.shape)!s:<13}{role}")
 
 # %% [markdown]
 # `nn.Linear` stores its weight as (out features, in features) and computes
@@ -277,7 +281,7 @@ f = m @ w2.weight.T + w2.bias  # (B, T, 4H) @ (4H, H) -> (B, T, H)
 ln = model.encoder.layer[0].output.LayerNorm
 comparisons = {
     "GELU(h W_1 + b_1) vs the recorded intermediate output m": (by_hand, m),
-    "LN_2(h + m W_2 + b_2) vs the layer's output hidden_states[1]": (
+    "LN_2(h + m W_2 + b_2) vs hidden_states[1]": (
         ln(h + f),
         cap.hidden_states[1],
     ),
@@ -287,11 +291,7 @@ for label, (ours, theirs) in comparisons.items():
     diff = (ours - theirs).abs().max().item()
     # a float32 rounding step at the size of the largest value compared
     step = eps32 * theirs.abs().max().item()
-    verdict = (
-        "exactly zero"
-        if diff == 0
-        else f"{diff / step:.1f} float32 rounding steps of the largest value"
-    )
+    verdict = "exactly zero" if diff == 0 else f"{diff / step:.1f} float32 rounding steps"
     assert diff <= 64 * step  # the prose below says "a few rounding steps at most"
     print(f"{label}: max abs diff {diff:.1e} ({verdict})")
 

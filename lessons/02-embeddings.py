@@ -59,9 +59,12 @@ print(
 )
 row = 1
 tokens = tokenizer.convert_ids_to_tokens(ids[row])
-for name in ("input_ids", "token_type_ids", "attention_mask"):
-    print(f"{name:<15}", batch[name][row].tolist())
-print(f"{'tokens':<15}", tokens)
+columns = {
+    name: batch[name][row].tolist() for name in ("input_ids", "token_type_ids", "attention_mask")
+}
+print(f"{'position':>8}  {'token':<12}" + "".join(f"{name:>16}" for name in columns))
+for t, token in enumerate(tokens):  # one row per token of sentence `row`
+    print(f"{t:>8}  {token:<12}" + "".join(f"{columns[name][t]:>16}" for name in columns))
 
 # %% [markdown]
 # A single sentence is all segment A, so the tokenizer's `token_type_ids` are all zero. Positions
@@ -214,7 +217,7 @@ word_first = part_norms["word"] > torch.maximum(
 at = torch.arange(T).expand(B, T)[real]  # (N,): each real token's position
 print(
     f"the word vector is the longest of the three for {word_first.float().mean():.0%} of the real "
-    "tokens; "
+    "tokens;\n"
     f"where it is not, the token stands at position {sorted(set(at[~word_first].tolist()))}"
 )
 claims.value("word_norm", part_norms["word"].mean(), "{:.2f}")
@@ -260,8 +263,9 @@ pair_tokens = tokenizer.convert_ids_to_tokens(pair["input_ids"][0])
 pair_types = pair["token_type_ids"][0].tolist()
 b_start = token_types.segment_b_start(pair)
 first_sep = pair_tokens.index(tokenizer.sep_token)
-print(f"{'tokens':<15}", pair_tokens)
-print(f"{'token_type_ids':<15}", pair_types)
+print(f"{'position':>8}  {'token':<12}{'token_type_ids':>16}")
+for t, (token, kind) in enumerate(zip(pair_tokens, pair_types, strict=True)):
+    print(f"{t:>8}  {token:<12}{kind:>16}")
 print(
     f"segment B starts at position {b_start}; the first [SEP] is at position {first_sep}, "
     f"type {pair_types[first_sep]}; the last [SEP] is type {pair_types[-1]}"
@@ -303,7 +307,7 @@ print(
 )
 print(f"|row 1 - row 0| = {type_gap:.3f}; cosine of the rows {type_cos:.3f}")
 print(
-    f"mean length of a row of the word table {word_length:.3f}; random directions in H = {width}: "
+    f"mean length of a row of the word table {word_length:.3f};\nrandom directions in H = {width}: "
     f"cosine about +-1/sqrt(H) = {width**-0.5:.3f}"
 )
 claims.value("type_rows", type_table.shape[0], "{:.0f}")
@@ -370,12 +374,12 @@ for first, second in TOPIC_PAIRS:
         token_moves.append(moved.mean().item())
         vector_moves.append(token_types.embedding_change(vectors[name], vectors[given]))
         line += (
-            f"  {name}: tokens move {moved.mean():.1%} (A's {moved[:a_end].mean():.1%}), "
+            f"\n  {name}: tokens move {moved.mean():.1%} (A's {moved[:a_end].mean():.1%}), "
             f"1 - cos {vector_moves[-1]:.1e};"
         )
         if name == all_zero:
             a_moves.append(moved[:a_end].mean().item())  # A's types did not change
-    print(line + f"  B first: 1 - cos {order_moves[-1]:.1e}")
+    print(line + f"\n  B first: 1 - cos {order_moves[-1]:.1e}")
 claims.value("pairs", len(TOPIC_PAIRS), "{:.0f}")
 claims.value("type_token_move", 100 * sum(token_moves) / len(token_moves), "{:.0f}%")
 claims.value("type_a_move_min", 100 * min(a_moves), "{:.0f}%")
@@ -605,7 +609,7 @@ word_in_pos = share_in(word_c, pos_dirs[:k_pos])
 pos_in_word = share_in(pos_c, word_dirs[:k_word])
 print(f"90% of the variance: position table {k_pos} directions, word table {k_word}, of H = {H}")
 print(
-    f"word table's variance in the position table's top {k_pos} directions: {word_in_pos:.2%} "
+    f"word table's variance in the position table's top {k_pos} directions: {word_in_pos:.2%}\n"
     f"(a random {k_pos}-dimensional subspace holds {k_pos / H:.2%} on average)"
 )
 print(

@@ -138,7 +138,7 @@ def mean_entropy(s):
 
 print(
     f"mean attention entropy with scaling {mean_entropy(scores):.3f} nats, without "
-    f"{mean_entropy(raw):.3f} nats "
+    f"{mean_entropy(raw):.3f} nats\n"
     f"(uniform over the mean sentence length: {torch.log(pad.sum(1).float()).mean():.3f})"
 )
 claims.claim(
@@ -214,11 +214,11 @@ builder = "create_bidirectional_mask"
 if not hasattr(modeling_bert, builder):
     builder = "(another function)"
 print(
-    f"transformers {transformers.__version__}: BertModel builds its mask with {builder}; "
+    f"transformers {transformers.__version__}: BertModel builds its mask with {builder};\n"
     f"layer {LAYER} received {tuple(mask.shape)}"
 )
 print(
-    f"entries where a query row differs from the first: {rows_differ}; "
+    f"entries where a query row differs from the first: {rows_differ};\n"
     f"scores + (B, 1, 1, T) mask vs scores + (B, 1, T, T) mask: max abs diff {shape_gap}"
 )
 
@@ -275,13 +275,14 @@ mask_forms = {
     "softmax(scores) * mask": probs_times_probs,
     "softmax(scores) * mask, renormalised": probs_renormalised,
 }
+print("attention on padding, row sums, and y vs the model on real tokens (max abs diff):")
+print(f"{'mask':<37}{'padding':>8}{'row sums':>16}{'y vs model':>12}")
 for label, p in mask_forms.items():
     moved = (layer_output(p) - y_model).abs().amax(-1)[pad.bool()].max().item()  # real tokens only
     sums = p.sum(-1)[real_rows]
     print(
-        f"{label:<37} attention on padding {padding_share(p):6.1%}   row sums "
-        f"{sums.min().item():.3f} .. "
-        f"{sums.max().item():.3f}   y vs the model, real tokens: max abs diff {moved:.1e}"
+        f"{label:<37}{padding_share(p):>8.1%}  {sums.min().item():.3f} .. {sums.max().item():.3f}"
+        f"{moved:>12.1e}"
     )
 print(
     f"renormalised product vs additive mask: max abs diff of the probabilities "
@@ -611,7 +612,7 @@ with torch.no_grad():
     ranks = torch.linalg.matrix_rank(ov)  # (A,)
     full = torch.linalg.matrix_rank(ov.sum(0))  # all heads together: W_V W_O of the whole layer
 assert ranks.max() <= d
-print(f"layer {LAYER}: each OV matrix is {tuple(ov.shape[1:])}; rank per head: {ranks.tolist()}")
+print(f"layer {LAYER}: each OV matrix is {tuple(ov.shape[1:])}; rank per head:\n{ranks.tolist()}")
 print(f"head size d = {d}; all {A} heads summed: rank {full.item()} of {H}")
 claims.value("ov_rank_max", ranks.max(), "{:.0f}")
 claims.value("ov_rank_sum", full, "{:.0f}")
@@ -653,7 +654,7 @@ feature_shares = head_mixing.coordinate_shares(
 largest_head = feature_shares.max(0).values  # (H,): the largest head's share of each output feature
 print(
     f"share of W_O_i in head i's own slot: mean {slot_share.mean():.3f}, max "
-    f"{slot_share.max():.3f} "
+    f"{slot_share.max():.3f}\n"
     f"(in its slot only: 1; a random direction: d/H = {d / H:.3f})"
 )
 print(
@@ -710,6 +711,8 @@ replacements = {
 }
 intact = sentence_embeddings(cap.last_hidden_state, pad)  # (B, H)
 wo_moves = {}
+print("how far the next layer's input moves; the sentence vectors' cosine with the intact model:")
+print(f"{'W_O':<37}{'input moves':>12}{'cosine mean':>13}{'min':>7}")
 for label, (weight_new, bias_new) in replacements.items():
     ablated = head_mixing.run_with_output_projection(model, cap.batch, LAYER, weight_new, bias_new)
     wo_moves[label] = head_mixing.relative_change(
@@ -718,11 +721,7 @@ for label, (weight_new, bias_new) in replacements.items():
     kept = (sentence_embeddings(ablated.last_hidden_state, pad) * intact).sum(
         -1
     )  # (B,): cosine with intact
-    print(
-        f"{label:<37} next layer's input moves {wo_moves[label]:6.1%}; "
-        f"sentence vectors' cosine with the intact model: mean {kept.mean():.3f}, min "
-        f"{kept.min():.3f}"
-    )
+    print(f"{label:<37}{wo_moves[label]:>12.1%}{kept.mean():>13.3f}{kept.min():>7.3f}")
 moved_fit, moved_removed = (
     wo_moves["own slots: best fit on these tokens"],
     wo_moves["heads removed (W_O = 0, bias kept)"],
@@ -995,12 +994,9 @@ for name, qkv in results.items():
 
 work = {name: products.count(fn, xb) for name, fn in variants.items()}
 times = median_times(variants, xb, rounds=20)
+print(f"{'':<20}{'product kernels':>16}{'multiply-adds':>15}   ms on this machine, this build")
 for name, t in times.items():
-    print(
-        f"{name:<20} {work[name].kernels:3d} product kernel(s), {work[name].multiply_adds:,} "
-        "multiply-adds; "
-        f"{t * 1e3:7.3f} ms on this machine, this build"
-    )
+    print(f"{name:<20}{work[name].kernels:>16d}{work[name].multiply_adds:>15,}{t * 1e3:>8.3f}")
 macs = [w.multiply_adds for w in work.values()]
 claims.value("heads_kernels", work["per head"].kernels, "{:.0f}")
 claims.value("role_kernels", work["one matrix per role"].kernels, "{:.0f}")

@@ -338,9 +338,9 @@ with eval_no_grad.dropout_probability(model, 0.0), torch.no_grad(), eval_no_grad
     train_no_dropout = model(**batch).last_hidden_state  # (B, T, H): train mode, every p = 0
 step = float32_step(reference[real])
 print(
-    f"train mode vs eval mode, {EVAL_DRAWS} draws: largest change {moved.mean().item():.2f} on "
-    "average "
-    f"({moved.mean().item() / step:.1e} float32 steps); sentence cosine to eval mode: mean "
+    f"train mode vs eval mode, {EVAL_DRAWS} draws: largest change {moved.mean().item():.2f} "
+    f"on average ({moved.mean().item() / step:.1e} float32 steps);\n"
+    "sentence cosine to eval mode: mean "
     f"{cosines.mean().item():.4f}, lowest {cosines.min().item():.4f}"
 )
 print(
@@ -352,9 +352,9 @@ with_grad = eval_no_grad.saved_for_backward(model, batch, grad=True)
 without = eval_no_grad.saved_for_backward(model, batch, grad=False)
 output_bytes = reference.nelement() * reference.element_size()
 print(
-    f"with gradients: {with_grad.count} saves for backward, {with_grad.activation_bytes / 1e6:.1f} "
-    "MB of "
-    f"activations (+ {with_grad.parameter_bytes / 1e6:.1f} MB of parameters, kept by reference); "
+    f"with gradients: {with_grad.count} saves for backward, "
+    f"{with_grad.activation_bytes / 1e6:.1f} MB of activations\n"
+    f"(+ {with_grad.parameter_bytes / 1e6:.1f} MB of parameters, kept by reference); "
     f"the last hidden state is {output_bytes / 1e6:.2f} MB"
 )
 print(f"under torch.no_grad(): {without.count} tensors saved, {without.activation_bytes} bytes")
@@ -511,11 +511,12 @@ for i, x_i in enumerate(cap.hidden_states):
 
 # %%
 reference = cap.last_hidden_state  # (B, T, H)
+print(f"{'arrangement':<25}{'max abs diff':>13}{'sentence cosine':>17}{'same neighbour':>16}")
 for name, formula in ARRANGEMENTS.items():
     dr = drift(reference, encode(model, cap.batch, name), pad)
     print(
-        f"{name:<25} {formula:<48} max abs diff {dr['max_abs_diff']:8.2e}  sentence cosine "
-        f"{dr['sentence_cosine']:.4f}  same neighbour {dr['same_neighbour']:.0%}"
+        f"{name:<25}{dr['max_abs_diff']:>13.2e}{dr['sentence_cosine']:>17.4f}"
+        f"{dr['same_neighbour']:>16.0%}\n  {formula}"
     )
 
 # %% [markdown]

@@ -73,7 +73,7 @@ recorded = (
 )  # (B, A, T, d)
 print(
     f"weights >= 0: {bool((probs >= 0).all())}; row sums within "
-    f"{(probs.sum(-1) - 1).abs().max().item():.1e} of 1; "
+    f"{(probs.sum(-1) - 1).abs().max().item():.1e} of 1;\n"
     f"probs @ V vs the model's context: max abs diff {(context - recorded).abs().max().item():.1e}"
 )
 
@@ -395,14 +395,14 @@ swaps = {
 }
 reference = cap.last_hidden_state  # (B, T, H) of the unchanged model
 results = {}
+print(f"{'':<17}{'max abs diff':>13}{'token cos':>11}{'sentence cos':>14}{'same neighbour':>16}")
 for name, fn in swaps.items():
     with swap_activation(model, fn), torch.no_grad():
         hidden = model(**cap.batch).last_hidden_state  # (B, T, H)
     dr = results[name] = drift(reference, hidden, pad)
     print(
-        f"{name:<17} max abs diff {dr['max_abs_diff']:8.1e}   token cosine "
-        f"{dr['token_cosine']:.6f}   "
-        f"sentence cosine {dr['sentence_cosine']:.6f}   same neighbour {dr['same_neighbour']:.0%}"
+        f"{name:<17}{dr['max_abs_diff']:>13.1e}{dr['token_cosine']:>11.6f}"
+        f"{dr['sentence_cosine']:>14.6f}{dr['same_neighbour']:>16.0%}"
     )
 gaps = {name: results[name]["max_abs_diff"] for name in swaps}
 claims.claim(
@@ -647,7 +647,7 @@ half = KS.index(I // 2)
 print(
     f"per token, keeping k = {I // 2} (half the units): FFN output off by "
     f"{errors['per-token'][half].mean():.0%}, "
-    f"sentence cosine {cosines['per-token'][half].mean():.3f}; keeping k = {H} (= H): off by "
+    f"sentence cosine {cosines['per-token'][half].mean():.3f};\nkeeping k = {H} (= H): off by "
     f"{errors['per-token'][KS.index(H)].mean():.0%}"
 )
 
@@ -699,8 +699,7 @@ verdict = (
 )
 print(
     f"wide FFN vs four narrow residual FFNs ({wide.parameters:,} vs {deep.parameters:,} "
-    "parameters): "
-    f"{wide.mean_loss:.3f} vs {deep.mean_loss:.3f}, {verdict}"
+    f"parameters):\n{wide.mean_loss:.3f} vs {deep.mean_loss:.3f}, {verdict}"
 )
 assert abs(gap) < 0.1  # the prose below says "within 10%"
 claims.value("narrow_over_wide_loss", narrow.mean_loss / wide.mean_loss, "{:.1f}")

@@ -107,11 +107,9 @@ print(
 # %%
 default_eps = torch.nn.LayerNorm(H).eps
 effects = eps_effect(model, batch, default_eps)  # {LayerNorm name: Effect(moved, step)}
+print("PyTorch's default eps moves each LayerNorm's output by up to:")
 for name, e in effects.items():
-    print(
-        f"{name:<45} PyTorch's default eps moves it by up to {e.moved:.1e} ({e.steps:5.0f} float32 "
-        "steps)"
-    )
+    print(f"{name:<45}{e.moved:>9.1e}{e.steps:>7.0f} float32 steps")
 smallest = min(effects, key=lambda n: effects[n].moved)
 largest = max(effects, key=lambda n: effects[n].moved)
 claims.value("eps_effect_min", effects[smallest].moved, "{:.1e}")
@@ -252,7 +250,7 @@ half_step = (
     float(np.spacing(np.float32(variances[low]))) / 2
 )  # float32: var + eps rounds to var below this
 print(
-    f"smallest variance reaching a LayerNorm: {variances[low]:.3g} ({low}); half a float32 step "
+    f"smallest variance reaching a LayerNorm: {variances[low]:.3g} ({low});\nhalf a float32 step "
     f"there: {half_step:.1e}"
 )
 
@@ -262,8 +260,8 @@ gap = 1 - e2e.sentence_cosine  # (B,)
 print(f"every LayerNorm at eps = {default_eps:g}, the whole model in float64:")
 print(
     f"  last hidden state: max abs change {e2e.hidden_moved:.1e} ({e2e.hidden_steps:.0f} float32 "
-    "steps); "
-    f"the float32 model against its own float64 run: {e2e.float32_rounding:.1e}"
+    "steps);\n"
+    f"  the float32 model against its own float64 run: {e2e.float32_rounding:.1e}"
 )
 print(
     f"  each LayerNorm alone, above: the last one {effects[last].moved:.1e}, the largest "
@@ -272,8 +270,8 @@ print(
 )
 print(
     f"  sentence embeddings: 1 - cosine to the original's from {gap.min().item():.1e} to "
-    f"{gap.max().item():.1e}; "
-    f"largest change of one component {e2e.sentence_moved:.1e}"
+    f"{gap.max().item():.1e};\n"
+    f"  largest change of one component {e2e.sentence_moved:.1e}"
 )
 print(
     f"  cosines between sentences: largest change {e2e.similarity_moved:.1e}; "
@@ -784,7 +782,7 @@ plt.show()
 for init in ("library", "Xavier"):
     post, pre = grads[init, "Post-LN"], grads[init, "Pre-LN"]
     print(
-        f"{init} init: last layer Post-LN / Pre-LN = {(post[-1] / pre[-1]).item():.2f}; "
+        f"{init} init: last layer Post-LN / Pre-LN = {(post[-1] / pre[-1]).item():.2f};\n  "
         f"Pre-LN last / first layer = {(pre[-1] / pre[0]).item():.2f}, Post-LN last / first = "
         f"{(post[-1] / post[0]).item():.2f}"
     )
@@ -908,15 +906,13 @@ claims.claim(
 # %%
 with torch.no_grad():
     net = random_net(0, "Xavier")
+    print("mean token norm of the stream, embeddings then after each layer:")
     for a in ARRANGEMENTS:
         _, streams = forward(
             net, batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], a
         )
         norms = [s.norm(dim=-1)[real].mean().item() for s in streams]  # L + 1 values
-        print(
-            f"{a:<8} mean token norm of the stream, embeddings then after each layer: "
-            + " ".join(f"{v:.1f}" for v in norms)
-        )
+        print(f"{a:<8}" + " ".join(f"{v:.1f}" for v in norms))
 
 # %% [markdown]
 # ## Warm-up
@@ -1217,13 +1213,13 @@ from bertlab.experiments import layernorm_skip
 
 runs = layernorm_skip.scenarios(model, batch)  # name -> Run(norms (L + 1,), cosine (B,))
 print(
-    f"{'LayerNorms skipped':<30}{'mean cos':>9}{'min cos':>9}   stream norm: embeddings, then "
+    f"{'LayerNorms skipped':<28}{'mean cos':>9}{'min cos':>9}  stream norm: embeddings, then "
     "after each layer"
 )
 for name, r in runs.items():
     print(
-        f"{name:<30}{r.mean_cosine:>9.3f}{r.cosine.min().item():>9.3f}   "
-        + " ".join(f"{v:7.1f}" for v in r.norms.tolist())
+        f"{name:<28}{r.mean_cosine:>9.3f}{r.cosine.min().item():>9.3f}"
+        + "".join(f"{v:7.1f}" for v in r.norms.tolist())
     )
 
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
@@ -1329,21 +1325,21 @@ arriving = layernorm_skip.pre_norm_stats(
 )  # (layer, kind) -> what the LayerNorm receives
 print(
     f"{'LayerNorm':<20}{'gamma min':>10}{'median':>8}{'max':>7}{'beta min':>10}{'max':>7}"
-    f"{'mean |beta|':>12}   input: std per token, |mean| per token"
+    f"{'mean |beta|':>12}{'in std':>8}{'in |mean|':>10}"
 )
 for (i, kind), st in sorted(affine.items()):
     a = arriving[i, kind]
     print(
         f"layer {i} "
         f"{kind:<12}{st['gamma_min']:>10.2f}{st['gamma_median']:>8.2f}{st['gamma_max']:>7.2f}"
-        f"{st['beta_min']:>10.2f}{st['beta_max']:>7.2f}{st['beta_abs_mean']:>12.3f}   "
-        f"{a['std_mean']:.2f}, {a['mean_abs_mean']:.3f}"
+        f"{st['beta_min']:>10.2f}{st['beta_max']:>7.2f}{st['beta_abs_mean']:>12.3f}"
+        f"{a['std_mean']:>8.2f}{a['mean_abs_mean']:>10.3f}"
     )
 stds = [a["std_mean"] for a in arriving.values()]
 print(
     f"standard deviation per token of what arrives, mean over tokens: from {min(stds):.2f} to "
-    f"{max(stds):.2f} "
-    f"over the {len(stds)} LayerNorms"
+    f"{max(stds):.2f}\nover the {len(stds)} LayerNorms (in std and in |mean|: what each "
+    "LayerNorm receives, per token, averaged over tokens)"
 )
 assert all(st["gamma_median"] < 1 for st in affine.values())  # "the median gain is below 1" below
 beta_mean_max = max(st["beta_abs_mean"] for st in affine.values())

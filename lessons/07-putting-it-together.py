@@ -43,9 +43,13 @@ from bertlab.reference import bundled_model_dir, load_model, load_tokenizer
 model, tokenizer = load_model(), load_tokenizer()
 path = bundled_model_dir()
 st = SentenceTransformer(str(path), device="cpu")
-print(st)
-print("modules.json:", [m["type"] for m in json.loads((path / "modules.json").read_text())])
-print("1_Pooling/config.json:", json.loads((path / "1_Pooling" / "config.json").read_text()))
+print("SentenceTransformer:", " -> ".join(type(module).__name__ for module in st))
+print("modules.json:")
+for module in json.loads((path / "modules.json").read_text()):
+    print(f"  {module['type']}")
+print("1_Pooling/config.json:")
+for key, setting in json.loads((path / "1_Pooling" / "config.json").read_text()).items():
+    print(f"  {key}: {setting}")
 
 # %% [markdown]
 # Three modules: the transformer (our `BertModel`), a pooling layer set to the mean over tokens,
@@ -399,7 +403,9 @@ TOP = 3
 for qi, query in enumerate(lesions.QUERIES):
     print(f"query: {query!r}")
     for rank, doc in enumerate(order[qi, :TOP].tolist(), start=1):
-        print(f"   {rank}. {scores[qi, doc].item():.3f}  {corpus.SENTENCES[doc]}")
+        text = corpus.SENTENCES[doc]
+        text = text if len(text) <= 84 else text[:81] + "..."  # cut to the page's width
+        print(f"   {rank}. {scores[qi, doc].item():.3f}  {text}")
 margin = scores.gather(1, order[:, :1]) - scores.gather(
     1, order[:, 1:2]
 )  # (Q, 1): first minus second
@@ -618,16 +624,19 @@ cls_vectors = cls_attention.cls_vectors(library.last_hidden_state)  # (B, H): x_
 pooling = {"mean pooling": ours, "[CLS] vector": cls_vectors}
 topical = 2 * len(cls_attention.TOPIC_PAIRS)
 contrast, found, alike = {}, {}, {}
+print(
+    "partner: for how many sentences the partner is nearest; contrast: the partner's cosine minus\n"
+    "the others' mean; cosine: the mean cosine of two different sentences"
+)
+print(f"{'':<13}{'partner':>9}{'contrast mean':>15}{'min':>7}{'cosine':>8}")
 for label, vectors in pooling.items():
     contrast[label] = cls_attention.partner_contrast(vectors)  # (topical,)
     found[label] = cls_attention.partners_found(vectors)
     unit = F.normalize(vectors.double(), dim=-1)
     alike[label] = (unit @ unit.T)[~torch.eye(len(unit), dtype=torch.bool)].mean().item()
     print(
-        f"{label:<13} partner nearest for {found[label]} of {topical} sentences; partner's cosine "
-        "minus the "
-        f"others' mean: mean {contrast[label].mean():.3f}, min {contrast[label].min():.3f}; "
-        f"mean cosine of two different sentences {alike[label]:.3f}"
+        f"{label:<13}{f'{found[label]} of {topical}':>9}{contrast[label].mean():>15.3f}"
+        f"{contrast[label].min():>7.3f}{alike[label]:>8.3f}"
     )
 claims.value("topical", topical, "{:.0f}")
 claims.value("found_mean", found["mean pooling"], "{:.0f}")
@@ -726,14 +735,16 @@ H, I = model.config.hidden_size, model.config.intermediate_size
 layer0 = model.encoder.layer[0]
 lengths = [8, 32, 128, model.config.max_position_embeddings]
 mismatch = 0
+print("multiply-adds of each part, and one layer's time on this machine, this build:")
+print(f"{'T':>5}{'Q, K, V':>14}{'scores, sum':>14}{'W^O':>14}{'FFN':>14}{'ms':>9}")
 for T_ in lengths:
     formula, measured = layer_cost.multiply_adds(T_, H, I), layer_cost.counted(layer0, T_)
     mismatch += sum(abs(formula[p] - measured[p]) for p in layer_cost.PARTS)
     seconds = layer_cost.fastest_seconds(layer0, T_)
     print(
-        f"T = {T_:>3}: "
-        + ", ".join(f"{p} {measured[p]:,}" for p in layer_cost.PARTS)
-        + f"; {seconds * 1e3:.2f} ms on this machine, this build"
+        f"{T_:>5}"
+        + "".join(f"{measured[p]:>14,}" for p in layer_cost.PARTS)
+        + f"{seconds * 1e3:>9.2f}"
     )
 claims.value("cost_mismatch", mismatch, "{:.0f}")
 claims.claim(

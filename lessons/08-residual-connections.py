@@ -184,7 +184,7 @@ pure_init = curves["random init"]["attention_only"]  # (L + 1,)
 collapsed_init = next((i for i in range(L + 1) if pure_init[i] < 1e-3), None)
 print(
     f"attention only at initialisation: r = {pure_init[0].item():.2e} for the embeddings, "
-    f"{pure_init[1].item():.2e} after layer 0; r < 1e-3 from hidden state {collapsed_init} on"
+    f"{pure_init[1].item():.2e} after layer 0;\nr < 1e-3 from hidden state {collapsed_init} on"
 )
 # float32 keeps about 7 digits: below ten times its precision, r is at float32's floor
 above_floor = [i for i in range(1, L + 1) if pure[i - 1] > 10 * torch.finfo(torch.float32).eps]
@@ -289,7 +289,7 @@ queries = corpus.batch(tokenizer, lesions.QUERIES)  # (Q, T') tensors
 table = lesions.layer_lesions(model, batch, queries)  # 5 kinds x L layers
 print(
     f"{'lesion':<15}{'layer':>6}{'mean cos':>10}{'min cos':>10}{'top kept':>10}{'score r':>9}   "
-    "rank of the intact top result per query"
+    "rank of intact top, per query"
 )
 for r in table:
     e = r.effect
@@ -425,11 +425,8 @@ print(
 print(
     f"heads whose removal keeps the mean cosine above 0.99: {int((heads > 0.99).sum())} of {L * A}"
 )
-print(
-    "per layer, mean over its heads:",
-    " ".join(f"{v:.4f}" for v in heads.mean(1).tolist()),
-    f"-> most harmful on average: layer {int(heads.mean(1).argmin())}",
-)
+print("per layer, mean over its heads:", " ".join(f"{v:.4f}" for v in heads.mean(1).tolist()))
+print(f"most harmful on average: layer {int(heads.mean(1).argmin())}")
 print(f"for comparison, the most harmful whole-layer lesion: mean cosine {layer_worst:.4f}")
 head_damage = 1 - heads  # (L, A): how far masking each head moves the embeddings
 claims.claim(
@@ -534,7 +531,7 @@ claims.claim(
 )
 print(
     "attention updates smaller than the stream in every layer: "
-    f"{bool((ratios['attention'] < 1).all())}; "
+    f"{bool((ratios['attention'] < 1).all())};\n"
     "FFN updates larger than the stream in "
     f"{counted(torch.nonzero(ratios['ffn'] > 1).flatten().tolist(), 'layer')}"
 )
@@ -570,7 +567,7 @@ wider = nn.Linear(H, H + 128)  # a branch that would widen the stream
 try:
     x0 + wider(x0)
 except RuntimeError as err:
-    print(f"x + F(x) with F: {H} -> {H + 128}: RuntimeError: {err}")
+    print(f"x + F(x) with F: {H} -> {H + 128} raises RuntimeError:\n  {err}")
 
 # %% [markdown]
 # He, Zhang, Ren & Sun (2016a, "Deep Residual Learning for Image Recognition", CVPR) met this where
@@ -649,7 +646,7 @@ plain = {s: widths[s, "none"] for s in stream_width.SHORTCUTS}
 assert plain["projection"].grad[0] < plain["identity"].grad[0] / 10
 print(
     f"no normalisation: block 0's gradient with default projections is "
-    f"{(plain['identity'].grad[0] / plain['projection'].grad[0]).item():.0f} times smaller than "
+    f"{(plain['identity'].grad[0] / plain['projection'].grad[0]).item():.0f} times smaller than\n"
     "with identities"
 )
 claims.claim(

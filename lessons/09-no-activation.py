@@ -192,8 +192,8 @@ neg_upd = (upd[real_l] < 0).float().mean().item()
 lost = ((upd - upd.relu()).norm(dim=-1) / upd.norm(dim=-1))[real_l].mean().item()
 neg_stream = (stream[real_l] < 0).float().mean().item()
 print(
-    f"attention updates: {neg_upd:.1%} of the coordinates are negative; a ReLU would remove "
-    f"on average {lost:.1%} of each update's norm"
+    f"attention updates: {neg_upd:.1%} of the coordinates are negative;\n"
+    f"a ReLU would remove on average {lost:.1%} of each update's norm"
 )
 print(f"residual stream:   {neg_stream:.1%} of the coordinates are negative")
 claims.value("relu_norm_lost", 100 * lost, "{:.1f}%")
@@ -268,7 +268,7 @@ edits = {
 }
 print(
     f"{'edit, every layer':<22}{'mean cos':>10}{'min cos':>10}{'top kept':>10}{'score r':>9}   "
-    "rank of the intact top result per query"
+    "rank of intact top, per query"
 )
 everywhere = {}
 for name, edit in edits.items():
@@ -324,8 +324,8 @@ block_margin = (
 ).min()  # > 1: W_O's ReLU milder everywhere
 print(f"ReLU on the skips is the more damaging edit in every single layer: {bool(skip_margin > 1)}")
 print(
-    "ReLU after W_O in one layer costs less than removing that layer's attention block, in every "
-    "layer: "
+    "ReLU after W_O in one layer costs less than removing that layer's attention block,\n"
+    "in every layer: "
     f"{bool(block_margin > 1)}"
 )
 claims.value("relu_wo_cosine", relu_wo.mean_cosine, "{:.3f}")

@@ -2,7 +2,8 @@
 
 At 1280 x 800 in headless Chromium (test_site's ``site``, built once per run), no code block of
 any page scrolls sideways: neither a lesson's code (written to 100 columns, ``lessons/ruff.toml``)
-nor a printout (which keeps its columns: ``docs/assets/site.css``), nor a sample on the guides.
+nor a printout (which keeps its columns, ``docs/assets/site.css``, and the lessons' 100 columns),
+nor a sample on the guides.
 Each lesson page shows its code without the ``claims`` calls that check its prose
 (``docs/hooks/lesson_code.py``), and says in text, once, what a check mark means.
 """
@@ -30,6 +31,8 @@ SCROLLING = """() => Array.from(document.querySelectorAll(
         return `${e.tagName.toLowerCase()}.${e.className}: ${e.scrollWidth} px in ${e.clientWidth} px, ` +
                `${widest.length} characters: ${widest.slice(0, 90)}`;
     })"""
+PRINTOUT = re.compile(r'class="jp-RenderedText jp-OutputArea-output"[^>]*>\s*<pre>(.*?)</pre>', re.S)
+LINE = 100  # lessons/ruff.toml
 CODE = re.compile(r"<pre[^>]*>(.*?)</pre>|<div class=\"clipboard-copy-txt\"[^>]*>(.*?)</div>", re.S)
 
 
@@ -45,6 +48,18 @@ def test_no_code_block_scrolls_sideways_at_1280_px(browser, base_url, site):  # 
         context.close()
     assert not scrolled, f"{len(scrolled)} code blocks scroll sideways at 1280 px:\n" + "\n".join(scrolled[:40])
     assert not reader.problems, reader.problems
+
+
+def test_lesson_printouts_fit_the_lessons_line_length(site):  # noqa: F811  (test_site's fixture)
+    """A printout is read beside the code: it keeps to the lessons' 100 columns, so its table keeps
+    its columns on the page (a printout does not wrap) and never scrolls."""
+    wide = []
+    for lesson in lessons():
+        page = (site / "lessons" / lesson.stem / "index.html").read_text(encoding="utf-8")
+        for found in PRINTOUT.finditer(page):
+            text = html.unescape(re.sub(r"<[^>]+>", "", found.group(1)))
+            wide += [f"{lesson.stem}: {len(line)}: {line[:100]}" for line in text.splitlines() if len(line) > LINE]
+    assert not wide, f"{len(wide)} printout lines over {LINE} characters:\n" + "\n".join(wide[:40])
 
 
 def test_lesson_pages_show_and_copy_no_claims_call(site):  # noqa: F811  (test_site's fixture)
