@@ -18,6 +18,8 @@ from pathlib import Path
 import jupytext
 from bs4 import BeautifulSoup
 
+from page_memo import remembered
+
 log = logging.getLogger("mkdocs.hooks.figure_alt")
 
 NOTEBOOK_DIRS = ("lessons/", "exercises/")
@@ -80,4 +82,7 @@ def on_page_content(content, page, config, files):
         return content
     tags = config.plugins["mkdocs-jupyter"].config["remove_tag_config"].get("remove_cell_tags", [])
     cells = shown_code_cells(Path(page.file.abs_src_path), set(tags))
-    return describe(content, cells, page.file.src_uri)
+    root = Path(config.config_file_path).parent
+    # keyed on each shown cell's description: the only part of the source the result depends on
+    alts = [description(cell) for cell in cells]
+    return remembered(root, __file__, [content, *alts], lambda: describe(content, cells, page.file.src_uri))

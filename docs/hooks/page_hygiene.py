@@ -25,6 +25,8 @@ from pathlib import Path
 
 from bs4 import BeautifulSoup, Tag
 
+import page_memo
+
 NOTEBOOK_DIRS = ("lessons/", "exercises/")
 STREAMS = ("text/plain", "application/vnd.jupyter.stderr")  # the mime types nbconvert gives stdout, stderr
 SITEMAPS = ("sitemap.xml", "sitemap.xml.gz")
@@ -107,10 +109,11 @@ def tidy(content: str) -> str:
 def on_page_content(content, page, config, files):
     if not page.file.src_uri.startswith(NOTEBOOK_DIRS):
         return content
-    return tidy(content)
+    return page_memo.remembered(Path(config.config_file_path).parent, __file__, [content], lambda: tidy(content))
 
 
 def on_post_build(config):
+    page_memo.prune(Path(config.config_file_path).parent)
     site = Path(config.site_dir)
     for name in SITEMAPS:
         (site / name).unlink(missing_ok=True)

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import html
 import re
+from pathlib import Path
 from typing import Any
 
 from bs4 import BeautifulSoup, NavigableString
 from mkdocs.structure.toc import get_toc
+
+from page_memo import remembered
 
 NOTEBOOK_DIRS = ("lessons/", "exercises/")
 HEADING = re.compile(r"^h([1-6])$")
@@ -80,7 +83,8 @@ def _typeset_titles(items) -> None:
 def on_page_content(content, page, config, files):
     if page.file.src_uri.startswith(NOTEBOOK_DIRS):
         depth = config.plugins["mkdocs-jupyter"].config["toc_depth"]
-        page.toc = get_toc(toc_tokens(content, depth))
+        root = Path(config.config_file_path).parent
+        page.toc = get_toc(remembered(root, __file__, [content, str(depth)], lambda: toc_tokens(content, depth)))
     else:
         _typeset_titles(page.toc)
     return content
