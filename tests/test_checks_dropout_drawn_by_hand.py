@@ -1,7 +1,8 @@
 """Dropout is right when its law and its place are right, however it is drawn.
 
 A learner taught dropout from scratch draws it by hand (``rand_like(x) > p``, a Bernoulli of
-``1 - p``, ``empty(...).bernoulli_``), runs attention in a ``torch.jit.script`` function (whose
+``1 - p``, ``empty(...).bernoulli_``, ``uniform_``, or a normal draw above its p-quantile,
+``randn_like(x) > t``), runs attention in a ``torch.jit.script`` function (whose
 dropout never passes through Python), or wraps a block in ``torch.utils.checkpoint`` (whose
 backward runs the forward again): each right form passes, values and train-mode gradients. The
 same forms with a wrong p, no 1 / (1 - p), the wrong side of the threshold, a mask shared over an
@@ -11,6 +12,7 @@ learner would, independently of ``bertlab.checks``.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -56,6 +58,23 @@ def flax_attention(module, query, key, value, attention_mask, scaling=None, drop
     return torch.einsum("bhqk,bhkd->bqhd", w, value), w
 
 
+def uniform_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """Right: ``empty_like(w).uniform_() >= p`` keeps a share 1 - p."""
+    w = attention_weights(query, key, attention_mask, scaling)
+    if module.training and dropout > 0:
+        w = w * (torch.empty_like(w).uniform_() >= dropout) / (1 - dropout)
+    return (w @ value).transpose(1, 2), w
+
+
+def normal_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """Right: a standard normal draw kept below its (1 - p)-quantile, a share 1 - p."""
+    w = attention_weights(query, key, attention_mask, scaling)
+    if module.training and dropout > 0:
+        t = torch.distributions.Normal(0.0, 1.0).icdf(torch.tensor(1 - dropout))
+        w = w * (torch.normal(0.0, 1.0, w.shape) < t) / (1 - dropout)
+    return (w @ value).transpose(1, 2), w
+
+
 @torch.jit.script
 def _scripted(
     query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None, p: float, training: bool
@@ -89,6 +108,22 @@ def wrong_side_attention(module, query, key, value, attention_mask, scaling=None
     return (w @ value).transpose(1, 2), w
 
 
+def typed_p_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """Wrong: BERT's 0.1 typed in, not the ``dropout`` it is given."""
+    w = attention_weights(query, key, attention_mask, scaling)
+    if module.training:
+        w = w * (torch.rand_like(w) > 0.1) / 0.9
+    return (w @ value).transpose(1, 2), w
+
+
+def normal_at_p_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """Wrong: a normal draw compared with p itself, as if it were uniform: keeps about 38%, not 70%."""
+    w = attention_weights(query, key, attention_mask, scaling)
+    if module.training and dropout > 0:
+        w = w * (torch.randn_like(w) > dropout) / (1 - dropout)
+    return (w @ value).transpose(1, 2), w
+
+
 def per_head_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
     """Wrong: F.dropout2d, one mask per sentence and head shared over every weight."""
     w = F.dropout2d(attention_weights(query, key, attention_mask, scaling), dropout, module.training)
@@ -106,7 +141,11 @@ def on_scores_attention(module, query, key, value, attention_mask, scaling=None,
     return (w @ value).transpose(1, 2), w
 
 
-@pytest.mark.parametrize("fn", [rand_like_attention, flax_attention, scripted_attention], ids=lambda f: f.__name__)
+@pytest.mark.parametrize(
+    "fn",
+    [rand_like_attention, flax_attention, uniform_attention, normal_attention, scripted_attention],
+    ids=lambda f: f.__name__,
+)
 def test_right_attention_dropout_however_drawn_passes(fn, capsys):
     for stage in ("dropout", "gradients"):
         check("3.1", fn, only=stage)
@@ -121,15 +160,17 @@ def test_right_attention_dropout_however_drawn_passes(fn, capsys):
         (wrong_side_attention, r"30\.0%|2\d\.\d% of your|7\d\.\d% of your"),
         (per_head_attention, r"the same along query, key"),
         (on_scores_attention, r"not the softmax's weights times one number"),
+        (typed_p_attention, r"\d\.\d% of your weights are zero(?s:.*)a p of 0\.1: is the probability typed in"),
+        (normal_at_p_attention, r"6\d\.\d% of your weights are zero \(HF zeroes each with probability p = 0\.3\)"),
     ],
-    ids=["unscaled", "wrong-side", "dropout2d", "on-scores"],
+    ids=["unscaled", "wrong-side", "dropout2d", "on-scores", "typed-p", "normal-at-p"],
 )
 def test_wrong_attention_dropout_fails_saying_what_was_measured(fn, measured):
     with pytest.raises(CheckFailed) as err:
         check("3.1", fn, only="dropout")
     message = str(err.value)
     assert "Measured with HF's dropout decisions" in message, message
-    assert "typed in" not in message, message
+    assert ("typed in" in message) == (fn is typed_p_attention), message
     assert re.search(measured, message), message
 
 
@@ -153,6 +194,58 @@ class KeepBelowOutput(BertOutput):
         x, keep = self.dense(hidden_states), 1 - self.dropout.p
         if self.training:
             x = x.masked_fill(torch.rand(x.shape) >= keep, 0.0) / keep
+        return self.LayerNorm(x + input_tensor)
+
+
+class EmptyLikeBernoulliSelfOutput(BertSelfOutput):
+    """Right: ``torch.empty_like(x).bernoulli_(1 - p)``, a keep-mask, then 1 / (1 - p)."""
+
+    def forward(self, hidden_states, input_tensor):
+        x, p = self.dense(hidden_states), self.dropout.p
+        if self.training:
+            x = x * torch.empty_like(x).bernoulli_(1 - p) / (1 - p)
+        return self.LayerNorm(x + input_tensor)
+
+
+class UniformOutput(BertOutput):
+    """Right: ``uniform_(0, 1) < 1 - p`` chooses between x / (1 - p) and 0."""
+
+    def forward(self, hidden_states, input_tensor):
+        x, p = self.dense(hidden_states), self.dropout.p
+        if self.training:
+            x = torch.where(torch.empty(x.shape).uniform_(0, 1) < 1 - p, x / (1 - p), torch.zeros_like(x))
+        return self.LayerNorm(x + input_tensor)
+
+
+class RandnQuantileSelfOutput(BertSelfOutput):
+    """Right: ``randn_like(x) > t``, t the p-quantile of N(0, 1): each element kept with 1 - p."""
+
+    def forward(self, hidden_states, input_tensor):
+        x, p = self.dense(hidden_states), self.dropout.p
+        if self.training:
+            t = math.sqrt(2) * torch.erfinv(torch.tensor(2 * p - 1)).item()
+            x = x * (torch.randn_like(x) > t) / (1 - p)
+        return self.LayerNorm(x + input_tensor)
+
+
+class NormalQuantileOutput(BertOutput):
+    """Right: ``empty_like(x).normal_(0, 2) > 2 t``, the same law scaled."""
+
+    def forward(self, hidden_states, input_tensor):
+        x, p = self.dense(hidden_states), self.dropout.p
+        if self.training:
+            t = torch.distributions.Normal(0.0, 2.0).icdf(torch.tensor(p))
+            x = x * (torch.empty_like(x).normal_(0.0, 2.0) > t) / (1 - p)
+        return self.LayerNorm(x + input_tensor)
+
+
+class RandnAtPSelfOutput(BertSelfOutput):
+    """Wrong: a normal draw compared with p itself: keeps about 46%, not 1 - p."""
+
+    def forward(self, hidden_states, input_tensor):
+        x, p = self.dense(hidden_states), self.dropout.p
+        if self.training:
+            x = x * (torch.randn_like(x) > p) / (1 - p)
         return self.LayerNorm(x + input_tensor)
 
 
@@ -186,7 +279,18 @@ class TypedOutput(BertOutput):
         return self.LayerNorm(x + input_tensor)
 
 
-@pytest.mark.parametrize("task, cls", [("4.1", RandLikeSelfOutput), ("5.2", KeepBelowOutput)], ids=["4.1", "5.2"])
+@pytest.mark.parametrize(
+    "task, cls",
+    [
+        ("4.1", RandLikeSelfOutput),
+        ("5.2", KeepBelowOutput),
+        ("4.1", EmptyLikeBernoulliSelfOutput),
+        ("5.2", UniformOutput),
+        ("4.1", RandnQuantileSelfOutput),
+        ("5.2", NormalQuantileOutput),
+    ],
+    ids=["4.1-rand-like", "5.2-masked-fill", "4.1-empty-like-bernoulli", "5.2-uniform", "4.1-randn", "5.2-normal"],
+)
 def test_right_add_norm_dropout_drawn_by_hand_passes(task, cls, capsys):
     for stage in ("dropout", "gradients"):
         check(task, cls, only=stage)
@@ -200,8 +304,9 @@ def test_right_add_norm_dropout_drawn_by_hand_passes(task, cls, capsys):
         ("5.2", SharedOverTokensOutput, "dropout-mask-shared"),
         ("4.1", OnTheSumSelfOutput, "HF applies `self.dropout` to dense(hidden_states) only"),
         ("5.2", TypedOutput, "hidden_dropout_prob 0.2"),
+        ("4.1", RandnAtPSelfOutput, "differs from HF's BertSelfOutput, both with the same fixed dropout masks"),
     ],
-    ids=["shared-over-tokens", "on-the-sum", "typed-p"],
+    ids=["shared-over-tokens", "on-the-sum", "typed-p", "randn-at-p"],
 )
 def test_wrong_add_norm_dropout_drawn_by_hand_fails(task, cls, words):
     with pytest.raises(CheckFailed) as err:

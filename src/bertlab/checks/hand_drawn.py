@@ -15,7 +15,10 @@ element it decides. The second run starts from the same generator states, and ea
 is replaced by a draw of the same law that decides as HF's mask did: a uniform value above ``p``
 where HF kept (below ``p`` where it dropped), or above ``1 - p`` where HF dropped if the code
 compares with ``1 - p``; a Bernoulli(1 - p) draw equal to HF's keep-mask (its negation for a
-Bernoulli(p) draw). Each replaced value still has its own law, independent of the others, so the
+Bernoulli(p) draw); a normal draw (``randn``, ``randn_like``, ``normal_``, ``normal``), compared
+with a quantile of its law, is replaced as the uniform draw it stands for: ``randn_like(x) > t``
+with ``t`` the p-quantile of N(0, 1) keeps each element with probability 1 - p, as
+``rand_like(x) > p`` does. Each replaced value still has its own law, independent of the others, so the
 learner's code sees a fair draw: right code then drops exactly HF's elements, and code that
 draws with another p, keeps with the wrong side of the threshold, forgets the 1 / (1 - p) or
 drops another tensor gives another output. A draw shared over an axis (a mask broadcast over
@@ -37,7 +40,9 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 aten = torch.ops.aten
 
-RANDOM = {aten.rand, aten.rand_like, aten.bernoulli, aten.bernoulli_, aten.uniform_}
+# Normal draws: compared with a threshold, each is a uniform draw in disguise (its law's CDF of it).
+NORMAL = {aten.randn, aten.randn_like, aten.normal_, aten.normal}
+RANDOM = {aten.rand, aten.rand_like, aten.bernoulli, aten.bernoulli_, aten.uniform_, *NORMAL}
 # Operators that only move, repeat or select elements: a drawn tensor's element indices follow them.
 LAYOUT = {
     aten.view,
@@ -238,17 +243,49 @@ class Coupling(TorchDispatchMode):
                 return out
             ones = torch.where((q - (1 - p)).abs() < SAME_P, keep, torch.where((q - p).abs() < SAME_P, ~keep, out > 0))
             return torch.where(paired, ones.to(out.dtype), out)
+        t = draw.thresholds[0] if draw.thresholds else None
+        if func.overloadpacket in NORMAL:
+            law = _normal_law(func, args, kwargs)
+            if law is None:
+                return out
+            mean, std = law
+            # As uniform draws: the CDF of each value and of the threshold, in float64 (a replaced
+            # value's quantile must stay on its side of ``t`` once rounded back).
+            v = torch.special.ndtr((out.double() - mean) / std)
+            t = None if t is None else float(torch.special.ndtr(torch.tensor((t - mean) / std, dtype=torch.float64)))
+            u = _uniform_decided(v, t, keep, p.double()).clamp(1e-15, 1 - 1e-15)
+            return torch.where(paired, (mean + std * torch.special.ndtri(u)).to(out.dtype), out)
         low, high = (
             kwargs.get("from", args[1] if len(args) > 1 else 0.0),
             kwargs.get("to", args[2] if len(args) > 2 else 1.0),
         )
         if func.overloadpacket is aten.uniform_ and (low, high) != (0.0, 1.0):
             return out
-        v = out
-        # Compared with 1 - p, the code keeps values below it; compared with p (or with nothing
-        # seen: ``floor(u + 1 - p)``), values above it.
-        t = draw.thresholds[0] if draw.thresholds else None
-        below = (t - (1 - p)).abs() < (t - p).abs() if t is not None else torch.zeros_like(paired)
-        above_p = torch.where(keep, p + MARGIN + (1 - p - MARGIN) * v, (p - MARGIN) * v)
-        below_1p = torch.where(keep, (1 - p - MARGIN) * v, 1 - p + MARGIN + (p - MARGIN) * v)
-        return torch.where(paired, torch.where(below, below_1p, above_p), out)
+        return torch.where(paired, _uniform_decided(out, t, keep, p), out)
+
+
+def _uniform_decided(v: torch.Tensor, t: float | None, keep: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """Uniform draws ``v`` moved to decide as ``keep`` says, for code that compares them with ``t``.
+
+    Compared with 1 - p, the code keeps values below it; compared with p (or with nothing seen:
+    ``floor(u + 1 - p)``), values above it."""
+    below = (t - (1 - p)).abs() < (t - p).abs() if t is not None else torch.zeros_like(keep)
+    above_p = torch.where(keep, p + MARGIN + (1 - p - MARGIN) * v, (p - MARGIN) * v)
+    below_1p = torch.where(keep, (1 - p - MARGIN) * v, 1 - p + MARGIN + (p - MARGIN) * v)
+    return torch.where(below, below_1p, above_p)
+
+
+def _normal_law(func, args: tuple, kwargs: dict) -> tuple[float, float] | None:
+    """A normal operator's mean and standard deviation, when both are numbers; else None."""
+    if func.overloadpacket in (aten.randn, aten.randn_like):
+        return 0.0, 1.0
+    if func.overloadpacket is aten.normal_:
+        mean, std = (
+            kwargs.get("mean", args[1] if len(args) > 1 else 0.0),
+            kwargs.get("std", args[2] if len(args) > 2 else 1.0),
+        )
+    elif func is aten.normal.float_float:
+        mean, std = kwargs.get("mean", args[0]), kwargs.get("std", args[1])
+    else:  # a tensor of means or of deviations
+        return None
+    return (float(mean), float(std)) if float(std) > 0 else None
