@@ -290,6 +290,35 @@ def test_a_guess_is_shown_and_revealed_against_the_measured_option(capsys):
     assert "r ends at 1e-7, so 'a', falls" in out and "Reread lesson 8, Attention alone" in out
 
 
+def test_notebook_seven_places_its_right_guesses_at_different_letters_among_three(model, batch):
+    """The reveal cell, run on the course's own measurements (what right code measures), selects
+    each guess's right letter: each question offers three options, the right ones are at
+    different letters, and none is the first, which a learner who always picks "a" would get."""
+    import nbformat
+    import torch
+
+    from bertlab.checks.why_measured import LesionTask
+    from bertlab.experiments import rank_collapse
+
+    nb = nbformat.read(ROOT / "solutions" / "07-why-measured" / "07-why-measured.ipynb", as_version=4)
+    namespace: dict = {"torch": torch, "reveal": lambda *args: None}
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "GUESS_7_" in cell.source and "guess(" in cell.source:
+            exec(
+                cell.source.replace("from bertlab.notebook_guesses import guess, reveal", ""),
+                {**namespace, "guess": lambda q, o, c: c},
+                namespace,
+            )
+    namespace["curves"] = rank_collapse.curves(model, batch)
+    namespace["effects"] = LesionTask().reference_result(model, batch)
+    reveal_cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "predictions")
+    exec(reveal_cell.source, namespace)
+    right = {task: namespace[f"measured_{task}"] for task in ("7_3", "7_5")}
+    for task, letter in right.items():
+        assert len(namespace[f"OPTIONS_{task}"]) >= 3 and letter in namespace[f"OPTIONS_{task}"], task
+    assert len(set(right.values())) == len(right) and "a" not in right.values(), right
+
+
 def test_the_guess_cells_import_nothing_a_graded_notebook_may_not():
     """The judge refuses a notebook that imports the grader's code: the guess cells' import must
     pass that scan, or every grade of notebook 07 would be lost as tampering."""
