@@ -2089,6 +2089,131 @@ def _self_output_frozen_weights_from_sixth_call():
     )
 
 
+# -- dropout drawn by hand, or out of Python's sight (issue 48, item 1) -----------------------------
+
+HF_ATTENTION_DROPOUT = "    attn_weights = nn.functional.dropout(attn_weights, p=dropout, training=module.training)"
+OUTPUT_DROPOUT = "hidden_states = self.dropout(hidden_states)  # drops part of the update, never the residual"
+
+
+@case("attention-dropout-rand-like", ATTENTION, scores=max_points(ATTENTION), status="passed", message=PASSED)
+def _attention_dropout_rand_like():
+    """Right: Task 3.1's dropout as from-scratch courses teach it, ``w * (rand_like(w) > p) / (1 - p)``:
+    each weight kept on its own with probability 1 - p, at HF's place. Full marks."""
+    return replace(
+        right(ATTENTION),
+        "eager-attention-forward",
+        HF_ATTENTION_DROPOUT,
+        "    if module.training and dropout > 0:\n"
+        "        attn_weights = attn_weights * (torch.rand_like(attn_weights) > dropout) / (1 - dropout)",
+    )
+
+
+@case("output-dropout-bernoulli", FFN, scores=max_points(FFN), status="passed", message=PASSED)
+def _output_dropout_bernoulli():
+    """Right: Task 5.2's dropout as a keep-mask ``torch.bernoulli(torch.full_like(x, 1 - p))`` times
+    1 / (1 - p). Full marks."""
+    return replace(
+        right(FFN),
+        "bert-output",
+        OUTPUT_DROPOUT,
+        "if self.training:\n"
+        "            keep = torch.bernoulli(torch.full_like(hidden_states, 1 - self.dropout.p))\n"
+        "            hidden_states = hidden_states * keep / (1 - self.dropout.p)",
+    )
+
+
+@case("self-output-dropout-randn-quantile", ADD_NORM, scores=max_points(ADD_NORM), status="passed", message=PASSED)
+def _self_output_dropout_randn_quantile():
+    """Right: Task 4.1 keeps the elements whose standard normal draw lies above its p-quantile, a
+    share 1 - p, each on its own: HF's law, drawn differently. Full marks."""
+    return replace(
+        right(ADD_NORM),
+        "bert-self-output",
+        OUTPUT_DROPOUT,
+        "if self.training:\n"
+        "            p = self.dropout.p\n"
+        "            t = torch.distributions.Normal(0.0, 1.0).icdf(torch.tensor(p))  # P(z < t) = p\n"
+        "            hidden_states = hidden_states * (torch.randn_like(hidden_states) > t) / (1 - p)",
+    )
+
+
+@case(
+    "output-dropout-by-hand-unscaled",
+    FFN,
+    scores=max_points(FFN) - 1,
+    status="failed",
+    message=r"known mistake `dropout-not-scaled`",
+    must_fail=("test-5-2-gradients",),
+    forbid=r"HF applies `self\.dropout` to dense",
+)
+def _output_dropout_by_hand_unscaled():
+    """Wrong: Task 5.2 drops the right elements by hand but never scales the kept ones by
+    1 / (1 - p): train-mode outputs are 1 - p too small on average. Named; 8/9."""
+    return replace(
+        right(FFN),
+        "bert-output",
+        OUTPUT_DROPOUT,
+        "if self.training:\n"
+        "            hidden_states = hidden_states * (torch.rand_like(hidden_states) > self.dropout.p)",
+    )
+
+
+@case(
+    "output-dropout-by-hand-shared-over-tokens",
+    FFN,
+    scores=max_points(FFN) - 1,
+    status="failed",
+    message=r"known mistake `dropout-mask-shared`",
+    must_fail=("test-5-2-gradients",),
+)
+def _output_dropout_by_hand_shared_over_tokens():
+    """Wrong: Task 5.2 draws one mask per sentence, ``rand(B, 1, H)``, shared by every token: not
+    each element on its own. Named; 8/9."""
+    return replace(
+        right(FFN),
+        "bert-output",
+        OUTPUT_DROPOUT,
+        "if self.training:\n"
+        "            B, _, H = hidden_states.shape\n"
+        "            keep = torch.rand(B, 1, H) > self.dropout.p\n"
+        "            hidden_states = hidden_states * keep / (1 - self.dropout.p)",
+    )
+
+
+@case(
+    "attention-checkpoint-new-masks",
+    ATTENTION,
+    scores=max_points(ATTENTION) - 1,
+    status="failed",
+    message=r"(?s)in train mode.*preserve_rng_state",
+    must_fail=("test-3-2-gradients",),
+    forbid=r"cut from the graph",
+)
+def _attention_checkpoint_new_masks():
+    """Wrong: Task 3.2 runs attention under ``torch.utils.checkpoint`` with
+    ``preserve_rng_state=False`` to save memory: backward runs the forward again and draws other
+    dropout masks, so the train-mode gradients are not those of the forward's masks. 7/8."""
+    nb = replace(
+        right(ATTENTION),
+        "bert-self-attention",
+        "class BertSelfAttention(nn.Module):",
+        "from torch.utils.checkpoint import checkpoint\n\n\nclass BertSelfAttention(nn.Module):",
+    )
+    return replace(
+        nb,
+        "bert-self-attention",
+        ATTENTION_BODY,
+        "        def attend(q, k, v):\n"
+        "            p = self.dropout.p if self.training else 0.0\n"
+        "            return eager_attention_forward(self, q, k, v, attention_mask, scaling=self.scaling, dropout=p)\n"
+        "\n"
+        "        context_layer, attention_probs = checkpoint(\n"
+        "            attend, query_layer, key_layer, value_layer, use_reentrant=False, preserve_rng_state=False\n"
+        "        )\n"
+        "        context_layer = context_layer.reshape(B, T, self.all_head_size)",
+    )
+
+
 # -- the course directory ---------------------------------------------------------------------------
 
 
