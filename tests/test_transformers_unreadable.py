@@ -4,9 +4,9 @@ Issue: code that hides its use of transformers' BertLayer from every watch in it
 (the watch switched off, the module imported late, the source read and run under another name)
 passed where only detection stood in the way. Where Landlock exists, the learner's process is
 denied reading transformers and sentence-transformers (``platforms/linux/landlock.py``), and
-builds on the course's own modules (``bertlab.bert``); its template is forked before any judge
-loads transformers. These learner solutions are written the way a learner would hide the call,
-independently of the checks, and each must lose the task it hides in.
+builds on the course's own modules (``bertlab.bert``), as the judge does, which never imports
+transformers (``tests/test_judge_imports.py``). These learner solutions are written the way a
+learner would hide the call, independently of the checks, and each must lose the task it hides in.
 """
 
 from __future__ import annotations
@@ -179,20 +179,22 @@ def test_the_course_reference_modules_are_refused_as_the_task(capsys):
         check("5.1", Wrapped)
 
 
-def test_learner_process_parts_are_the_course_modules():
-    """What crosses to a learner's process in place of transformers' objects: the course's class
-    of the same name, holding the very same tensors, with the grader's marks."""
+def test_learner_process_parts_are_the_judges_course_modules():
+    """What crosses to a learner's process: the judge's own parts (the course's classes, the judge
+    compares with nothing else), holding the very same values, with the grader's marks."""
     import torch
 
-    from bertlab import bert, reference
+    from bertlab import bert
+    from bertlab.checks.framework import Context
     from bertlab.checks.harness import GIVEN, given
     from bertlab.grading import wire
 
-    hf = reference.load_model()
-    layer = given(hf.encoder.layer[0])
+    model = Context.load().model
+    assert type(model) is bert.BertModel
+    layer = given(model.encoder.layer[0])
     try:
         sent = wire.SentTensors()
-        payload = wire.dump_request(("x", layer, hf.config), {}, None, sent)
+        payload = wire.dump_request(("x", layer, model.config), {}, None, sent)
         received = wire.load_request(payload, {}, None, {})[1:]
     finally:
         for part in layer.modules():
@@ -201,27 +203,40 @@ def test_learner_process_parts_are_the_course_modules():
     assert type(course_layer) is bert.BertLayer and type(config) is bert.BertConfig
     assert type(course_layer.intermediate.intermediate_act_fn).__module__.startswith("bertlab.bert")
     assert all(getattr(part, GIVEN, False) for part in course_layer.modules())
-    assert config.hidden_size == hf.config.hidden_size
-    assert b"transformers.models" not in payload and b"transformers.activations" not in payload
+    assert config == model.config
+    assert b"transformers" not in payload
 
-    x = torch.randn(2, 5, hf.config.hidden_size)
+    x = torch.randn(2, 5, model.config.hidden_size)
     with torch.no_grad():
         assert torch.equal(course_layer(x), layer(x))
 
 
-def test_a_whole_model_crosses_as_the_course_model():
-    """Task 7's checks hand the learner's functions a whole BertModel (random weights, say)."""
-    import torch
-
-    from bertlab import bert, corpus, reference
+def test_transformers_objects_are_refused_on_the_way_to_a_learner():
+    """The judge holds none of transformers' objects; one handed to the wire is refused there, with
+    the reason, not sent to a process that could not load it."""
+    from bertlab import reference
     from bertlab.grading import wire
 
     hf = reference.load_model()
-    (course,) = wire.load_request(wire.dump_request((hf,), {}, None, wire.SentTensors()), {}, None, {})
-    assert type(course) is bert.BertModel
-    batch = dict(corpus.batch(reference.load_tokenizer()))
+    for obj in (hf, hf.encoder.layer[0].intermediate.intermediate_act_fn, hf.config):
+        with pytest.raises(TypeError, match=r"cannot send transformers' .* bertlab\.bert"):
+            wire.dump_request((obj,), {}, None, wire.SentTensors())
+
+
+def test_a_whole_model_crosses_as_it_is():
+    """Task 7's checks hand the learner's functions a whole BertModel (random weights, say)."""
+    import torch
+
+    from bertlab import bert, corpus
+    from bertlab.experiments import rank_collapse
+    from bertlab.grading import wire
+
+    model = rank_collapse.random_model(bert.load_config(), seed=3)
+    (crossed,) = wire.load_request(wire.dump_request((model,), {}, None, wire.SentTensors()), {}, None, {})
+    assert type(crossed) is bert.BertModel and crossed is not model
+    batch = dict(corpus.batch(bert.load_tokenizer()))
     with torch.no_grad():
-        got, want = course(**batch, output_attentions=True), hf(**batch, output_attentions=True)
+        got, want = crossed(**batch, output_attentions=True), model(**batch, output_attentions=True)
     assert torch.equal(got.last_hidden_state, want.last_hidden_state)
     assert all(torch.equal(g, w) for g, w in zip(got.attentions, want.attentions, strict=True))
 
@@ -237,8 +252,8 @@ FORGET_CLASS_IF_HELD = MEMORY_PROBE.replace(
 @needs_landlock
 @pytest.mark.slow
 def test_the_judge_factorys_learners_hold_no_transformers(tmp_path):
-    """The judge factory loads transformers for its judges; the learner template each judge uses is
-    forked from a process that never did (``template.TemplateMaker``)."""
+    """The learner template each judge uses is forked from a process that loaded nothing of the
+    judge's (``template.TemplateMaker``), and the judge factory imports no transformers either."""
     from bertlab.grading import runner
     from bertlab.grading.pool import JudgePool, Limits, judge_env
 

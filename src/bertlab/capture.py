@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from bertlab import corpus, reference
+from bertlab import bert, corpus, model_files
 
 # The sub-modules recorded in every layer, by their path inside ``encoder.layer.{i}``.
 LAYER_PARTS = ("", "attention", "attention.self", "attention.output", "intermediate", "output")
@@ -102,10 +102,10 @@ def run(model, batch) -> Capture:
 
 @functools.cache
 def _capture(path) -> Capture:
-    model = reference.load_model(path)
-    return run(model, corpus.batch(reference.load_tokenizer(path)))
+    model = bert.load_model(path)
+    return run(model, corpus.batch(bert.load_tokenizer(path)))
 
 
 def capture(model: str | os.PathLike | None = None) -> Capture:
     """The reference model's capture on the course corpus, computed once per process."""
-    return _capture(reference.model_dir(model))
+    return _capture(model_files.model_dir(model))

@@ -108,7 +108,7 @@ def _judges_parser(sub) -> None:
         help="keep judges warm between `bertlab grade` commands (make start does)",
         description=(
             "Start, stop or show the warm judges: judge processes that have imported torch and "
-            "transformers and loaded the model once, so that `bertlab grade` answers without waiting "
+            "the checks and loaded the model once, so that `bertlab grade` answers without waiting "
             "for them. `bertlab grade` uses them while they run from the same code, libraries and model "
             "(else it starts its own, as without them); every notebook still runs in a new process. "
             "They stop after --idle-minutes without a request."

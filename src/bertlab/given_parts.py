@@ -23,7 +23,7 @@ from types import ModuleType
 
 from torch import nn
 
-# The mark ``harness.given`` puts on the grader's parts (and ``grading.course_parts`` carries over).
+# The mark ``harness.given`` puts on the grader's parts (it crosses to the learner's process with them).
 GIVEN = "_bertlab_given"
 
 _lock = threading.Lock()

@@ -41,6 +41,11 @@ def load_model(model: str | os.PathLike | None = None) -> BertModel:
     return _load_model(model_files.model_dir(model))
 
 
+def is_loaded() -> bool:
+    """Whether this process has loaded a pretrained model already (loading takes a fraction of a second)."""
+    return _load_model.cache_info().currsize > 0
+
+
 def load_tokenizer(model: str | os.PathLike | None = None) -> BertTokenizer:
     """The model's tokenizer (tokenizer.json, or vocab.txt, and tokenizer_config.json)."""
     return _load_tokenizer(model_files.model_dir(model))

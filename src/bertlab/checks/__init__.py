@@ -10,10 +10,11 @@ check("3.2", BertSelfAttention, upto="values")
 ``check`` prints a one-line success or raises ``CheckFailed`` whose message says what differs,
 where, and (when recognised) which known mistake produces exactly that output.
 
-The task modules (and with them transformers, whose modules are the expected side of every
-comparison) are imported on first use, not with this package: a learner's process being graded
-imports ``bertlab.checks`` (its notebook's first cell does, and so does the harness) but cannot
-read transformers at all (``grading/platforms/linux/landlock.py``).
+The task modules are imported on first use, not with this package: a learner's process being
+graded imports ``bertlab.checks`` (its notebook's first cell does, and so does the harness) and
+needs none of them. The expected side of every comparison is the course's own BERT
+(``bertlab.bert``, transformers' bit for bit: ``tests/test_judge_reference.py``); nothing here
+imports transformers (``tests/test_judge_imports.py``).
 """
 
 from __future__ import annotations

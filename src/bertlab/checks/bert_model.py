@@ -16,7 +16,9 @@ Task 6.4's names check loads the learner's complete model, and says which task a
 from __future__ import annotations
 
 import functools
+import json
 import re
+from pathlib import Path
 
 import torch
 
@@ -26,7 +28,7 @@ from bertlab.checks.built_on_parts import BuiltOnParts
 from bertlab.checks.compare import allclose
 from bertlab.checks.embeddings import NON_PERSISTENT
 from bertlab.checks.framework import MASKED_STAGES, CheckFailed, _describe
-from bertlab.checks.harness import state_shapes
+from bertlab.checks.harness import reference_package, state_shapes
 from bertlab.checks.module_task import ModuleTask
 from bertlab.checks.self_attention import random_attention_batch
 from bertlab.diagnose import bert_model as flawed
@@ -45,7 +47,8 @@ class _Dims(dict):
 
 
 def _is_hf(module) -> bool:
-    return type(module).__module__.startswith("transformers.")
+    """Whether ``module`` is the reference's own (the expected side, called directly), not the learner's."""
+    return bool(reference_package(type(module).__module__))
 
 
 class _VariantDiagnosis(ModuleTask):
@@ -226,26 +229,51 @@ def random_model_batch(ctx) -> tuple[dict, str]:
     )
 
 
+# sentence-transformers' embeddings of the corpus by the bundled model, computed once and shipped:
+# a judge reads them instead of importing sentence-transformers (and with it transformers, 3 s and
+# more). tests/test_judge_reference.py computes them afresh and compares; ``write_sentence_embeddings``
+# writes the file again when the corpus changes.
+SENTENCE_EMBEDDINGS = Path(__file__).with_name("sentence_embeddings.json")
+
+
 @functools.cache
 def sentence_transformer_embeddings(path) -> torch.Tensor:
-    """``SentenceTransformer(path).encode(corpus.SENTENCES)``: (sentences, H), L2-normalised."""
+    """``SentenceTransformer(path).encode(corpus.SENTENCES)``: (sentences, H), L2-normalised.
+
+    Read from ``SENTENCE_EMBEDDINGS`` when it holds the bundled model's embeddings of these very
+    sentences; else computed here by sentence-transformers (which imports transformers)."""
+    stored = _stored_sentence_embeddings(path)
+    return stored if stored is not None else computed_sentence_embeddings(path)
+
+
+def computed_sentence_embeddings(path) -> torch.Tensor:
+    """What sentence-transformers computes: ``SentenceTransformer(path).encode(corpus.SENTENCES)``."""
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(str(path), device="cpu")
     return model.encode(list(corpus.SENTENCES), convert_to_tensor=True).float()
 
 
-@functools.cache
-def course_encoder() -> type:
-    """HF's BertEncoder under the course's contract (``encoder_contract``): what Task 6.4 puts in
-    the learner's BertModel in place of their encoder; the course's own in a learner's process."""
-    from transformers.models.bert.modeling_bert import BertEncoder
+def _stored_sentence_embeddings(path) -> torch.Tensor | None:
+    if not reference.is_bundled(Path(path)) or not SENTENCE_EMBEDDINGS.is_file():
+        return None
+    stored = json.loads(SENTENCE_EMBEDDINGS.read_text(encoding="utf-8"))
+    if stored.get("weights_sha256") != reference.BUNDLED_SHA256 or stored.get("sentences") != list(corpus.SENTENCES):
+        return None
+    return torch.tensor(stored["embeddings"], dtype=torch.float32)
 
-    return type(
-        "CourseEncoder",
-        (encoder_contract.TupleOutputs, BertEncoder),
-        {"__module__": __name__, "__doc__": course_encoder.__doc__, "learner_side": encoder_contract.CourseEncoder},
-    )
+
+def write_sentence_embeddings() -> None:
+    """Compute the bundled model's embeddings of the corpus with sentence-transformers, and store them."""
+    path = reference.bundled_model_dir()
+    embeddings = computed_sentence_embeddings(path)
+    stored = {
+        "model": reference.BUNDLED_NAME,
+        "weights_sha256": reference.BUNDLED_SHA256,
+        "sentences": list(corpus.SENTENCES),
+        "embeddings": embeddings.tolist(),  # float32 -> float: exact, and read back exactly
+    }
+    SENTENCE_EMBEDDINGS.write_text(json.dumps(stored) + "\n", encoding="utf-8")
 
 
 # Where each key of BertModel's state_dict is written, deepest part first: a wrong name in the
@@ -318,8 +346,8 @@ class BertModelTask(BuiltOnParts, _HiddenStates, ModuleTask):
 
     def part_reference(self, ctx, attr):
         module = super().part_reference(ctx, attr)
-        if attr == "encoder":  # HF's encoder returns a ModelOutput; the course's returns a tuple
-            module.__class__ = course_encoder()
+        if attr == "encoder":  # HF's encoder returns a ModelOutput; the course's contract is a tuple
+            module.__class__ = encoder_contract.CourseEncoder
         return module
 
     random_trials = 3

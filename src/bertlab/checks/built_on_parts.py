@@ -10,7 +10,7 @@ import weakref
 import torch
 from torch import nn
 
-from bertlab import reference
+from bertlab import bert
 from bertlab.checks.compare import allclose
 from bertlab.checks.framework import CheckFailed, Context, is_reference, reference_origin
 from bertlab.checks.harness import (
@@ -84,7 +84,19 @@ class BuiltOnParts(ModuleTask):
     def own_module(self, cls, ctx: Context) -> nn.Module:
         """The learner's module as built, its parts checked to exist where HF keeps them."""
         with _parts_may_run_hf_code(self):
-            module = super().build(cls, ctx)
+            try:
+                module = super().build(cls, ctx)
+            except CheckFailed:
+                # A reference class may refuse the checks' config (transformers' BertModel wants its
+                # own config class, and the checks hand it the course's): refused as what it is.
+                base = next((k for k in getattr(cls, "__mro__", ()) if reference_origin(k)), None)
+                if base is None:
+                    raise
+                self.fail(
+                    f"{cls.__name__} is {reference_origin(base)} {base.__name__}: this task is to write "
+                    f"{self.title} yourself.",
+                    f"Use {self.tools} only; HF's modules are what the grader compares with.",
+                )
         for name, sub in module.named_modules():
             if is_reference(sub):
                 self.fail(
@@ -116,7 +128,7 @@ class BuiltOnParts(ModuleTask):
                 )
             if count != want:
                 if ctx.capture is None:  # the config check's other config
-                    _wired(self, "num_hidden_layers", count, reference.load_config(), ctx.model.config)
+                    _wired(self, "num_hidden_layers", count, bert.load_config(), ctx.model.config)
                 self.fail(f"`self.{self.stack}` holds {count} layers, expected config.num_hidden_layers = {want}")
         return module
 

@@ -1,10 +1,8 @@
 """The course's contract for an encoder, ``(last_hidden_state, hidden_states)``, on a reference encoder.
 
 Task 6.2's BertEncoder returns a tuple where HF's returns a ModelOutput, and Task 6.4 puts a
-reference encoder in the learner's BertModel in place of theirs: HF's in the judge, the course's
-own (``bertlab.bert``) in a learner's process, which cannot read transformers. Both are this
-mixin on the encoder class of their side; ``grading/course_parts.py`` turns the one into the
-other on the way (``learner_side``).
+reference encoder in the learner's BertModel in place of theirs: the course's own
+(``bertlab.bert``, HF's bit for bit) under this contract, in the judge and in a learner's process alike.
 """
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ from typing import Any, NoReturn
 
 import torch
 
+from bertlab import bert, diagnose
 from bertlab import capture as capture_mod
-from bertlab import diagnose, reference
 from bertlab.checks import heatmap, located_dropout, precision
 from bertlab.checks import stages as stages_mod
 from bertlab.checks.compare import (
@@ -100,7 +100,9 @@ class CheckFailed(AssertionError):
 
 @dataclass
 class Context:
-    """What the checks compare against: the reference model, its config and its capture."""
+    """What the checks compare against: the reference model (the course's own ``bertlab.bert``,
+    bit-equal to transformers' as ``tests/test_course_bert.py`` and ``tests/test_judge_reference.py``
+    prove), its config and its capture."""
 
     model: Any
     capture: capture_mod.Capture | None  # None for ``other()``'s random model: nothing was captured from it
@@ -121,7 +123,7 @@ class Context:
     @classmethod
     def load(cls, seed: int = 0, model: str | os.PathLike | None = None) -> Context:
         return cls(
-            model=reference.load_model(model),
+            model=bert.load_model(model),
             capture=capture_mod.capture(model),
             generator=torch.Generator().manual_seed(seed),
         )

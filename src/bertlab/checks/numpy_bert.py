@@ -546,9 +546,9 @@ class BertLayerTask(NumpyTask):
             )
 
     def small_layer(self, ctx: Context, eps: float):
-        """HF's BertLayer on a small config, with random weights drawn from the check's generator."""
-        from transformers import BertConfig
-        from transformers.models.bert.modeling_bert import BertLayer
+        """A BertLayer (the course's, HF's own bit for bit) on a small config, with random weights drawn
+        from the check's generator."""
+        from bertlab.bert import BertConfig, BertLayer
 
         config = BertConfig(**self.small, layer_norm_eps=eps, attn_implementation="eager")
         with torch.random.fork_rng():  # construction draws initial weights; keep the learner's RNG as it was

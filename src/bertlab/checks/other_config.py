@@ -1,7 +1,9 @@
-"""Another BertConfig, sharing no size or id with the pretrained model's, and HF's random model of it.
+"""Another BertConfig, sharing no size or id with the pretrained model's, and a random model of it.
 
 The config, arguments and dropout checks build the learner's module from it (``Context.other``): a
-size, an eps, a probability or an id typed in as the pretrained model's number shows there.
+size, an eps, a probability or an id typed in as the pretrained model's number shows there. Both
+are the course's own classes (``bertlab.bert``), which build and draw what transformers' BertConfig
+and BertModel do (``tests/test_judge_reference.py``).
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def other_config(config):
     hidden size; eps is large enough to move the outputs; the dropout probabilities and the
     ``pad_token_id`` differ too.
     """
-    from transformers import BertConfig
+    from bertlab.bert import BertConfig
 
     old = config_sizes(config)
     hidden, heads = next(
@@ -82,12 +84,12 @@ def other_config(config):
 
 @functools.lru_cache(maxsize=2)
 def _random_model(key: tuple):
-    """HF's BertModel of ``other_config`` with random weights, in eval mode, frozen.
+    """The course's BertModel of ``other_config`` with random weights, in eval mode, frozen.
 
     Every parameter is random, LayerNorm's weights and biases and every bias included (HF would
     start them at 1 and 0), so a missing bias or affine, or a wrong eps, changes the outputs.
     """
-    from transformers import BertModel
+    from bertlab.bert import BertModel
 
     config = other_config(_PretrainedSizes(key))
     with torch.random.fork_rng(devices=[]):

@@ -79,7 +79,7 @@ class FunctionTask(Task):
 
     atol = ATOL
     rtol = 0.0  # values of order 1: the absolute tolerance alone, which DECISIVE rests on
-    # These functions measure transformers' own model, which they are given.
+    # These functions measure the reference model itself, which they are given.
     forbid_shortcuts = False
     arguments: tuple[str, ...]
     outputs: dict[str, tuple[str, ...]]  # output name -> dim names

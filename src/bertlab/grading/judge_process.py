@@ -34,8 +34,10 @@ def judge_file(notebook: str, result_file: str, timeout: float, memory_mb: float
 def _warm_up() -> None:
     """Load the reference model and its capture before the first request, not during it; for a
     judge that outlives its command, also what the checks compute from the reference alone:
-    sentence-transformers' embeddings of the corpus (Task 6.4, about 3 s) and the other config's
-    random model. Nothing of a learner is involved: these are the expected sides of comparisons."""
+    sentence-transformers' embeddings of the corpus (Task 6.4: read from the file the course ships,
+    ``checks/sentence_embeddings.json``, so the judge never imports sentence-transformers) and the
+    other config's random model. Nothing of a learner is involved: these are the expected sides of
+    comparisons."""
     try:
         from bertlab import capture
 
@@ -69,13 +71,15 @@ def load() -> None:
 
 
 def load_judge_side() -> None:
-    """What only a judge uses: the checks and transformers' BERT, which they compare with. Loaded
-    once the learner template is forked (``serve``), or in the factory once its template maker is."""
+    """What only a judge uses: the checks and the reference model they compare with, the course's
+    own BERT (``bertlab.bert``, transformers' bit for bit: ``tests/test_judge_reference.py``). Nothing
+    here imports transformers (``tests/test_judge_imports.py``). Loaded once the learner template is
+    forked (``serve``), or in the factory once its template maker is."""
     try:
-        from bertlab import checks, reference
+        from bertlab import bert, checks
 
         checks.TASKS  # noqa: B018  (imports every task's checks)
-        reference.load_model()
+        bert.load_model()
     except Exception:  # noqa: BLE001  (a broken model is reported by the first notebook's checks, with its reason)
         pass
 

@@ -84,9 +84,9 @@ class Learner:
         return self._exchange(message, lend, expect)
 
     def _exchange(self, message, lend: bool = False, expect: Callable[[object], object] | None = None) -> tuple:
-        from bertlab import reference
+        from bertlab.bert import load as course_model
 
-        pretrained = reference.load_model() if reference.is_loaded() else None
+        pretrained = course_model.load_model() if course_model.is_loaded() else None
         try:
             if not self.started:
                 self._started()

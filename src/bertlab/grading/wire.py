@@ -24,8 +24,6 @@ import struct
 import numpy as np
 import torch
 
-from bertlab.grading import course_parts
-
 TAG = "__bertlab__"
 MAX_FRAME = 1 << 31  # 2 GiB: a bigger answer is a runaway learner, not an output
 
@@ -170,9 +168,9 @@ def request_parts(
 
     ``pretrained`` (the reference model) crosses as a name: the learner's process has its own
     copy. Large tensors cross once per learner process (``sent``), then by key. Other modules
-    cross without their hooks (transformers installs closures, which do not pickle, to record
-    outputs; a module sent to the learner never needs them). transformers' own modules and
-    configs cross as the course's counterparts (``course_parts``): the learner's process cannot
+    cross without their hooks (a hook may be a closure, which does not pickle; a module sent to
+    the learner never needs them). The judge's modules and configs are the course's own
+    (``bertlab.bert``); one of transformers' would be refused here: the learner's process cannot
     read transformers.
 
     ``lend``: the held tensors are used as they are, not copied, for a request that only reads
@@ -192,9 +190,12 @@ def request_parts(
             return sent.key(obj, new, lend) if sent is not None and isinstance(obj, torch.Tensor) else None
 
         def reducer_override(self, obj):
-            course = course_parts.reduce(obj, _as_module)
-            if course is not None:
-                return course
+            home = getattr(type(obj), "__module__", None)
+            if isinstance(home, str) and home.startswith("transformers.") and not isinstance(obj, type):
+                raise TypeError(
+                    f"the grader cannot send transformers' {type(obj).__qualname__} to the learner's process, "
+                    "which cannot read transformers: the judge's reference is the course's own (bertlab.bert)"
+                )
             if isinstance(obj, nn.Module) and type(obj) is not type:
                 return _as_module(type(obj), obj)
             return NotImplemented

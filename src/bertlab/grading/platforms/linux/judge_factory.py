@@ -1,11 +1,11 @@
 """One process that loads what every judge needs, forked once per judge.
 
-Most of a judge's start is imports and the pretrained model: torch, IPython, transformers' BERT
-and the checks take about 3.3 s of its 4 s, the model 0.4 s more. Judges side by side each paid
+Most of a judge's start is imports and the pretrained model: torch, IPython and the checks, then
+the model (the course's own BERT: no transformers, which was 3.4 s of a 6 s start). Judges side by side each paid
 that and each kept its own copy. The factory pays it once; a judge is a fork of it, made in
 milliseconds, that shares its memory until it writes (two warm judges with their templates:
 0.63 GB instead of 1.17 GB). Each judge gets its own learner template, forked by a process the factory
-forked before loading transformers (``template.TemplateMaker``: learners hold none of its code),
+forked before loading the checks (``template.TemplateMaker``: learners hold none of their code),
 and records its own activations (``judge_process.serve``).
 
 The factory runs no judge code and no learner code, and starts no threads, so forking it is safe
@@ -201,7 +201,7 @@ def _serve(sock: socket.socket) -> None:
     from bertlab.grading.platforms.linux.template import LearnerTemplate, TemplateMaker
 
     judge.load()
-    templates = TemplateMaker()  # before transformers is loaded here: learners must not hold it
+    templates = TemplateMaker()  # before the checks are loaded here: learners must not hold them
     judge.load_judge_side()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # judges are reaped by the system
     while True:

@@ -7,10 +7,10 @@ of one notebook reaches the next. The template only imports and loads the pretra
 (``learner.preload``): it never runs learner code, and starts no threads before it forks.
 
 A judge forks its template itself, right after its imports and ``preload`` (``judge_process.load``)
-and before it loads transformers and records the reference activations (``LearnerTemplate.fork_here``):
-the template then costs no imports at all, and holds no code of transformers. A judge forked by
-the judge factory, which has loaded transformers, gets a template from the factory's
-``TemplateMaker`` instead, forked before the factory loaded it. Any other
+and before it loads the checks and records the reference activations (``LearnerTemplate.fork_here``):
+the template then costs no imports at all, and holds nothing of the judge's own. A judge forked by
+the judge factory, which has loaded the checks, gets a template from the factory's
+``TemplateMaker`` instead, forked before the factory loaded them. Any other
 judge (nbgrader's preprocessor, a test) starts one as ``python -m
 bertlab.grading.platforms.linux.template SOCKET_FD`` on first use.
 """
@@ -126,10 +126,10 @@ class _Adopted:
 
 
 class TemplateMaker:
-    """In the judge factory: a process forked before the factory loads transformers, which forks
-    one learner template per judge. The factory's judges then start in milliseconds with
-    transformers loaded, while their learner templates (and every learner process) hold none of
-    transformers' code: a learner's process can neither read it nor find it in memory."""
+    """In the judge factory: a process forked before the factory loads the judge's side (the checks),
+    which forks one learner template per judge. The factory's judges then start in milliseconds
+    with the checks loaded, while their learner templates (and every learner process) hold none of
+    the judge's code. Neither holds transformers: the judge compares with the course's own BERT."""
 
     def __init__(self):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
