@@ -211,9 +211,8 @@ for label, part in [
 
 parts = {"word": word, "position": pos_bt, "token type": typ}
 part_norms = {label: part[real].norm(dim=-1) for label, part in parts.items()}  # (N,) each
-word_first = part_norms["word"] > torch.maximum(
-    part_norms["position"], part_norms["token type"]
-)  # (N,)
+# (N,)
+word_first = part_norms["word"] > torch.maximum(part_norms["position"], part_norms["token type"])
 at = torch.arange(T).expand(B, T)[real]  # (N,): each real token's position
 print(
     f"the word vector is the longest of the three for {word_first.float().mean():.0%} of the real "
@@ -297,9 +296,8 @@ claims.claim("last_sep_in_b", pair_types[-1], "==", 1, "the last [SEP] is of typ
 type_table = emb.token_type_embeddings.weight.double()  # (2, H)
 type_gap = (type_table[1] - type_table[0]).norm().item()
 type_cos = F.cosine_similarity(type_table[0], type_table[1], dim=0).item()
-word_length = (
-    emb.word_embeddings.weight.norm(dim=-1).double().mean().item()
-)  # mean row length of the word table
+# mean row length of the word table
+word_length = emb.word_embeddings.weight.norm(dim=-1).double().mean().item()
 width = type_table.shape[1]
 print(
     f"token_type_embeddings {tuple(type_table.shape)}: row norms "
@@ -359,9 +357,8 @@ for first, second in TOPIC_PAIRS:
     runs = token_types.pair_outputs(model, enc_ab)  # variant -> (1, T, H)
     with torch.no_grad():
         reordered = model(**enc_ba).last_hidden_state  # (1, T, H): B first
-    vectors = {
-        name: token_types.pooled(h, enc_ab["attention_mask"]) for name, h in runs.items()
-    }  # (1, H) each
+    # (1, H) each
+    vectors = {name: token_types.pooled(h, enc_ab["attention_mask"]) for name, h in runs.items()}
     a_end = token_types.segment_b_start(enc_ab)  # A's tokens are positions 0 .. a_end - 1
     order_moves.append(
         token_types.embedding_change(
@@ -506,9 +503,8 @@ with torch.no_grad():
         ("all at position 0", torch.zeros(1, n, dtype=torch.long)),
     ]:
         h = model(input_ids=enc["input_ids"], position_ids=pid).last_hidden_state[0]  # (T, H)
-        h_perm = model(input_ids=enc["input_ids"][:, perm], position_ids=pid).last_hidden_state[
-            0
-        ]  # (T, H)
+        # (T, H)
+        h_perm = model(input_ids=enc["input_ids"][:, perm], position_ids=pid).last_hidden_state[0]
         print(
             f"{label:<18}: outputs of the shuffled sentence vs shuffled outputs, max abs diff "
             f"{(h_perm - h[perm]).abs().max().item():.1e}"

@@ -45,9 +45,8 @@ from bertlab.reference import load_model, load_tokenizer
 model, tokenizer = load_model(), load_tokenizer()
 cap = capture()  # one recorded forward pass over the course corpus
 LAYER = 2  # any layer works the same way
-attn = model.encoder.layer[
-    LAYER
-].attention  # BertAttention: .self (Q, K, V) and .output (W_O, Add & Norm)
+# BertAttention: .self (Q, K, V) and .output (W_O, Add & Norm)
+attn = model.encoder.layer[LAYER].attention
 sa = attn.self
 call = cap.layer(LAYER, "attention.self")
 x = call.args[0]  # (B, T, H): what this layer's attention received
@@ -79,11 +78,8 @@ def split_heads(t):  # (B, T, H) -> (B, A, T, d)
 
 
 with torch.no_grad():
-    q, k, v = (
-        split_heads(sa.query(x)),
-        split_heads(sa.key(x)),
-        split_heads(sa.value(x)),
-    )  # (B, A, T, d) each
+    # (B, A, T, d) each
+    q, k, v = (split_heads(sa.query(x)), split_heads(sa.key(x)), split_heads(sa.value(x)))
 
 i = 5
 rows = slice(i * d, (i + 1) * d)
@@ -193,9 +189,8 @@ import transformers
 from transformers.models.bert import modeling_bert
 
 row_mask = (1 - pad[:, None, None, :].float()) * torch.finfo(torch.float32).min  # (B, 1, 1, T)
-rows_differ = (
-    (mask != mask[:, :, :1, :]).sum().item()
-)  # entries where a query row differs from row 0
+# entries where a query row differs from row 0
+rows_differ = (mask != mask[:, :, :1, :]).sum().item()
 shape_gap = (scores + row_mask - (scores + mask)).abs().max().item()
 claims.value("transformers_version", transformers.__version__)
 claims.value("mask_shape", str(tuple(mask.shape)))
@@ -291,9 +286,8 @@ print(
 # the prose below: scores * mask leaves padding attention, the renormalised product is the same
 assert padding_share(probs_times_scores) > 0 and probs_times_probs.sum(-1)[real_rows].min() < 1
 assert torch.allclose(probs_renormalised, probs, atol=1e-6)
-product_sums = probs_times_probs.sum(-1)[
-    real_rows & padded_rows[:, None, None]
-]  # rows of padded sentences
+# rows of padded sentences
+product_sums = probs_times_probs.sum(-1)[real_rows & padded_rows[:, None, None]]
 claims.value("product_row_sum_mean", product_sums.mean(), "{:.2f}")
 claims.claim(
     "product_rows_below_one",
@@ -648,9 +642,8 @@ from bertlab.pooling import sentence_embeddings
 
 real_context = call.output[0][pad.bool()]  # (N, H): the concatenated heads of the real tokens
 slot_share = head_mixing.own_slot_shares(w_o, A)  # (A,): W_O_i's share in head i's own slot
-feature_shares = head_mixing.coordinate_shares(
-    real_context, w_o, A
-)  # (A, H): heads' shares per feature
+# (A, H): heads' shares per feature
+feature_shares = head_mixing.coordinate_shares(real_context, w_o, A)
 largest_head = feature_shares.max(0).values  # (H,): the largest head's share of each output feature
 print(
     f"share of W_O_i in head i's own slot: mean {slot_share.mean():.3f}, max "
@@ -718,9 +711,8 @@ for label, (weight_new, bias_new) in replacements.items():
     wo_moves[label] = head_mixing.relative_change(
         ablated.hidden_states[LAYER + 1], cap.hidden_states[LAYER + 1], pad
     )
-    kept = (sentence_embeddings(ablated.last_hidden_state, pad) * intact).sum(
-        -1
-    )  # (B,): cosine with intact
+    # (B,): cosine with intact
+    kept = (sentence_embeddings(ablated.last_hidden_state, pad) * intact).sum(-1)
     print(f"{label:<37}{wo_moves[label]:>12.1%}{kept.mean():>13.3f}{kept.min():>7.3f}")
 moved_fit, moved_removed = (
     wo_moves["own slots: best fit on these tokens"],
@@ -855,9 +847,8 @@ for index, s in enumerate(by_layer):
 print("unif." + "".join(f"{by_layer[0].uniform[k]:>13.1%}" for k in KINDS))
 
 # %% tags=["remove-input"]
-lift = {
-    k: sum(s.weight[k] / s.uniform[k] for s in by_layer) / len(by_layer) for k in KINDS
-}  # mean over layers
+# mean over layers
+lift = {k: sum(s.weight[k] / s.uniform[k] for s in by_layer) / len(by_layer) for k in KINDS}
 later = by_layer[1:]  # after the first layer
 _ = claims.value("sink_cls_lift", lift["[CLS]"], "{:.1f}")
 _ = claims.value("sink_cls_min", 100 * min(s.weight["[CLS]"] for s in by_layer), "{:.0f}%")

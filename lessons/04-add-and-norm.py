@@ -239,9 +239,8 @@ for seed in range(DRAWS):
     with torch.no_grad():
         a_dropped = F.dropout(a, p=p, training=True)  # only the branch
         h_train = so.LayerNorm(x + a_dropped)
-        h_dropped_after = F.dropout(
-            so.LayerNorm(x + a), p=p, training=True
-        )  # dropout moved after the LayerNorm
+        # dropout moved after the LayerNorm
+        h_dropped_after = F.dropout(so.LayerNorm(x + a), p=p, training=True)
     cos_branch += F.cosine_similarity(h_train[real], h[real], dim=-1).mean().item() / DRAWS
     cos_after += F.cosine_similarity(h_dropped_after[real], h[real], dim=-1).mean().item() / DRAWS
     zeroed += (a_dropped == 0).float().mean().item() / DRAWS
@@ -250,9 +249,8 @@ print(
     f"mean cosine of the token vectors to eval mode {cos_branch:.4f}"
 )
 print(f"dropout after the LayerNorm instead: mean cosine to eval mode {cos_after:.4f}")
-far_after, far_branch = (
-    float(f"{1 - c:.3g}") for c in (cos_after, cos_branch)
-)  # as printed: the ratio is theirs
+# as printed: the ratio is theirs
+far_after, far_branch = (float(f"{1 - c:.3g}") for c in (cos_after, cos_branch))
 print(
     f"1 - cosine: {far_after:.3g} after the LayerNorm, {far_branch:.3g} on the branch "
     f"({far_after / far_branch:.1f} times as far)"
@@ -327,9 +325,8 @@ batch = cap.batch
 with torch.no_grad():
     reference = model(**batch).last_hidden_state  # (B, T, H): eval mode, as loaded
 EVAL_DRAWS = 8
-train_out = eval_no_grad.train_mode_outputs(
-    model, batch, range(EVAL_DRAWS)
-)  # (D, B, T, H), under no_grad
+# (D, B, T, H), under no_grad
+train_out = eval_no_grad.train_mode_outputs(model, batch, range(EVAL_DRAWS))
 moved = torch.stack([(o - reference)[real].abs().max() for o in train_out])  # (D,)
 cosines = torch.stack(
     [(sentence_embeddings(o, pad) * sentence_embeddings(reference, pad)).sum(-1) for o in train_out]

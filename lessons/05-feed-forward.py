@@ -68,9 +68,8 @@ probs = cap.attentions[LAYER]  # (B, A, T, T), recorded by the model
 with torch.no_grad():
     v = sa.value(x).view(B, T, A, d).transpose(1, 2)  # (B, A, T, d)
 context = probs @ v  # (B, A, T, d)
-recorded = (
-    cap.layer(LAYER, "attention.self").output[0].view(B, T, A, d).transpose(1, 2)
-)  # (B, A, T, d)
+# (B, A, T, d)
+recorded = cap.layer(LAYER, "attention.self").output[0].view(B, T, A, d).transpose(1, 2)
 print(
     f"weights >= 0: {bool((probs >= 0).all())}; row sums within "
     f"{(probs.sum(-1) - 1).abs().max().item():.1e} of 1;\n"
@@ -121,9 +120,8 @@ def ffn(t, act=None):
 h = cap.layer(LAYER, "intermediate").args[0]  # (B, T, H): the first Add & Norm's output
 with torch.no_grad():
     together = ffn(h)  # (B, T, H)
-    alone = torch.stack(
-        [torch.stack([ffn(h[b, t]) for t in range(T)]) for b in range(B)]
-    )  # one token at a time
+    # one token at a time
+    alone = torch.stack([torch.stack([ffn(h[b, t]) for t in range(T)]) for b in range(B)])
     linear = ffn(h, act=nn.Identity())
 rel = ((together - linear).norm(dim=-1) / together.norm(dim=-1))[real]  # (N,)
 print(
@@ -272,9 +270,8 @@ def show_unit(layer_index, top=6):
     )
     for value, row in zip(values, rows, strict=True):
         s, t = where[row].tolist()
-        toks = tokenizer.convert_ids_to_tokens(
-            ids[s, 1 : int(pad[s].sum()) - 1]
-        )  # without [CLS], [SEP]
+        # without [CLS], [SEP]
+        toks = tokenizer.convert_ids_to_tokens(ids[s, 1 : int(pad[s].sum()) - 1])
         context = " ".join([*toks[max(0, t - 4) : t - 1], f"[[{toks[t - 1]}]]", *toks[t : t + 3]])
         print(f"   {value:6.2f}  {context}")
 

@@ -242,13 +242,11 @@ print(
     f"BertConfig() default layer_norm_eps = {BertConfig().layer_norm_eps:g}; this model's = "
     f"{config.layer_norm_eps:g}"
 )
-variances = eps_end_to_end.smallest_variances(
-    model, batch
-)  # {LayerNorm name: smallest input variance}
+# {LayerNorm name: smallest input variance}
+variances = eps_end_to_end.smallest_variances(model, batch)
 low = min(variances, key=variances.get)
-half_step = (
-    float(np.spacing(np.float32(variances[low]))) / 2
-)  # float32: var + eps rounds to var below this
+# float32: var + eps rounds to var below this
+half_step = float(np.spacing(np.float32(variances[low]))) / 2
 print(
     f"smallest variance reaching a LayerNorm: {variances[low]:.3g} ({low});\nhalf a float32 step "
     f"there: {half_step:.1e}"
@@ -545,9 +543,8 @@ _ = claims.claim(
 # %%
 with torch.no_grad():
     shift = torch.randn((*z.shape[:-1], 1), generator=torch.Generator().manual_seed(0))  # (B, T, 1)
-    scale = (
-        torch.rand((*z.shape[:-1], 1), generator=torch.Generator().manual_seed(1)) * 5 + 0.5
-    )  # (B, T, 1)
+    # (B, T, 1)
+    scale = torch.rand((*z.shape[:-1], 1), generator=torch.Generator().manual_seed(1)) * 5 + 0.5
     print(
         "LN(z + c) vs LN(z), a different c per token: max abs diff "
         f"{(ln(z + shift) - y_module).abs().max().item():.1e}"
@@ -689,9 +686,8 @@ def forward(net, input_ids, attention_mask, token_type_ids, arrangement):
             h = ln_att(x + att.output.dense(att.self(x, attention_mask=mask)[0]))  # (B, T, H)
             x = ln_out(h + layer.output.dense(layer.intermediate(h)))  # (B, T, H)
         else:
-            h = x + att.output.dense(
-                att.self(ln_att(x), attention_mask=mask)[0]
-            )  # LN inside the branch
+            # LN inside the branch
+            h = x + att.output.dense(att.self(ln_att(x), attention_mask=mask)[0])
             x = h + layer.output.dense(layer.intermediate(ln_out(h)))
         streams.append(x)
     if arrangement == "Pre-LN":
@@ -730,9 +726,8 @@ def w2_grad_norms(net, seed, arrangement):
     """(layers,) Frobenius norm of dLoss/dW_2 for each layer's FFN output matrix."""
     net.zero_grad(set_to_none=True)
     ids, chosen, targets = masked_tokens(seed)
-    hidden, _ = forward(
-        net, ids, batch["attention_mask"], batch["token_type_ids"], arrangement
-    )  # (B, T, H)
+    # (B, T, H)
+    hidden, _ = forward(net, ids, batch["attention_mask"], batch["token_type_ids"], arrangement)
     logits = hidden[chosen] @ net.embeddings.word_embeddings.weight.T  # (N, V)
     F.cross_entropy(logits, targets).backward()
     return torch.stack([layer.output.dense.weight.grad.norm() for layer in net.encoder.layer])
@@ -789,9 +784,8 @@ for init in ("library", "Xavier"):
 last_ratio = {
     init: grads[init, "Post-LN"][-1] / grads[init, "Pre-LN"][-1] for init in ("library", "Xavier")
 }
-fade = {
-    a: grads["Xavier", a][-1] / grads["Xavier", a][0] for a in ARRANGEMENTS
-}  # last over first layer
+# last over first layer
+fade = {a: grads["Xavier", a][-1] / grads["Xavier", a][0] for a in ARRANGEMENTS}
 claims.value("xavier_last_ratio", last_ratio["Xavier"], "{:.2f}")
 claims.value("library_last_ratio", last_ratio["library"], "{:.2f}")
 claims.claim(
@@ -1032,9 +1026,8 @@ for ax, depth in zip(axes, DEPTHS, strict=True):
     for arrangement in ln_training.ARRANGEMENTS:
         for schedule in ln_training.SCHEDULES:
             runs_loss = curves.losses[depth, arrangement, schedule]  # (seeds, steps)
-            smoothed = F.conv1d(runs_loss[:, None], smooth[None, None])[
-                :, 0
-            ]  # (seeds, steps - window + 1)
+            # (seeds, steps - window + 1)
+            smoothed = F.conv1d(runs_loss[:, None], smooth[None, None])[:, 0]
             x = torch.arange(window, TRAIN.steps + 1)
             label = f"{arrangement}, {'warm-up' if schedule == 'warm-up' else 'no warm-up'}"
             for run in smoothed:
@@ -1056,13 +1049,11 @@ axes[-1].legend(frameon=False, fontsize=8)
 fig.tight_layout()
 plt.show()
 
-final = ln_training.summary(
-    curves
-)  # (depth, arrangement, schedule) -> mean over seeds of the final loss
+# (depth, arrangement, schedule) -> mean over seeds of the final loss
+final = ln_training.summary(curves)
 deep, shallow = max(DEPTHS), min(DEPTHS)
-stuck = (
-    curves.final(deep, "Post-LN", "none") > TRAIN.chance / 2
-)  # (seeds,): runs that learned little
+# (seeds,): runs that learned little
+stuck = curves.final(deep, "Post-LN", "none") > TRAIN.chance / 2
 claims.value("train_depths", ", ".join(map(str, DEPTHS[:-1])) + f" and {DEPTHS[-1]}")
 claims.value("train_seeds", len(SEEDS), "{:.0f}")
 claims.value("train_length", TRAIN.length, "{:.0f}")
@@ -1320,9 +1311,8 @@ claims.claim(
 
 # %%
 affine = layernorm_skip.affine_stats(model)  # (layer, kind) -> gamma / beta statistics
-arriving = layernorm_skip.pre_norm_stats(
-    model, batch
-)  # (layer, kind) -> what the LayerNorm receives
+# (layer, kind) -> what the LayerNorm receives
+arriving = layernorm_skip.pre_norm_stats(model, batch)
 print(
     f"{'LayerNorm':<20}{'gamma min':>10}{'median':>8}{'max':>7}{'beta min':>10}{'max':>7}"
     f"{'mean |beta|':>12}{'in std':>8}{'in |mean|':>10}"
@@ -1338,8 +1328,8 @@ for (i, kind), st in sorted(affine.items()):
 stds = [a["std_mean"] for a in arriving.values()]
 print(
     f"standard deviation per token of what arrives, mean over tokens: from {min(stds):.2f} to "
-    f"{max(stds):.2f}\nover the {len(stds)} LayerNorms (in std and in |mean|: what each "
-    "LayerNorm receives, per token, averaged over tokens)"
+    f"{max(stds):.2f}\nover the {len(stds)} LayerNorms (in std, in |mean|: what each LayerNorm "
+    "receives,\nper token, averaged over tokens)"
 )
 assert all(st["gamma_median"] < 1 for st in affine.values())  # "the median gain is below 1" below
 beta_mean_max = max(st["beta_abs_mean"] for st in affine.values())

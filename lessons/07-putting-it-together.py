@@ -406,9 +406,8 @@ for qi, query in enumerate(lesions.QUERIES):
         text = corpus.SENTENCES[doc]
         text = text if len(text) <= 84 else text[:81] + "..."  # cut to the page's width
         print(f"   {rank}. {scores[qi, doc].item():.3f}  {text}")
-margin = scores.gather(1, order[:, :1]) - scores.gather(
-    1, order[:, 1:2]
-)  # (Q, 1): first minus second
+# (Q, 1): first minus second
+margin = scores.gather(1, order[:, :1]) - scores.gather(1, order[:, 1:2])
 print(
     f"margin between the first and second result: min {margin.min().item():.3f}, "
     f"mean {margin.mean().item():.3f}"

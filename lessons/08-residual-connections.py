@@ -302,9 +302,8 @@ for r in table:
 # alt: Grouped bar chart: for each lesioned layer and each kind of lesion, the mean cosine
 #   similarity between the lesioned and the intact model's outputs.
 kinds = list(LESIONS)
-by_kind = {
-    k: torch.tensor([r.effect.mean_cosine for r in table if r.kind == k]) for k in kinds
-}  # (L,) each
+# (L,) each
+by_kind = {k: torch.tensor([r.effect.mean_cosine for r in table if r.kind == k]) for k in kinds}
 fig, ax = plt.subplots(figsize=(9, 3.4))
 width = 0.8 / len(kinds)
 for n_kind, k in enumerate(kinds):
@@ -327,9 +326,8 @@ for k in ("layer", "attention_skip", "ffn_skip"):
     claims.value(f"{k}_mean_cosine", by_kind[k].mean(), "{:.3f}")
 for s in ("attention_skip", "ffn_skip"):
     worse_in = by_kind[s] < by_kind["layer"]  # (L,): layers where losing the skip hurts more
-    n_worse = int(
-        worse_in.sum()
-    )  # the prose's words follow the count: "in all 6 layers" only when it is all
+    # the prose's words follow the count: "in all 6 layers" only when it is all
+    n_worse = int(worse_in.sum())
     claims.value(
         f"{s}_worse_where",
         f"in all {L} layers" if n_worse == L else f"in {n_worse} of the {L} layers",
@@ -346,9 +344,8 @@ for s in ("attention_skip", "ffn_skip"):
         f"{counted(torch.nonzero(worse_in).flatten().tolist(), 'layer')}"
     )
 claims.value("layers", L, "{:.0f}")
-damage = {
-    k: 1 - v for k, v in by_kind.items()
-}  # (L,) each: 1 - mean cosine, how far a lesion moves the outputs
+# (L,) each: 1 - mean cosine, how far a lesion moves the outputs
+damage = {k: 1 - v for k, v in by_kind.items()}
 claims.claim(
     "skip_not_worse_everywhere",
     (damage["layer"] / damage["attention_skip"]).max(),
@@ -604,9 +601,8 @@ print(
 #   stacks, for identity, default projection and orthogonal projection shortcuts. Right: gradient
 #   norm of each block's first weight matrix, stacks without normalisation, log scale, same three
 #   shortcuts.
-widths = stream_width.compare(
-    width=32, depth=12, samples=512, seeds=(0, 1, 2)
-)  # (shortcut, norm) -> Measure
+# (shortcut, norm) -> Measure
+widths = stream_width.compare(width=32, depth=12, samples=512, seeds=(0, 1, 2))
 print(
     f"{'norm':<9}{'shortcut':<12}{'cos(in, out)':>13}{'R^2':>7}"
     f"{'grad block 0':>14}{'first / last':>14}{'skip params':>13}"

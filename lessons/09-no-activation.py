@@ -310,18 +310,14 @@ print(
     f"every layer: ReLU after W_O keeps mean cosine {relu_wo.mean_cosine:.3f}, "
     f"ReLU on the skips {relu_skip.mean_cosine:.3f}"
 )
-cos = {
-    name: torch.tensor([e.mean_cosine for e in effects]) for name, effects in per_layer.items()
-}  # (L,) each
-damage = {
-    name: 1 - c for name, c in cos.items()
-}  # (L,) each: 1 - mean cosine, how far an edit moves the outputs
-skip_margin = (
-    damage["ReLU on the skips"] / damage["ReLU after W_O"]
-).min()  # > 1: the skips' ReLU worse in every layer
-block_margin = (
-    damage["attention block removed"] / damage["ReLU after W_O"]
-).min()  # > 1: W_O's ReLU milder everywhere
+# (L,) each
+cos = {name: torch.tensor([e.mean_cosine for e in effects]) for name, effects in per_layer.items()}
+# (L,) each: 1 - mean cosine, how far an edit moves the outputs
+damage = {name: 1 - c for name, c in cos.items()}
+# > 1: the skips' ReLU worse in every layer
+skip_margin = (damage["ReLU on the skips"] / damage["ReLU after W_O"]).min()
+# > 1: W_O's ReLU milder everywhere
+block_margin = (damage["attention block removed"] / damage["ReLU after W_O"]).min()
 print(f"ReLU on the skips is the more damaging edit in every single layer: {bool(skip_margin > 1)}")
 print(
     "ReLU after W_O in one layer costs less than removing that layer's attention block,\n"

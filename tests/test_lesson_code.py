@@ -57,6 +57,11 @@ def test_what_is_taken_out_and_what_stays(hook):
     )
 
 
+def test_an_import_of_claims_with_other_names_keeps_the_others(hook):
+    source = "import torch\nfrom bertlab.experiments import claims, products\nprint(products)"
+    assert hook.strip(source) == "import torch\nfrom bertlab.experiments import products\nprint(products)"
+
+
 def test_a_cell_that_uses_a_recorded_value_fails_the_page(hook):
     page = (
         '<div class="highlight-ipynb hl-python"><pre>x</pre></div>\n'

@@ -32,6 +32,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,6 +90,26 @@ def shortened(report: dict) -> dict:
     return report
 
 
+def folded(text: str) -> str:
+    """``text`` with each line longer than ``COLUMNS`` broken at spaces, as a terminal of that width
+    shows it: the continuation indented two past the line's own indent. On the page a sample then
+    reads without scrolling sideways (a message's details run to some 200 characters)."""
+    lines = []
+    for line in text.splitlines():
+        if len(line) <= COLUMNS:
+            lines.append(line)
+            continue
+        indent = line[: len(line) - len(line.lstrip())]
+        lines += textwrap.wrap(
+            line,
+            COLUMNS,
+            subsequent_indent=indent + "  ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        ) or [line]
+    return "\n".join(lines)
+
+
 def grade_cells(root: Path, assignment: str) -> str:
     """Each grade cell of the released notebook: its code lines, the last with its points.
 
@@ -129,8 +150,8 @@ def collect(root: Path) -> dict[str, str]:
     failed = [c for t in report.tasks for c in t.checks if not c.passed]
     if not failed:
         raise SystemExit(f"the example's mistake in {ASSIGNMENT} failed no check")
-    samples["feedback"] = failed[0].message
-    samples["grade-table"] = render(report)
+    samples["feedback"] = folded(failed[0].message)
+    samples["grade-table"] = folded(render(report))
     samples["grade-json"] = json.dumps(shortened(report.to_dict()), indent=2)
     return samples
 

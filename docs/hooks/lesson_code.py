@@ -65,6 +65,7 @@ def strip(source: str) -> str:
     tree = ast.parse(source)
     lines = source.splitlines()
     drop: set[int] = set()
+    rewritten = False  # an import that keeps other names is rewritten, not dropped
     for node in ast.walk(tree):
         if isinstance(node, ast.stmt) and _records(node):
             drop.update(range(node.lineno - 1, (node.end_lineno or node.lineno)))
@@ -75,9 +76,10 @@ def strip(source: str) -> str:
             if kept:
                 names = ", ".join(a.name if a.asname is None else f"{a.name} as {a.asname}" for a in kept)
                 lines[first] = f"{' ' * node.col_offset}from {node.module} import {names}"
+                rewritten = True
             else:
                 drop.add(first)
-    if not drop:
+    if not drop and not rewritten:
         return source
     for first in sorted(drop):  # the comment lines just above a removed statement speak of it
         above = first - 1
