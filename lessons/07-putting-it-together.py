@@ -571,8 +571,12 @@ claims.claim(
 # at least {{ cls_self_earlier_min }} of its attention. Clark et al. (2019, "What Does BERT
 # Look At?", BlackboxNLP) found BERT-base's heads putting much of their attention on `[SEP]` in
 # the middle layers and argued that such attention works as a no-op, a place for a head to look
-# when its pattern does not apply; `[CLS]` attending to itself may play that part here, which
-# this measurement does not test.
+# when its pattern does not apply. In this model the queries of every layer, `[CLS]` and the
+# others alike, put {{ 03-multi-head-attention: sink_cls_min }} to
+# {{ 03-multi-head-attention: sink_cls_max }} of their attention on `[CLS]`, and what `[CLS]`
+# writes back through $W^O$ is short, as a no-op's would be
+# ([lesson 3](03-multi-head-attention.py#where-the-attention-lands-layer-by-layer) measures
+# both, layer by layer).
 # So the last layer is where `[CLS]` reads the sentence, and its vector $x_{L,0}$ is one of the
 # $T$ vectors the model's pooling averages.
 #
