@@ -810,14 +810,6 @@ ask.predict(
             "`[SEP]` less than a uniform share after its first "
             "layer.",
         ),
-        ask.fails(
-            "sink_above_punctuation",
-            "punctuation",
-            "That would "
-            "hold if the heads parked on periods and commas. Here "
-            "punctuation gets less than a uniform share in every "
-            "layer.",
-        ),
         ask.holds(
             "sink_is_cls",
             "`[CLS]`",
@@ -826,6 +818,14 @@ ask.predict(
             "averaged over the layers {{ claim: sink_is_cls }}: in "
             "this model it is the token "
             "the heads park on.",
+        ),
+        ask.fails(
+            "sink_above_punctuation",
+            "punctuation",
+            "That would "
+            "hold if the heads parked on periods and commas. Here "
+            "punctuation gets less than a uniform share in every "
+            "layer.",
         ),
     ],
     section="Where the attention lands, layer by layer",

@@ -387,11 +387,13 @@ ask.predict(
     [
         ask.between(
             "half_intermediate_times",
+            100,
             None,
-            1,
-            "at most once: it passes",
-            "That would hold if float16's rounding "
-            "were as fine as float32's. It keeps far fewer bits.",
+            "more than a hundred times",
+            "Its worst value uses "
+            "{{ half_intermediate_times }} times the tolerance, "
+            "and no token of any sub-module comes within it "
+            "{{ claim: half_no_token_within }}.",
         ),
         ask.between(
             "half_intermediate_times",
@@ -405,13 +407,11 @@ ask.predict(
         ),
         ask.between(
             "half_intermediate_times",
-            100,
             None,
-            "more than a hundred times",
-            "Its worst value uses "
-            "{{ half_intermediate_times }} times the tolerance, "
-            "and no token of any sub-module comes within it "
-            "{{ claim: half_no_token_within }}.",
+            1,
+            "at most once: it passes",
+            "That would hold if float16's rounding "
+            "were as fine as float32's. It keeps far fewer bits.",
         ),
     ],
     section="Half precision against the grader's tolerance",
