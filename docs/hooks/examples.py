@@ -92,12 +92,16 @@ def shortened(report: dict) -> dict:
 
 def folded(text: str) -> str:
     """``text`` with each line longer than ``COLUMNS`` broken at spaces, as a terminal of that width
-    shows it: the continuation indented two past the line's own indent. On the page a sample then
-    reads without scrolling sideways (a message's details run to some 200 characters)."""
+    shows it: the continuation indented two past the line's own indent, and a rule cut to the width.
+    On the page a sample then reads without scrolling sideways (a message's details run to some
+    200 characters, and the grade table's rule to 113)."""
     lines = []
     for line in text.splitlines():
         if len(line) <= COLUMNS:
             lines.append(line)
+            continue
+        if len(set(line)) == 1:  # a table's rule: a terminal would wrap it onto a second line
+            lines.append(line[:COLUMNS])
             continue
         indent = line[: len(line) - len(line.lstrip())]
         lines += textwrap.wrap(
