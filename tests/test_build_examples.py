@@ -126,6 +126,17 @@ def test_a_placeholder_is_filled_as_a_block_and_an_unknown_one_fails():
         examples.fill(markdown, {})
 
 
+def test_a_sample_fits_the_page_as_a_terminal_of_its_width_shows_it():
+    """A line over ``COLUMNS`` breaks at spaces, its continuation indented; a rule is cut."""
+    long = "  max abs diff " + "word " * 40 + "`heads-split-wrong`."
+    rule = "-" * 113
+    folded = examples.folded(f"[Task 3.2] short\n{long}\n{rule}").splitlines()
+    assert folded[0] == "[Task 3.2] short" and folded[-1] == "-" * examples.COLUMNS
+    assert all(len(line) <= examples.COLUMNS for line in folded)
+    assert all(line.startswith("    ") for line in folded[2:-1]) and "`heads-split-wrong`." in folded[-2]
+    assert " ".join(" ".join(folded[1:-1]).split()) == " ".join(long.split())
+
+
 def test_every_placeholder_names_a_sample_the_hook_makes():
     """Without running the grader: the names the hook makes from the CLI and the release."""
     cli = pytest.importorskip("bertlab.cli")
