@@ -45,8 +45,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "pythons.json"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bertlab"
-# What every leg needs besides its Python: make and git for the course, certificates for pip.
-BASE_PACKAGES = ("make", "git", "ca-certificates")
+# What every leg needs besides its Python: make and git for the course, certificates for pip, and
+# procps (pgrep), with which the tests look for a process left behind.
+BASE_PACKAGES = ("make", "git", "ca-certificates", "procps")
 READY = ".bertlab-ready"  # written once debootstrap has finished: a half-made chroot is made again
 WORKDIR = "/srv/bertlab"  # each Python's clone, inside the chroot
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
