@@ -38,6 +38,10 @@ from bertlab.checks.framework import Context
 from bertlab.checks.other_config import _config_key, _random_model, other_config
 from bertlab.experiments import lesions, rank_collapse
 
+# About a minute and a half of processor time (every form, pretrained and other, eval, train and
+# backward): `make test` runs it, `make check` keeps to tests/test_course_bert.py's per-class parity.
+pytestmark = pytest.mark.slow
+
 MODULE_TASKS = ("2.1", "3.2", "4.1", "4.2", "5.1", "5.2", "6.1", "6.2", "6.3", "6.4")
 KINDS = ("pretrained", "other")
 SEED = 7  # dropout's seed in train mode
