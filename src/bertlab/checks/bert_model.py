@@ -25,9 +25,9 @@ import torch
 from bertlab import corpus, diagnose, reference
 from bertlab.checks import call_forms, encoder_contract
 from bertlab.checks.built_on_parts import BuiltOnParts
-from bertlab.checks.compare import allclose
+from bertlab.checks.compare import RTOL, allclose
 from bertlab.checks.embeddings import NON_PERSISTENT
-from bertlab.checks.framework import MASKED_STAGES, CheckFailed, _describe
+from bertlab.checks.framework import ATOL, MASKED_STAGES, CheckFailed, _describe
 from bertlab.checks.harness import reference_package, state_shapes
 from bertlab.checks.module_task import ModuleTask
 from bertlab.checks.self_attention import random_attention_batch
@@ -71,8 +71,20 @@ class _VariantDiagnosis(ModuleTask):
             raise err.adding(mistake.hint(), mistake=mistake.id) from None
 
 
+# Float32's rounding grows layer by layer through a stack: on the corpus, HF's own float32
+# hidden_states[5] is 2.9 layer tolerances from the exact (float64) answer at a padding token, so
+# right code more exact than HF's (float64 inside, cast back) or summing in another order is that
+# far from HF's. A stack's outputs are compared with the layer's tolerance times its six layers:
+# HF's own error takes under half of it. Their layers are HF's in these checks (BuiltOnParts):
+# what they judge is the wiring, whose mistakes stay far over it.
+STACK_TOLERANCE = 6
+
+
 class _HiddenStates(_VariantDiagnosis):
     """For outputs that include ``hidden_states``: a tuple flattened into ``hidden_states[i]``."""
+
+    atol = STACK_TOLERANCE * ATOL
+    rtol = STACK_TOLERANCE * RTOL
 
     def raw_order(self, named: dict) -> list:
         """The learner returns ``(last_hidden_state[, pooler_output], hidden_states)``."""
