@@ -1742,14 +1742,15 @@ def _pre_ln_self_output():
     ADD_NORM,
     scores=5,
     status="failed",
-    message=r"`self\.LayerNorm\.eps` is 1e-06(?s:.*)with eps = config\.layer_norm_eps yours still differ(?s:.*)"
-    + PRE_LN_NAMED,
+    message=r"BertSelfOutput: Your output matches a Pre-LN sub-layer(?s:.*)"
+    + PRE_LN_NAMED
+    + r"\.\n  Also `self\.LayerNorm\.eps` is 1e-06(?s:.*)with eps = config\.layer_norm_eps yours still differ",
     must_fail=grade_ids(ADD_NORM, "test-4-1"),
 )
 def _pre_ln_eps_1e_6_self_output():
-    """The same port with its own eps, 1e-6: the names cell fails on the eps, but the eps is not what
-    moves the outputs by 1e+01. Its message measures the module again with the config's eps and names
-    the Pre-LN order, the mistake to fix, rather than the eps alone. 5/10."""
+    """The same port with its own eps, 1e-6: the names cell fails, but the eps is not what moves the
+    outputs by 1e+01. Its message names the Pre-LN order first, the mistake to fix, then the eps,
+    measured again with the config's. 5/10."""
     nb = replace(right(ADD_NORM), "bert-self-output", SELF_OUTPUT_BODY, PRE_LN)
     return replace(
         nb,

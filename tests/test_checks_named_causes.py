@@ -75,3 +75,33 @@ def test_an_eps_typed_in_a_hand_written_layernorm_is_named_as_such():
         check("4.1", HandLayerNormTypedEps)
     assert err.value.mistake == "layernorm-eps-typed", str(err.value)
     assert 'section "The equation"' in str(err.value)
+
+
+class PreLNPort(BertSelfOutput):
+    """A SublayerConnection ported as written in a well-known implementation: x + dropout(sublayer(norm(x))),
+    its LayerNorm with that implementation's eps, 1e-6."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=1e-6)
+
+    def forward(self, hidden_states, input_tensor):
+        return input_tensor + self.dropout(self.dense(self.LayerNorm(hidden_states)))
+
+
+@pytest.mark.parametrize("stage", ["names", "values", "calls", "config", "dropout", "gradients"])
+def test_a_pre_ln_port_is_told_its_order_first_in_every_stage(stage):
+    """Its eps, its dropout's place and its gradients are symptoms: the Pre-LN order is the mistake,
+    named before anything else the stage says."""
+    with pytest.raises(CheckFailed) as err:
+        check("4.1", PreLNPort, only=stage)
+    message = str(err.value)
+    assert err.value.mistake == "pre-ln-order", message
+    headline = message.splitlines()[0]
+    if stage == "values":  # the values message's form: what differs and where, then the cause
+        assert headline.endswith("values differ from the pretrained layer 0 (atol 1e-05, rtol 1.9e-06)"), message
+    else:
+        assert "Pre-LN sub-layer" in headline, message
+    for symptom in ("eps", "HF applies", "cut from the graph"):
+        if symptom in message:
+            assert message.index("Pre-LN sub-layer") < message.index(symptom), (symptom, message)

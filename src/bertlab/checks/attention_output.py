@@ -16,6 +16,7 @@ import torch
 from bertlab import diagnose
 from bertlab.checks import call_forms
 from bertlab.checks.built_on_parts import BuiltOnParts
+from bertlab.checks.compare import allclose
 from bertlab.checks.framework import MASKED_STAGES, CheckFailed, Context
 from bertlab.checks.module_task import ModuleTask
 from bertlab.checks.self_attention import CONTEXT_DIMS, PROBS_DIMS, random_attention_batch
@@ -59,12 +60,26 @@ class AddNormTask(ModuleTask):
             if name.split(".")[-1] == "LayerNorm" and eps is not None and eps != want:
                 default = eps == flawed.TORCH_LAYER_NORM_EPS
                 effect, beyond = self.eps_effect(cls, ctx, name, eps)
-                # Past the eps, a known mistake is the thing to fix first: it is the one named.
-                mistake = beyond or (diagnose.REGISTRY["layernorm-eps-default"] if default else None)
+                eps_line = f"`self.{name}.eps` is {eps:g}, expected config.layer_norm_eps = {want:g}"
+                advice = "The pretrained weights were trained with config.layer_norm_eps: pass it to nn.LayerNorm."
+                if beyond is not None:
+                    # Past the eps, a known mistake is the thing to fix first: it is named first,
+                    # in the headline (a Pre-LN port with its own eps 1e-6 is Pre-LN before all).
+                    try:
+                        self.fail(
+                            beyond.hint(self.id),
+                            f"Also {eps_line}. {effect.removesuffix(':')}.",
+                            advice,
+                            blocking=False,
+                        )
+                    except CheckFailed as err:
+                        err.mistake = beyond.id
+                        raise
+                mistake = diagnose.REGISTRY["layernorm-eps-default"] if default else None
                 self.fail(
-                    f"`self.{name}.eps` is {eps:g}, expected config.layer_norm_eps = {want:g}",
+                    eps_line,
                     effect,
-                    "The pretrained weights were trained with config.layer_norm_eps: pass it to nn.LayerNorm.",
+                    advice,
                     mistake=mistake,
                     blocking=False,  # the weights loaded: the later checks judge the rest (Task.run)
                 )
@@ -111,6 +126,56 @@ class AddNormTask(ModuleTask):
             if mistake is None:
                 raise
             raise err.adding(mistake.hint(), mistake=mistake.id) from None
+
+    def check_calls(self, cls, ctx: Context) -> None:
+        self.values_mistake_first(super().check_calls, cls, ctx)
+
+    def check_config(self, cls, ctx: Context) -> None:
+        self.values_mistake_first(super().check_config, cls, ctx)
+
+    def check_dropout(self, cls, ctx: Context) -> None:
+        self.values_mistake_first(super().check_dropout, cls, ctx)
+
+    def check_gradients(self, cls, ctx: Context) -> None:
+        self.values_mistake_first(super().check_gradients, cls, ctx)
+
+    def values_mistake_first(self, stage, cls, ctx: Context) -> None:
+        """Run ``stage``; when it fails without a known mistake and the module's eval-mode values
+        match one (a Pre-LN order), name that mistake first: it is the one to fix, and the stage's
+        own symptom (an eps, a dropout, a gradient) follows from it or comes after it."""
+        try:
+            stage(cls, ctx)
+        except CheckFailed as err:
+            if err.mistake is not None:
+                raise
+            mistake = self.values_mistake(cls, ctx)
+            if mistake is None:
+                raise
+            head, _, rest = str(err).partition("\n")
+            symptom = head.split(": ", 1)[-1]  # the stage's own headline, after "[Task 4.1] BertSelfOutput"
+            text = "\n  ".join(
+                [
+                    f"[Task {self.id}] {self.title}: {mistake.hint(self.id)}",
+                    "It shows in eval mode, on the pretrained layer's input; this check's own finding follows "
+                    f"from it: {symptom}",
+                ]
+            )
+            named = CheckFailed(text + (f"\n{rest}" if rest else ""), mistake.id, err.values, err.cause, err.blocking)
+            named.stage = err.stage
+            raise named from None
+
+    def values_mistake(self, cls, ctx: Context) -> diagnose.Mistake | None:
+        """The known mistake the module's eval-mode outputs on the pretrained layer 0 match, if any."""
+        layer = self.layers(ctx)[0]
+        inputs, expected = self.captured(ctx, layer)
+        try:
+            with torch.no_grad():
+                got = {k: v.float() for k, v in self.call(self.learner_for(cls, ctx, layer), inputs).items()}
+        except CheckFailed:
+            return None
+        if all(got[k].shape == v.shape and allclose(v, got[k], self.atol, self.rtol) for k, v in expected.items()):
+            return None
+        return diagnose.diagnose(self.id, self.reference(ctx, layer), inputs, got, expected)
 
     def check_values(self, cls, ctx: Context) -> None:
         try:
