@@ -188,3 +188,23 @@ def test_cells_after_the_last_grade_cell_are_not_run(tmp_path):
     proc = bertlab("grade", "--path", str(tmp_path), "--json", "--timeout", "20", "--cold")
     task = json.loads(proc.stdout)["tasks"][0]
     assert (task["status"], task["score"], task["max_score"]) == ("passed", 1, 1), proc.stdout
+
+
+@pytest.mark.parametrize("columns", [60, 100, 160])
+def test_the_grade_table_fits_the_terminal_rules_included(monkeypatch, columns):
+    """Every row and rule of the table fits the terminal's width: a long first message is cut,
+    and a rule is as wide as the widest row, not wider."""
+    from bertlab.grading.results import CheckResult
+    from bertlab.grading.runner import Report, TaskResult
+    from bertlab.grading.table import render
+
+    monkeypatch.setenv("COLUMNS", str(columns))
+    long = CheckResult("test-5-1-values", False, 0.0, 2.0, "[Task 5.1] BertIntermediate: values differ " * 5)
+    tasks = [
+        TaskResult("05-feed-forward", 0.0, 9.0, "failed", [long]),
+        TaskResult("02-embeddings", 4.0, 4.0, "passed", []),
+    ]
+    table = render(Report(tasks)).split("\n\n")[0].splitlines()
+    assert all(len(line) <= columns for line in table), [len(line) for line in table]
+    rules = [line for line in table if set(line) == {"-"}]
+    assert len(rules) == 2 and all(len(rule) == max(len(line) for line in table) for rule in rules)

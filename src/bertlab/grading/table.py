@@ -19,12 +19,14 @@ def render(report: Report, verbose: bool = False) -> str:
     header = ("task", "score", "status", "first message")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
     room = max(20, shutil.get_terminal_size((120, 20)).columns - sum(widths) - 6)
+    shown = [(row, row[3] if len(row[3]) <= room else row[3][: room - 3] + "...") for row in [header, *rows]]
+    # The rule is as wide as the widest line it separates: never wider than the terminal.
+    rule = "-" * (sum(widths) + 6 + max(len(message) for _, message in shown))
     lines = []
-    for i, row in enumerate([header, *rows]):
-        message = row[3] if len(row[3]) <= room else row[3][: room - 3] + "..."
+    for i, (row, message) in enumerate(shown):
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + message)
         if i == 0 or i == len(rows) - 1:
-            lines.append("-" * min(len(lines[0]) + room, 120))
+            lines.append(rule)
     for task in report.tasks:
         failed = [c for c in task.checks if not c.passed]
         for check in failed if verbose else first_of_each_task(failed):
