@@ -18,6 +18,12 @@ MUTATIONS = [
     Mutation("token-types-always-zero", NB, "if token_type_ids is None:", "if True:"),
     Mutation("embeddings-no-layernorm", NB, "embeddings = self.LayerNorm(embeddings)\n", "embeddings = embeddings\n"),
     Mutation(
+        "embeddings-layernorm-eps-default",
+        NB,
+        "nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)",
+        "nn.LayerNorm(config.hidden_size)",
+    ),
+    Mutation(
         "embeddings-dropout-before-layernorm",
         NB,
         "embeddings = self.LayerNorm(embeddings)\n        embeddings = self.dropout(embeddings)",

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import torch
 
+from bertlab import diagnose
 from bertlab.checks import call_forms
 from bertlab.checks.framework import CheckFailed, Context
 from bertlab.checks.harness import state_shapes
 from bertlab.checks.module_task import ModuleTask
-from bertlab.diagnose import embeddings as flawed  # noqa: F401  (registers the mistakes)
+from bertlab.diagnose import embeddings as flawed  # registers the mistakes
 
 EMBEDDING_DIMS = ("batch", "token", "dim")
 # Buffers HF registers with persistent=False: in the module, never in its state_dict.
@@ -111,9 +112,11 @@ class BertEmbeddingsTask(ModuleTask):
         # no later check (each fails on its own where the attribute shows: framework's Task.run).
         eps, want = getattr(module.LayerNorm, "eps", None), ctx.model.config.layer_norm_eps
         if eps is not None and eps != want:
+            default = eps == flawed.TORCH_LAYER_NORM_EPS
             self.fail(
                 f"`self.LayerNorm` has eps={eps:g}, expected config.layer_norm_eps = {want:g}",
                 "nn.LayerNorm's default eps is 1e-05; pass eps=config.layer_norm_eps like HF.",
+                mistake=diagnose.REGISTRY["embeddings-layernorm-eps-default"] if default else None,
                 blocking=False,
             )
         padding_idx, pad = getattr(module.word_embeddings, "padding_idx", None), ctx.model.config.pad_token_id

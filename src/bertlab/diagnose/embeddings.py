@@ -6,11 +6,16 @@ pretrained tables, so a learner whose numbers equal the flawed ones can be told 
 
 from __future__ import annotations
 
+import inspect
+
 import torch
+from torch import nn
 
 from bertlab.diagnose import Mistake, register
 
 LESSON = "02-embeddings"
+# nn.LayerNorm's eps when none is passed (1e-05): BERT's checkpoints use another.
+TORCH_LAYER_NORM_EPS = inspect.signature(nn.LayerNorm).parameters["eps"].default
 
 
 def embeddings(
@@ -46,7 +51,10 @@ def embeddings(
     x = words + module.position_embeddings(position_ids)
     if flaw != "token-types-ignored":
         x = x + module.token_type_embeddings(token_type_ids)
-    if flaw != "embeddings-no-layernorm":
+    if flaw == "embeddings-layernorm-eps-default":
+        ln = module.LayerNorm
+        x = nn.functional.layer_norm(x, ln.normalized_shape, ln.weight, ln.bias, TORCH_LAYER_NORM_EPS)
+    elif flaw != "embeddings-no-layernorm":
         x = module.LayerNorm(x)
     return {"embeddings": x}
 
@@ -77,6 +85,11 @@ for _id, _description, _section in [
     (
         "embeddings-no-layernorm",
         "the sum of the three embeddings WITHOUT the LayerNorm",
+        "The embeddings by hand",
+    ),
+    (
+        "embeddings-layernorm-eps-default",
+        f"the embeddings' LayerNorm with torch's default eps={TORCH_LAYER_NORM_EPS:g} instead of config.layer_norm_eps",
         "The embeddings by hand",
     ),
 ]:

@@ -174,6 +174,11 @@ LADDERS: dict[str, Steps] = {
         LAYERNORM,
     ),
     # -- Task 2.1
+    "embeddings-layernorm-eps-default": Steps(
+        "Look at the eps of your embeddings' LayerNorm: torch's default, 1e-05, is not BERT's.",
+        "Create `LayerNorm` with eps read from `config.layer_norm_eps`; leave out no eps and type none.",
+        EMBEDDINGS,
+    ),
     "embeddings-dropout-before-layernorm": Steps(
         "Look at the order of the last two steps of the embeddings.",
         "Normalise the sum of the three embeddings first, then apply dropout to the LayerNorm's output.",
