@@ -413,10 +413,9 @@ claims.claim(
 # %% [markdown]
 # ## Positions are the only source of word order
 #
-# Nothing else in BERT knows where a token stands: attention compares every token with every
-# other one, and everything else acts on each token separately. If every token gets the *same*
-# position vector, the model cannot tell a sentence from a reordering of it. We test this by
-# passing `position_ids` of all zeros and swapping two words.
+# Attention compares every token with every other one, and everything else acts on each token
+# separately. What becomes of word order when every token gets the *same* position vector? We
+# test this by passing `position_ids` of all zeros and swapping two words.
 #
 # {{ predict: order_without_positions }}
 

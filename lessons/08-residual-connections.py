@@ -452,10 +452,9 @@ claims.claim(
 #
 # ## How much each block writes
 #
-# The lesions above suggest that each block *nudges* a stream that mostly flows past it. We
-# measure the size of each update next to the stream it is added to, per real token, before the
-# LayerNorm: $\lVert a_t \rVert / \lVert x_t \rVert$ for attention and $\lVert f_t \rVert /
-# \lVert h_t \rVert$ for the FFN ($h$ is the stream between the two blocks).
+# How big is each block's update next to the stream it is added to? We measure it per real
+# token, before the LayerNorm: $\lVert a_t \rVert / \lVert x_t \rVert$ for attention and
+# $\lVert f_t \rVert / \lVert h_t \rVert$ for the FFN ($h$ is the stream between the two blocks).
 #
 # {{ predict: attention_update_size }}
 
