@@ -102,3 +102,22 @@ def test_every_module_task_compares_gradient_values_and_the_solution_passes(task
     monkeypatch.setattr(module_task.ModuleTask, "reference_gradients", spy)
     check(task_id, SOLUTIONS[task.title], only="gradients")
     assert compared[0] == (task_id, "eval") and set(compared) <= {(task_id, "eval"), (task_id, "train")}, compared
+
+
+class ReluIntermediate(NB05["BertIntermediate"]):  # type: ignore[misc,valid-type]
+    """Task 5.1 with ReLU: its values differ from HF's, and with them its gradients."""
+
+    def forward(self, hidden_states):
+        return torch.relu(self.dense(hidden_states))
+
+
+def test_a_gradient_check_run_alone_says_the_values_differ_rather_than_a_cut_graph():
+    """Run alone, the gradients check has not seen the values check pass: it measures the values on
+    its inputs before telling the learner they are right."""
+    with pytest.raises(CheckFailed) as err:
+        check("5.1", ReluIntermediate, only="gradients")
+    said = str(err.value)
+    assert "differ from HF's too" in said and "cut from the graph" not in said, said
+    with pytest.raises(CheckFailed) as err:  # values right, gradients cut: the cut is still named
+        check("5.2", ResidualDetached, only="gradients")
+    assert "values differ" not in str(err.value)

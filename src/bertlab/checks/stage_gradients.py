@@ -10,7 +10,7 @@ from collections.abc import Callable
 import torch
 
 from bertlab.checks import located_dropout
-from bertlab.checks.framework import Context
+from bertlab.checks.framework import CheckFailed, Context
 from bertlab.checks.harness import (
     gradients_of,
     weighted_sum,
@@ -96,8 +96,26 @@ class GradientChecks(ModuleBase):
         bad = [n for n, g in params.items() if g is not None and not bool(torch.isfinite(g).all())]
         if bad:
             self.fail(f"gradients of {', '.join(bad)} are not finite (NaN or inf)")
-        self.compare_gradients(grads, expected, f"in eval mode, same weights, inputs and upstream gradient{how}")
+        how = f"in eval mode, same weights, inputs and upstream gradient{how}"
+        try:
+            self.compare_gradients(grads, expected, how)
+        except CheckFailed:
+            if self.values_as_hf(module, ctx, layer, inputs):
+                raise  # its hint: the values are right, so the graph is cut
+            self.compare_gradients(grads, expected, how, VALUES_DIFFER)
         return seed
+
+    def values_as_hf(self, module, ctx: Context, layer, inputs: dict) -> bool:
+        """Whether ``module``'s eval-mode outputs on ``inputs`` are HF's (measured, not assumed: a
+        check run alone, ``only="gradients"``, has not run the values check)."""
+        with torch.no_grad():
+            expected = {k: v.float() for k, v in self.call(self.reference(ctx, layer), inputs).items()}
+            got = self.call(module, inputs)
+        try:
+            self.compare(expected, got, self.outputs, "HF's")
+        except CheckFailed:
+            return False
+        return True
 
     def compare_gradients(self, grads: dict, expected: dict, how: str, hint: str = "") -> None:
         """Fail where the learner's gradients (``harness.gradients``'s value) differ from HF's;
@@ -158,6 +176,12 @@ class GradientChecks(ModuleBase):
 # arithmetic (the key's bias: softmax ignores what all keys share) is float32 noise on both sides,
 # of the order of the largest gradient's rounding: hence a floor relative to the largest.
 GRAD_RTOL, GRAD_NOISE = 1e-3, 1e-5
+
+# What a wrong gradient means when the forward's values differ too (measured on the same inputs).
+VALUES_DIFFER = (
+    "Measured: the forward's values on these inputs differ from HF's too, so the gradients differ with "
+    "them; the values check says where. Fix the values first."
+)
 
 # What a gradient wrong in train mode alone measures: the eval-mode gradients and the train-mode
 # values (the dropout check) are HF's, so the backward is not the forward's dropout.
