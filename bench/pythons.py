@@ -224,7 +224,8 @@ def run_step(chroot: Chroot, step: Step, cwd: str, log: Path, verbose: bool, lab
     step.seconds = round(time.monotonic() - start, 1)
     step.result = "passed" if proc.returncode == 0 else "failed"
     text = log.read_text(errors="replace")
-    step.summary = summary(step.step, text) if proc.returncode == 0 else f"exit status {proc.returncode}"
+    said = summary(step.step, text)
+    step.summary = said if proc.returncode == 0 else ", ".join(filter(None, [said, f"exit status {proc.returncode}"]))
     print(f"    [{label}] {step.step} {step.result} in {duration(step.seconds)}  {step.summary}", flush=True)
     if verbose or proc.returncode:
         print("\n".join("    | " + line for line in text.splitlines()[-40:]), flush=True)
