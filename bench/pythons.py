@@ -282,6 +282,7 @@ def parser() -> argparse.ArgumentParser:
         type=Path,
         help="the chroot's folder, created when missing (default: the user's cache, bertlab/pythons-SUITE)",
     )
+    p.add_argument("--commit", default="HEAD", help="the commit of the course to run (default: HEAD)")
     p.add_argument("--torch-index", help="passed as the Makefile's TORCH_INDEX (default: none, as make start)")
     p.add_argument("--results", type=Path, default=RESULTS, help="where the results go (default: bench/pythons.json)")
     p.add_argument("--no-record", action="store_true", help="print the table only; leave the results file alone")
@@ -302,12 +303,13 @@ def main(argv: list[str] | None = None) -> int:
     path = args.chroot or CACHE / f"pythons-{args.suite}"
     logs = path.with_name(path.name + "-logs")
     logs.mkdir(parents=True, exist_ok=True)
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(
-        ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"], capture_output=True
-    )
-    if dirty.stdout:
-        print(f"==> runs the committed HEAD {commit.stdout.strip()}: uncommitted changes are not in it", flush=True)
+    git = ["git", "-C", str(ROOT)]
+    commit = subprocess.run([*git, "rev-parse", "--short", args.commit], capture_output=True, text=True)
+    if commit.returncode:
+        print(f"no commit {args.commit} in the course's history", file=sys.stderr)
+        return 2
+    if subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True).stdout:
+        print(f"==> runs the commit {commit.stdout.strip()}: uncommitted changes are not in it", flush=True)
 
     # SIGTERM and SIGHUP end the run as Ctrl-C does: the running step is stopped, the mounts undone.
     def stop(signum, frame):
