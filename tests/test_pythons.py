@@ -10,13 +10,16 @@ that a check that could never fail fails here.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+from bench import pythons as make_pythons
 from mkdocs.exceptions import PluginError
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -166,3 +169,67 @@ def test_a_planted_disagreement_is_named(tmp_path, planted):
     (tmp_path / name).write_text(text.replace(old, new, 1))
     problems = disagreements(tmp_path)
     assert any(word in problem for problem in problems), problems
+
+
+# -- make pythons: what ran on each Python, shown on the Setup page from its results file ---------
+
+
+def test_make_pythons_says_what_it_does_without_root_or_a_venv():
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.pythons", "--help"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.startswith("usage: make pythons")
+    assert all(f"{step}: " in done.stdout for step in make_pythons.STEPS)
+    assert "make pythons" in (ROOT / "docs" / "commands.md").read_text()
+    assert "<!-- pythons: run -->" in (ROOT / "docs" / "setup.md").read_text()
+
+
+def test_the_setup_page_shows_every_recorded_run_and_the_output():
+    results = json.loads(make_pythons.RESULTS.read_text())
+    page = pythons.fill((ROOT / "docs" / "setup.md").read_text())
+    for run in results["runs"]:
+        assert run["python"] in pythons.admitted(), f"bench/pythons.json still shows Python {run['python']}"
+        assert f"| {run['version']} | {run['system']} | `{run['commit']}` | {run['date']} |" in page
+    assert "\n".join(results["output"]) in page
+
+
+def planted(python: str, results: list[str]) -> make_pythons.Run:
+    steps = [
+        make_pythons.Step(name, command, result, seconds, "71/71" if name == "grade" else "")
+        for (name, command), result, seconds in zip(
+            make_pythons.commands(python, None).items(), results, (300, 200, 60, 1200), strict=True
+        )
+    ]
+    return make_pythons.Run(
+        python, f"{python}.1", "2026-01-02", "abc1234", "Debian testing (x), Linux 6.1 x86_64", steps
+    )
+
+
+def test_the_runs_table_is_written_from_the_commands_records(tmp_path):
+    shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
+    (tmp_path / "bench").mkdir()
+    assert "not been run" in pythons.fill("<!-- pythons: run -->", tmp_path / "Makefile")
+
+    first = planted("3.14", ["passed"] * 4)
+    make_pythons.record([first], tmp_path / "bench" / "pythons.json")
+    second = planted("3.13", ["failed", "not run", "not run", "not run"])
+    make_pythons.record([second], tmp_path / "bench" / "pythons.json")
+    page = pythons.fill("<!-- pythons: run -->", tmp_path / "Makefile")
+    # the earlier run of another Python is kept; the output is this command's own table
+    assert "| 3.14.1 | Debian testing (x), Linux 6.1 x86_64 | `abc1234` | 2026-01-02 | passed, 5 min |" in page
+    assert "| passed, 3 min: 71/71 | passed, 1 min | passed, 20 min |" in page
+    assert "| 3.13.1 |" in page and "| failed, 5 min | not run | not run | not run |" in page
+    assert "\n".join(make_pythons.table([second])) in page and "3.14.1  install" not in page
+    assert page.index("| 3.14.1 |") < page.index("| 3.13.1 |")
+    assert "Admitted, with no run recorded: Python 3.11 and 3.12." in page
+
+
+def test_a_steps_summary_is_read_from_its_output():
+    assert make_pythons.summary("grade", "task  score\n05-feed  10/10  passed\ntotal  71/71\n") == "71/71"
+    pytest_end = "===== 812 passed, 40 deselected in 301.5s (0:05:01) =====\n"
+    assert (
+        make_pythons.summary("check", "." * 80 + "\n" + pytest_end) == "812 passed, 40 deselected in 301.5s (0:05:01)"
+    )
+    assert make_pythons.summary("site", "INFO - Documentation built in 41.20 seconds\n") == (
+        "Documentation built in 41.20 seconds"
+    )

@@ -10,10 +10,13 @@ from it, so no page types the list by hand. pyproject.toml and README.md cannot 
 - ``<!-- pythons: later -->``: all but the first, "3.12 to 3.14"
 - ``<!-- pythons: next -->``: the next Python, not admitted yet (``NEXT_PYTHON``)
 - ``<!-- pythons: held back by -->``: the pins that have no build for it (``NEXT_PYTHON_HELD_BY``)
+- ``<!-- pythons: run -->``: what ``make pythons`` (``bench/pythons.py``) last ran on each Python and
+  when, a table, then its output, from ``bench/pythons.json``: the page never types a result
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -51,6 +54,50 @@ def span(versions: list[str]) -> str:
     return " to ".join(versions[:1] + versions[1:][-1:])
 
 
+# The steps of ``make pythons``, as the table's columns name them.
+STEPS = {"install": "install", "grade": "solutions' grade", "site": "site", "check": "`make check`"}
+
+
+def results_file(makefile: Path = MAKEFILE) -> Path:
+    return makefile.parent / "bench" / "pythons.json"
+
+
+def duration(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes else f"{round(seconds)} s"
+
+
+def run_table(makefile: Path = MAKEFILE) -> str:
+    """What ``make pythons`` ran on each Python, from its results file."""
+    path = results_file(makefile)
+    if not path.exists():
+        return "`make pythons` has not been run: no result is recorded."
+    results = json.loads(path.read_text())
+    lines = [
+        "| Python | Where | Commit | Date | " + " | ".join(STEPS.values()) + " |",
+        "|---" * (4 + len(STEPS)) + "|",
+    ]
+    for run in results["runs"]:
+        steps = {step["step"]: step for step in run["steps"]}
+        cells = []
+        for name in STEPS:
+            step = steps.get(name)
+            if step is None or step["result"] == "not run":
+                cells.append("not run")
+            else:
+                said = f"{step['result']}, {duration(step['seconds'])}"
+                cells.append(f"{said}: {step['summary']}" if step["summary"] else said)
+        where = run["system"].replace("|", "/")
+        lines.append(f"| {run['version']} | {where} | `{run['commit']}` | {run['date']} | " + " | ".join(cells) + " |")
+    recorded = {run["python"] for run in results["runs"]}
+    missing = [version for version in admitted(makefile) if version not in recorded]
+    if missing:
+        named = missing[0] if len(missing) == 1 else ", ".join(missing[:-1]) + " and " + missing[-1]
+        lines += ["", f"Admitted, with no run recorded: Python {named}."]
+    output = "\n".join(["```text", f"$ {results['command']}", "...", *results["output"], "```"])
+    return "\n".join(lines) + f"\n\nThe end of its output on {results['date']}:\n\n" + output
+
+
 def texts(makefile: Path = MAKEFILE) -> dict[str | None, str]:
     versions = admitted(makefile)
     return {
@@ -59,6 +106,7 @@ def texts(makefile: Path = MAKEFILE) -> dict[str | None, str]:
         "later": span(versions[1:]),
         "next": variable("NEXT_PYTHON", makefile),
         "held back by": variable("NEXT_PYTHON_HELD_BY", makefile),
+        "run": run_table(makefile),
     }
 
 
