@@ -389,8 +389,8 @@ claims.claim(
 #   activation after $W^O$ would couple them and discard the negative part of every update.
 # - The residual stream is a linear channel every sub-layer reads from and writes to by
 #   addition; a ReLU on it stops the skip from carrying what is stored in negative coordinates
-#   (their share is printed above), which then gets past through the branch's update or not at
-#   all.
+#   (their share is printed above), which then gets past that block through the branch's
+#   update, or not at all.
 # - Measured on the pretrained model: a ReLU on the skip connections is more damaging than a
 #   ReLU after $W^O$ {{ claim: skip_relu_worse_everywhere }}, which in any one layer costs less
 #   than removing that layer's attention {{ claim: wo_relu_milder_than_removing }}.
