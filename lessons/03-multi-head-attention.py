@@ -808,7 +808,8 @@ ask.predict(
             "That would hold if this model had kept "
             "BERT-base's habit. Distilled to six layers, it gives "
             "`[SEP]` less than a uniform share after its first "
-            "layer.",
+            "layer, and `[CLS]` more attention for its number "
+            "{{ claim: sink_above_sep }}.",
         ),
         ask.holds(
             "sink_is_cls",
@@ -825,7 +826,8 @@ ask.predict(
             "That would "
             "hold if the heads parked on periods and commas. Here "
             "punctuation gets less than a uniform share in every "
-            "layer.",
+            "layer, and `[CLS]` more for its number "
+            "{{ claim: sink_above_punctuation }}.",
         ),
     ],
     section="Where the attention lands, layer by layer",

@@ -26,6 +26,7 @@ from bertlab.experiments import claims
 from tests.claims_sweep import claims_hook as hook
 from tests.comparisons import CLAIM, sources, unclaimed
 from tests.conftest import ROOT
+from tests.docs_hooks import load_hook
 from tests.test_site import site  # noqa: F401  (a fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("site")]
@@ -80,7 +81,7 @@ def planted(page_html: str) -> tuple[str, str]:
     negation = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
     records["claims"]["planted"] = {**true_claim, "op": negation[true_claim["op"]], "says": "the opposite of " + name}
     script = f'<script type="{claims.SCRIPT_TYPE}">' + json.dumps(records) + "</script>"
-    return name, claims_hook.SCRIPT.sub(lambda _: script, page_html)
+    return name, load_hook("lesson_records").SCRIPT.sub(lambda _: script, page_html)
 
 
 def test_a_planted_contradicted_claim_fails_the_strict_build(site, monkeypatch):  # noqa: F811  (test_site's fixture)

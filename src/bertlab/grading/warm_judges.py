@@ -4,9 +4,10 @@ A cold ``bertlab grade 05`` spends most of its time before the first check: its 
 torch, IPython and the checks and loads the model (the course's own BERT, never transformers').
 ``bertlab judges start`` starts ``jobs`` judges once, in a background process that hands them
 out over a Unix socket only this user can open; ``bertlab grade`` sends its notebooks there when
-judges started from the same code, libraries and model are running, and starts its own otherwise. The verdicts are the same:
-the judges are the same worker processes (``judge_process.py``), and each notebook still runs in a newly
-forked learner process with a new namespace, as a warm worker of ``bertlab grade`` always did.
+judges started from the same code, libraries and model are running, and starts its own
+otherwise. The verdicts are the same: the judges are the same worker processes
+(``judge_process.py``), and each notebook still runs in a newly forked learner process with a new
+namespace, as a warm worker of ``bertlab grade`` always did.
 
 ``make start`` starts them while the site is served and stops them with it; they also stop after
 ``idle`` seconds without a request. ``bertlab autograde`` never uses them: an instructor's class
