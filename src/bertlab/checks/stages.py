@@ -84,8 +84,8 @@ ORDER: tuple[Stage, ...] = (
     ),
     Stage(
         "buffers",
-        "Are the default token types a `(1, P)` buffer of zeros, and is a call without them answered as "
-        "Hugging Face's?",
+        "Are the default token types a `(1, max_position_embeddings)` buffer of zeros, and is a call without "
+        "them answered as Hugging Face's?",
     ),
     Stage(
         "sentences",
