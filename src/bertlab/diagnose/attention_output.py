@@ -199,17 +199,17 @@ for _id, _description in [
     (
         "dropout-after-layernorm",
         "dropout applied AFTER the LayerNorm (in train mode), which also drops the residual path, "
-        "instead of on dense(x) before the add",
+        "instead of on dense(hidden_states) before the add",
     ),
     (
         "dropout-on-residual-sum",
-        "dropout applied to the residual SUM, LayerNorm(dropout(dense(x) + input_tensor)) (in train mode), "
+        "dropout applied to the residual SUM, LayerNorm(dropout(dense(hidden_states) + input_tensor)) (in train mode), "
         "which also drops the residual path, instead of to the dense output alone",
     ),
     (
         "dropout-on-sublayer-input",
-        "dropout applied to the sub-layer's input, dense(dropout(x)) (in train mode), instead of to "
-        "dense(x), the update added to the residual",
+        "dropout applied to the sub-layer's input, dense(dropout(hidden_states)) (in train mode), instead of to "
+        "dense(hidden_states), the update added to the residual",
     ),
 ]:
     register(Mistake(_id, ADD_NORM, _description, LESSON, "Dropout on the branch, never on the residual"))

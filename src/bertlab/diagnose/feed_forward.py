@@ -56,7 +56,7 @@ for _id, _description, _section in [
     ("relu-instead-of-gelu", RELU_INSTEAD_OF_GELU, "Exact GELU"),
     (
         "activation-missing",
-        "dense(x) with NO activation: the two matrices of the FFN collapse into one",
+        "dense(hidden_states) with NO activation: the two matrices of the FFN collapse into one",
         "The per-token nonlinearity",
     ),
 ]:
