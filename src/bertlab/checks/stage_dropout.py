@@ -187,13 +187,25 @@ def check_dropout_placement(
             "Read each dropout probability from config: config.hidden_dropout_prob after a dense layer and on "
             "the embeddings, config.attention_probs_dropout_prob on the attention weights; never type 0.1.",
         )
-    task.fail(
-        f"in train mode, `{name}` differs from HF's {task.title}, both with the same fixed dropout masks "
-        "and from the same seed: dropout does not act where HF's does, or not on each element on its own "
-        "(a mask shared over tokens, sentences or heads is not HF's dropout)",
+    where = (
         worst_position(expected[name], got[name], task.outputs[name], task.atol, task.rtol)
         if got[name].shape == expected[name].shape
-        else "",
-        "" if mistake is not None else placement.WHERE.get(task.id, placement.PARTS_ONLY),
-        mistake=mistake,
+        else ""
+    )
+    if mistake is not None:
+        task.fail(
+            f"in train mode, `{name}` differs from HF's {task.title}, both with the same fixed dropout masks "
+            "and from the same seed",
+            where,
+            mistake=mistake,
+        )
+    # No known mistake gives these outputs: say what was measured, and what could cause it.
+    task.fail(
+        f"in train mode, `{name}` differs from HF's {task.title}, with HF's keep decisions replayed wherever "
+        "your dropout's input was found among HF's, and from the same seed (eval mode matched)",
+        where,
+        "What this measures cannot tell the cause: dropout acting elsewhere than HF's, another law than "
+        "HF's (each element kept on its own with probability 1 - p, the kept ones scaled by 1 / (1 - p)), "
+        "or one mask shared over tokens, sentences or heads.",
+        placement.WHERE.get(task.id, placement.PARTS_ONLY),
     )
