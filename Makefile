@@ -117,7 +117,7 @@ profile: $(STAMP) ## where one notebook's grading spends its time: bench/results
 	$(BIN)/py-spy record --subprocesses --rate 100 --output bench/results/profile-grade.svg -- \
 	  $(BIN)/bertlab grade 05 --path solutions --no-progress --cold
 
-pythons: ## as root: install, grade the solutions, build the site and make check on each of PYTHONS (35 min each)
+pythons: ## as root: install, grade the solutions, build the site and make check on each of PYTHONS (15-40 min each)
 	@# In a Debian testing chroot made once in the user's cache; results go to the Setup page.
 	@# ARGS='--help' says more; ARGS='--pythons 3.14' runs one. It needs no .venv: the standard library only.
 	$(if $(filter 0,$(shell id -u)),,sudo) $(PYTHON) -m bench.pythons $(ARGS)
