@@ -35,7 +35,7 @@ from bertlab import bert, capture, checks, corpus, reference
 from bertlab.checks.bert_model import computed_sentence_embeddings, sentence_transformer_embeddings
 from bertlab.checks.eager_call_watch import Training
 from bertlab.checks.framework import Context
-from bertlab.checks.other_config import _config_key, _random_model, other_config
+from bertlab.checks.other_config import _config_key, _random_model, other_config, randomised
 from bertlab.experiments import lesions, rank_collapse
 
 # About a minute and a half of processor time (every form, pretrained and other, eval, train and
@@ -64,20 +64,12 @@ def contexts(kind: str) -> tuple[Context, HFBertModel]:
     """The checks' context of ``kind`` (its model the course's), and transformers' model the same.
 
     The pretrained one is transformers' own loading of the files; the other config's is built and
-    drawn as ``other_config._random_model`` builds and draws the course's."""
+    drawn by ``other_config.randomised``, as the course's is."""
     ctx = Context.load()
     if kind == "pretrained":
         return ctx, reference.load_model()
     other = ctx.other()
-    config = hf_config(other.model.config)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        model = HFBertModel(config)
-        with torch.no_grad():
-            for name, param in model.named_parameters():
-                base = 1.0 if name.endswith("LayerNorm.weight") else 0.0
-                param.copy_(base + 0.5 * torch.randn(param.shape))
-    return other, model.eval().requires_grad_(False)
+    return other, randomised(HFBertModel, hf_config(other.model.config))
 
 
 def test_the_models_the_judge_compares_with_hold_transformers_weights():

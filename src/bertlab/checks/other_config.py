@@ -91,10 +91,15 @@ def _random_model(key: tuple):
     """
     from bertlab.bert import BertModel
 
-    config = other_config(_PretrainedSizes(key))
+    return randomised(BertModel, other_config(_PretrainedSizes(key)))
+
+
+def randomised(model_class, config):
+    """``model_class(config)`` with every parameter drawn from seed 0 in its named order, in eval
+    mode, frozen: the parity test draws transformers' BertModel alike."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        model = BertModel(config)
+        model = model_class(config)
         with torch.no_grad():
             for name, param in model.named_parameters():
                 base = 1.0 if name.endswith("LayerNorm.weight") else 0.0
