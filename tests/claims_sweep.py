@@ -107,9 +107,10 @@ def sweep(conds: list[Condition] | None = None, only: list[str] | None = None) -
 
 
 def built_condition(env: dict[str, str]) -> Condition:
-    """The condition a site built in ``env`` runs its lessons under: the kernel set and the number
-    of threads torch picks there (``make site`` sets neither)."""
+    """The condition a site built in ``env`` runs its lessons under: the kernel set torch picks
+    there and the threads the build gives each lesson process (``lessons_parallel.lesson_env``)."""
     code = "import torch; print(torch.backends.cpu.get_cpu_capability(), torch.get_num_threads())"
+    env = load_hook("lessons_parallel").lesson_env(env)
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     capability, threads = proc.stdout.split()
     return Condition(capability.lower(), int(threads))
@@ -120,15 +121,18 @@ def claims_hook():
     return load_hook("claims")
 
 
-def site_run(site: Path, lessons: list[Path]) -> dict[str, dict]:
+def site_run(site: Path, lessons: list[Path], condition: Condition) -> dict[str, dict]:
     """Each lesson's claims as a built site's page carries them, shaped as ``run``'s: the build
-    is strict, so a page it wrote is a lesson that ran through."""
+    is strict, so a page it wrote is a lesson that ran through. A page that ran under another
+    condition than ``condition`` (the one the sweep left to the site) is an error."""
     hook = claims_hook()
     found = {}
     for lesson in lessons:
         records = hook.read((site / "lessons" / lesson.stem / "index.html").read_text(encoding="utf-8"))
-        missing = None if records else "the built page carries no claim records"
-        found[lesson.stem] = {"claims": records["claims"] if records else {}, "error": missing}
+        error = None if records else "the built page carries no claim records"
+        if records and Condition(**records["condition"]) != condition:
+            error = f"the page ran under {Condition(**records['condition']).name}, not {condition.name}"
+        found[lesson.stem] = {"claims": records["claims"] if records else {}, "error": error}
     return found
 
 

@@ -6,11 +6,12 @@ Each lesson that makes claims runs under every ``ATEN_CPU_CAPABILITY`` this CPU 
 between measured quantities must hold by ``FLOOR`` at least in its thinnest run; the margins
 the contributor page lists (``tests/claim_margins.json``) must name exactly the claims made.
 
-One of those conditions is the learner's own build, this CPU's kernels with torch's own thread
-count: the run's site (``test_site.py``, the ``make site`` a learner runs) executed every lesson
-under it, so its pages' records stand for that run rather than the lessons run again under it.
-Where the site was built under no condition of the list (a thread count set by hand), every
-condition is run here.
+One of those conditions is the learner's own build, this CPU's kernels with the one thread the
+build gives each lesson process: the run's site (``test_site.py``, the ``make site`` a learner
+runs) executed every lesson under it, so its pages' records stand for that run rather than the
+lessons run again under it; each page says which condition it ran under, and a page that ran
+under another fails. Where the site was built under no condition of the list (a thread count set
+by hand), every condition is run here.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def runs(request) -> dict[str, dict[str, dict]]:
         return sweep(conds)
     swept = sweep([c for c in conds if c != built])
     # Asked for after the sweep: a build another worker has under way is done by then.
-    built_run = site_run(request.getfixturevalue("site"), lessons_with_claims())
+    built_run = site_run(request.getfixturevalue("site"), lessons_with_claims(), built)
     return {c.name: built_run if c == built else swept[c.name] for c in conds}
 
 

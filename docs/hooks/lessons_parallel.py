@@ -46,10 +46,15 @@ def _options() -> tuple[str, ...]:
     return (*module.RENDER_OPTIONS, "toc_depth")
 
 
+def lesson_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` as the lessons run in it: one lesson process per core, one torch thread each,
+    unless ``OMP_NUM_THREADS`` is set by hand."""
+    return {"OMP_NUM_THREADS": "1", **env}
+
+
 def on_config(config):
-    # One lesson process per core, one torch thread each. Set before lesson_run.on_config (listed
-    # after this hook) keys the cache on the environment.
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # Set before lesson_run.on_config (listed after this hook) keys the cache on the environment.
+    os.environ.update(lesson_env(dict(os.environ)))
     return config
 
 

@@ -123,9 +123,18 @@ def records() -> dict:
     return {"values": dict(_values), "claims": dict(_claims), "predictions": dict(_predictions)}
 
 
+def condition() -> dict:
+    """The CPU condition the lesson ran under: torch's kernel set and its threads. Published with
+    the records, so a test of the claims under every condition knows which one a built page ran."""
+    import torch
+
+    return {"capability": torch.backends.cpu.get_cpu_capability().lower(), "threads": torch.get_num_threads()}
+
+
 def publish():
     """The lesson's last cell: the records as a hidden script for the build (an HTML output)."""
     from IPython.display import HTML
 
-    text = json.dumps(records(), sort_keys=True).replace("</", "<\\/")  # cannot end the script early
+    published = {**records(), "condition": condition()}
+    text = json.dumps(published, sort_keys=True).replace("</", "<\\/")  # cannot end the script early
     return HTML(f'<script type="{SCRIPT_TYPE}">{text}</script>')
