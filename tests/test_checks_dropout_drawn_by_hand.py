@@ -34,7 +34,7 @@ BertEncoder: Any = solution_namespace("06-bert-model")["BertEncoder"]
 
 def attention_weights(query, key, attention_mask, scaling):
     scores = query @ key.transpose(-1, -2) * (query.shape[-1] ** -0.5 if scaling is None else scaling)
-    return (scores if attention_mask is None else scores + attention_mask).softmax(-1)  # (B, h, T, T)
+    return (scores if attention_mask is None else scores + attention_mask).softmax(-1)  # (B, A, T, T)
 
 
 # -- Task 3.1, by hand ------------------------------------------------------------------------

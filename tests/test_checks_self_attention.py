@@ -348,7 +348,7 @@ def test_a_wrong_3_1_called_by_3_2_is_blamed_on_3_1():
 
 
 def attention_keep_times_scores(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
-    scores = torch.matmul(query, key.transpose(2, 3)) * (scaling or query.size(-1) ** -0.5)  # (B, h, T, T)
+    scores = torch.matmul(query, key.transpose(2, 3)) * (scaling or query.size(-1) ** -0.5)  # (B, A, T, T)
     if attention_mask is not None:
         keep = attention_mask.ge(0).to(scores.dtype)  # 1 where the additive mask is 0
         scores = scores * keep
@@ -357,7 +357,7 @@ def attention_keep_times_scores(module, query, key, value, attention_mask, scali
 
 
 def attention_keep_times_probs(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
-    weights = torch.softmax(query @ key.mT * (scaling or query.size(-1) ** -0.5), dim=-1)  # (B, h, T, T)
+    weights = torch.softmax(query @ key.mT * (scaling or query.size(-1) ** -0.5), dim=-1)  # (B, A, T, T)
     if attention_mask is not None:
         weights = weights.masked_fill(attention_mask < 0, 0.0)  # padding zeroed after the softmax
     weights = nn.functional.dropout(weights, dropout, module.training)

@@ -314,7 +314,7 @@ def test_the_layer_diagram_labels_each_add_and_norm_with_the_notation_pages_equa
 # the exercises are generated), prose and code alike.
 INDEX_RETIRED = [
     (r"\\sum_\{?[a-z]\s*=\s*1\b", "indices count from 0: a sum over the features runs from 0 to H - 1"),
-    (r"\((?:B, )?(?:T, )?h, (?:T, )?d\)", "the number of heads is A: (B, A, T, d), (B, T, A, d)"),
+    (r"\((?:B, )?(?:T, )?h, (?:T, )?[dT]\)", "the number of heads is A: (B, A, T, d), (B, T, A, d), (B, A, T, T)"),
     (r"\bhead h\b", "a head is i (h is the first Add & Norm's output)"),
     (r"\(1, P\)", "P_i is head i's probabilities: name the size, (1, max_position_embeddings)"),
 ]
@@ -351,10 +351,13 @@ def test_index_mistakes_are_caught():
     old = (
         r"$$\mu = \frac{1}{H}\sum_{k=1}^{H} z_k$$"
         "\n# (B, h, T, d) -> (B, T, h, d)\n# head h owns rows h*d .. (h+1)*d - 1.\n"
+        "scores = (query @ key.transpose(-1, -2)) * scaling  # (B, h, T, T)\n"
         "position_ids = torch.arange(P)[None, :]  # (1, P)\n"
     )
-    assert len(index_mistakes(old)) == 5
-    assert not index_mistakes(r"$\sum_{k=0}^{H-1} z_k$, (B, A, T, d), head i, (1, max_position_embeddings)")
+    assert len(index_mistakes(old)) == 6
+    assert not index_mistakes(
+        r"$\sum_{k=0}^{H-1} z_k$, (B, A, T, d), (B, A, T, T), head i, (1, max_position_embeddings)"
+    )
 
 
 def notation_sections() -> dict[str, set[str]]:

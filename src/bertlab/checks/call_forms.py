@@ -120,7 +120,7 @@ def mask_forms(ctx, hidden: str = "hidden_states") -> list[CallForm]:
 def eager_forms(ctx, heads) -> list[CallForm]:
     """eager_attention_forward: every mask form, and ``scaling`` left out, None, the head size's and
     another; ``dropout`` always left out (its default, 0.0). ``heads(inputs)`` projects the hidden
-    states into query/key/value (B, h, T, d), with the head size's ``scaling``."""
+    states into query/key/value (B, A, T, d), with the head size's ``scaling``."""
     grads = ("query", "key", "value")
     without = lambda inputs, *names: {k: v for k, v in inputs.items() if k not in ("dropout", *names)}  # noqa: E731
     forms = [

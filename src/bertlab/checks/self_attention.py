@@ -238,7 +238,7 @@ class EagerAttentionForwardTask(BertSelfAttentionTask):
         return fn
 
     def heads(self, ctx, layer, inputs) -> dict:
-        """Project with the pretrained layer's query/key/value and split into (B, h, T, d)."""
+        """Project with the pretrained layer's query/key/value and split into (B, A, T, d)."""
         module = self.reference(ctx, layer)
         B, T, _ = inputs["hidden_states"].shape
         split = lambda x: x.view(B, T, module.num_attention_heads, -1).transpose(1, 2)  # noqa: E731

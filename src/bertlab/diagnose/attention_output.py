@@ -99,7 +99,7 @@ def attention(module, hidden_states, attention_mask=None, flaw=None, training=Fa
     if training:
         self_attention = copy.deepcopy(self_attention).train()
     mask = None if flaw == "attention-mask-not-passed" else attention_mask
-    context, probs = self_attention(hidden_states, attention_mask=mask)  # (B, T, H), (B, h, T, T)
+    context, probs = self_attention(hidden_states, attention_mask=mask)  # (B, T, H), (B, A, T, T)
     if flaw == "attention-output-wrong-order":
         out = add_norm(module.output, hidden_states, context, training=training)
     else:

@@ -24,7 +24,7 @@ def attention(query, key, value, attention_mask, scaling, flaw=None):
     Returns:
         context (B, T, heads, d) and probabilities (B, heads, T, T).
     """
-    scores = query @ key.transpose(-1, -2)  # (B, h, T, T)
+    scores = query @ key.transpose(-1, -2)  # (B, A, T, T)
     if flaw != "no-scaling":
         scores = scores * scaling
     keep = None if attention_mask is None else (attention_mask == 0).to(scores.dtype)  # 1 real key, 0 padding
@@ -44,34 +44,34 @@ def attention(query, key, value, attention_mask, scaling, flaw=None):
     probs = torch.softmax(scores, dim=-2 if flaw == "softmax-wrong-axis" else -1)
     if flaw == "keep-mask-times-probs" and keep is not None:
         probs = probs * keep  # padding removed after the softmax: the rows no longer sum to 1
-    context = (probs @ value).transpose(1, 2)  # (B, T, h, d)
+    context = (probs @ value).transpose(1, 2)  # (B, T, A, d)
     return context, probs
 
 
 def self_attention(module, hidden_states, attention_mask=None, flaw=None):
     """HF's BertSelfAttention.forward (eval mode) on ``module``'s weights, with an optional flaw."""
     B, T, _ = hidden_states.shape
-    h, d = module.num_attention_heads, module.attention_head_size
+    A, d = module.num_attention_heads, module.attention_head_size
 
-    def split(x):  # (B, T, h*d) -> (B, h, T, d)
+    def split(x):  # (B, T, A*d) -> (B, A, T, d)
         if flaw == "heads-split-wrong":
-            return x.reshape(B, h, T, d)  # reinterprets memory: tokens and heads get mixed
-        return x.view(B, T, h, d).transpose(1, 2)
+            return x.reshape(B, A, T, d)  # reinterprets memory: tokens and heads get mixed
+        return x.view(B, T, A, d).transpose(1, 2)
 
     q, k, v = (split(layer(hidden_states)) for layer in (module.query, module.key, module.value))
-    context, probs = attention(q, k, v, attention_mask, module.attention_head_size**-0.5, flaw)  # (B, T, h, d)
+    context, probs = attention(q, k, v, attention_mask, module.attention_head_size**-0.5, flaw)  # (B, T, A, d)
     return {"context_layer": merge(context, flaw), "attention_probs": probs}
 
 
 def merge(context, flaw=None):
-    """(B, T, h, d) -> (B, T, h*d), head i on features i*d .. (i+1)*d - 1, with an optional flaw."""
-    B, T, h, d = context.shape
+    """(B, T, A, d) -> (B, T, A*d), head i on features i*d .. (i+1)*d - 1, with an optional flaw."""
+    B, T, A, d = context.shape
     if flaw == "heads-merged-without-transpose":
-        # The heads' axis never moved back after the tokens': (B, h, T, d) memory read as (B, T, h*d).
-        return context.transpose(1, 2).reshape(B, T, h * d)
+        # The heads' axis never moved back after the tokens': (B, A, T, d) memory read as (B, T, A*d).
+        return context.transpose(1, 2).reshape(B, T, A * d)
     if flaw == "heads-merged-dims-swapped":
-        return context.transpose(-1, -2).reshape(B, T, h * d)  # features in (d, h) order: heads interleaved
-    return context.reshape(B, T, h * d)
+        return context.transpose(-1, -2).reshape(B, T, A * d)  # features in (d, A) order: heads interleaved
+    return context.reshape(B, T, A * d)
 
 
 def _flawed(flaw):
@@ -183,18 +183,18 @@ def self_attention_train(module, inputs, flaw, make_drop) -> dict:
     """
     hidden_states = inputs["hidden_states"]
     B, T, _ = hidden_states.shape
-    h, d = module.num_attention_heads, module.attention_head_size
+    A, d = module.num_attention_heads, module.attention_head_size
     drop = make_drop(module.dropout.p)
     q, k, v = (
-        layer(hidden_states).view(B, T, h, d).transpose(1, 2) for layer in (module.query, module.key, module.value)
+        layer(hidden_states).view(B, T, A, d).transpose(1, 2) for layer in (module.query, module.key, module.value)
     )
-    scores = (q @ k.transpose(-1, -2)) * module.scaling  # (B, h, T, T)
+    scores = (q @ k.transpose(-1, -2)) * module.scaling  # (B, A, T, T)
     if inputs.get("attention_mask") is not None:
         scores = scores + inputs["attention_mask"]
     probs = torch.softmax(scores, dim=-1)
     if flaw is None:
         probs = drop(probs)  # HF: the weights of the values are dropped, and returned dropped
-    context = (probs @ v).transpose(1, 2).reshape(B, T, h * d)  # (B, T, H)
+    context = (probs @ v).transpose(1, 2).reshape(B, T, A * d)  # (B, T, H)
     if flaw == "attention-dropout-on-context":
         context = drop(context)
     return {"context_layer": context, "attention_probs": probs}
