@@ -20,7 +20,7 @@ TITLES = {"6.1": "BertLayer", "6.2": "BertEncoder", "6.3": "BertPooler", "6.4": 
 
 @functools.cache
 def solution() -> dict:
-    """Notebook 06's classes, its solutions and the given Tasks 2 to 5: learner-style right code."""
+    """Notebook 06's classes, its solutions and the given Tasks 2.1 to 5.2: learner-style right code."""
     return solution_namespace("06-bert-model")
 
 
@@ -287,7 +287,7 @@ def test_a_shifted_last_hidden_state_fails_the_values_check():
 
 
 def test_the_given_classes_are_the_earlier_solutions():
-    """Notebook 06 gives Tasks 2 to 5 as working code: the same code as their reference solutions."""
+    """Notebook 06 gives Tasks 2.1 to 5.2 as working code: the same code as their reference solutions."""
     import nbformat
 
     from tests.conftest import solution_notebook

@@ -49,7 +49,7 @@ def context() -> Context:
 
 @functools.cache
 def solution() -> dict:
-    """The solution notebook's classes: learner-style code, all of Tasks 2 to 6."""
+    """The solution notebook's classes: learner-style code, all of Tasks 2.1 to 6.4."""
     return solution_namespace("06-bert-model")
 
 

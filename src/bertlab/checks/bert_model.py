@@ -322,7 +322,7 @@ class BertModelTask(BuiltOnParts, _HiddenStates, ModuleTask):
     outputs = _Dims(hidden_states=HIDDEN, last_hidden_state=HIDDEN, pooler_output=("batch", "dim"))
     grad_inputs = ()  # integer ids
     parts = {"embeddings": "2.1", "encoder": "6.2", "pooler": "6.3"}
-    # No dropout of its own (its parts are checked in Tasks 2 to 6.1); one more check at the end:
+    # No dropout of its own (its parts are checked in Tasks 2.1 to 6.1); one more check at the end:
     # the sentence embeddings of sentence-transformers.
     stages = ("names", "shapes", "values", "masks", "calls", "config", "arguments", "dropout", "gradients", "sentences")
 
