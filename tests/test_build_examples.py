@@ -77,7 +77,7 @@ def test_typed_sample_shapes_are_recognised():
         "the grade table's header": "```text\ntask               score  status  first message\n```\n",
         "the grade table's total": "```text\ntotal              4/8\n```\n",
         "a grade cell's points line": "```text\n03-self-attention / test-3-2-values (0/2 points):\n```\n",
-        "a usage line": "```text\nbertlab grade [TASK ...] [--path DIR]\n```\n",
+        "a usage line": "```text\nbertlab grade [EXERCISE ...] [--path DIR]\n```\n",
         "the JSON report": '```json\n{\n  "max_score": 8.0\n}\n```\n',
         "a limit's message": '("timed out after 300 s (cell 9 was running)")\n',
     }

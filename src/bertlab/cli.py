@@ -35,7 +35,11 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Examples: bertlab grade 03 | bertlab grade --watch 05 | bertlab grade --path solutions --json",
     )
     grade.add_argument(
-        "tasks", nargs="*", metavar="TASK", help="task number or name prefix (3, 03, 03-self-attention); default: all"
+        "tasks",
+        nargs="*",
+        metavar="EXERCISE",
+        help="an exercise (one notebook and its tasks), by number or folder name prefix "
+        "(3, 03, 03-self-attention); default: every exercise",
     )
     grade.add_argument(
         "--path",
@@ -69,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     grade.add_argument(
         "--watch",
         action="store_true",
-        help="keep running: grade the task(s) again each time a notebook is saved (Ctrl-C stops)",
+        help="keep running: grade the exercise(s) again each time their notebook is saved (Ctrl-C stops)",
     )
     grade.add_argument(
         "--cold",

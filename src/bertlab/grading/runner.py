@@ -210,7 +210,7 @@ def grade(
     local = JudgePool(judge_env(min(jobs, max(1, len(tasks))), model))
     judges = warm_judges.connect(model, local) if warm else None
     progress(
-        f"grading {len(tasks)} task(s) under {path}/ ({jobs} at a time, "
+        f"grading {len(tasks)} notebook(s) under {path}/ ({jobs} at a time, "
         f"limits {timeout:g} s and {memory_limit:g} MB per notebook"
         f"{', by the warm judges' if judges else ''})"
     )
