@@ -199,7 +199,9 @@ ask.predict(
 
 # %% [markdown]
 # `locate` (in `bertlab.experiments.census`) maps a parameter name onto one of six parts and
-# refuses any name it cannot place. The embeddings, the first layer and the pooler:
+# refuses any name it cannot place. The embeddings, the first layer and the pooler, which reads
+# one token of the last layer's output, `[CLS]`: the special token the tokenizer puts first in
+# every input ([lesson 2](02-embeddings.py#from-text-to-ids) prints one):
 
 # %%
 ROLE = {

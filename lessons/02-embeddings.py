@@ -9,9 +9,10 @@
 #
 # Devlin et al. (2019, "BERT: Pre-training of Deep Bidirectional Transformers for Language
 # Understanding", NAACL, Section 3 and Figure 2) build each token's input representation by
-# summing three learned embeddings: the token (WordPiece) embedding, the segment embedding
-# (sentence A or B) and the position embedding. For the token with id $w_t$ at position $t$ in
-# segment $s_t$ (letters of the [notation page](../docs/notation.md)):
+# summing three learned embeddings: the token embedding (a token is a WordPiece, a word or a
+# piece of one: [From text to ids](#from-text-to-ids)), the segment embedding (sentence A or B)
+# and the position embedding. For the token with id $w_t$ at position $t$ in segment $s_t$
+# (letters of the [notation page](../docs/notation.md)):
 #
 # $$z_t = E_\text{word}[w_t] + E_\text{type}[s_t] + E_\text{pos}[t].$$
 #
@@ -67,6 +68,11 @@ for t, token in enumerate(tokens):  # one row per token of sentence `row`
     print(f"{t:>8}  {token:<12}" + "".join(f"{columns[name][t]:>16}" for name in columns))
 
 # %% [markdown]
+# The tokenizer is BERT's WordPiece: a word its vocabulary lacks is cut into pieces it has, and
+# `##` marks a piece that continues the token before it, so "windowsill" is `windows` then `##ill`.
+# `[CLS]` opens every input and `[SEP]` ends each sentence (the special tokens); `[PAD]` fills a
+# shorter sentence up to $T$, with `attention_mask` 0.
+#
 # A single sentence is all segment A, so the tokenizer's `token_type_ids` are all zero. Positions
 # are not in the batch at all: the model makes them itself.
 #
