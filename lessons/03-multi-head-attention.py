@@ -158,7 +158,8 @@ claims.claim(
 #
 # and in transformers 5 the eager attention path (the library's plain PyTorch attention,
 # `eager_attention_forward`, which computes the scores, the softmax and the weighted sum one step
-# at a time, as opposed to a fused kernel such as PyTorch's `scaled_dot_product_attention`)
+# at a time, as opposed to a fused kernel, one compiled routine doing all three in a single call,
+# such as PyTorch's `scaled_dot_product_attention`)
 # receives that row repeated for every query,
 # (B, 1, T, T) (the next section shows which function builds it). It is added to the scores
 # before the softmax, so $e^{\text{score} + \text{min}}$ underflows to exactly 0.
@@ -971,7 +972,8 @@ _ = claims.claim(
 # queries, keys and values for all heads: $3A$ small products (3 roles × $A$ heads), three
 # $H \times H$ products (what `BertSelfAttention` does), or one fused $H \times 3H$ product.
 # What is exact is counted: the multiply-adds (PyTorch's FLOP counter) and the product kernels
-# each variant calls (`bertlab.experiments.products`). The time is measured too, on a batch of 4
+# each variant calls, one call of the library's compiled matrix-product routine per product
+# (`bertlab.experiments.products`). The time is measured too, on a batch of 4
 # random sequences of 64 tokens, median of interleaved runs:
 
 # %%

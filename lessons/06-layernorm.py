@@ -92,7 +92,8 @@ print(
 # The by-hand version matches the module to float rounding: {{ ln_rounding }} on the machine that
 # built this page, {{ ln_rounding_steps }} float32 steps at the size of its largest output
 # {{ claim: by_hand_within_rounding }} (a step is the spacing of float32 numbers there; which
-# step a result lands on depends on the CPU's kernels and the number of threads, so this number
+# step a result lands on depends on the [CPU's kernels](../docs/setup.md#cpu-kernels) and the
+# number of threads, so this number
 # is not the same on every machine, but it stays a few steps). The unbiased variance shrinks
 # every normalised value by a factor $\sqrt{(H-1)/H}$ before $\gamma$ and $\beta$, a small but
 # systematic error; the default $\varepsilon$ matters less here
@@ -660,7 +661,8 @@ claims.claim(
 # masked-language-model loss on the corpus: 15% of the real, non-special tokens replaced by
 # `[MASK]` and predicted through the tied word-embedding matrix, as BERT's decoder is tied to it
 # (BERT's extra transform layer before the decoder is left out). We record
-# $\lVert \partial \mathcal{L} / \partial W_2 \rVert_F$ for the FFN's output matrix
+# $\lVert \partial \mathcal{L} / \partial W_2 \rVert_F$, the Frobenius norm (the square root of
+# the sum of all squared entries) of the loss's gradient for the FFN's output matrix
 # (`output.dense.weight`) of every layer, mean over three seeds, for two initialisations: the
 # library's (normal, std `initializer_range`, what BERT used) and Xavier (the setting of Xiong et
 # al.'s analysis).

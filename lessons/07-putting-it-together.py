@@ -583,7 +583,8 @@ claims.claim(
 # Why average, then? Reimers & Gurevych (2019, "Sentence-BERT", EMNLP) found that the two
 # sentence vectors commonly taken from BERT, the mean of the last layer's vectors and the `[CLS]`
 # vector, gave poor sentence embeddings for semantic similarity without training for it, often
-# worse than averaged GloVe word vectors. Sentence-BERT fine-tunes the encoder through a
+# worse than averaged GloVe word vectors (Pennington et al. 2014: one fixed vector per word, no
+# context). Sentence-BERT fine-tunes the encoder through a
 # pooling layer, and of the poolings they compared (mean, max, `[CLS]`; their Section 6) they made
 # the mean the default. all-MiniLM-L6-v2 was fine-tuned that way with mean pooling (its
 # `1_Pooling/config.json`, printed at the top): its contrastive training shaped the average of

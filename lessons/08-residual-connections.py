@@ -36,8 +36,9 @@
 # $$\mathrm{res}(X) = X - \mathbf{1}\bar x^\top, \qquad \bar x = \frac{1}{T}\sum_t X_t,$$
 #
 # the part of $X$ that is not shared by all tokens. We report $r(X) = \lVert \mathrm{res}(X)
-# \rVert_F / \lVert X \rVert_F$ per layer: 0 means every token carries the same vector. (For the
-# Frobenius norm, $\mathbf{1}\bar x^\top$ is the closest matrix with identical rows, so $r$ is
+# \rVert_F / \lVert X \rVert_F$ per layer, with $\lVert \cdot \rVert_F$ the Frobenius norm (the
+# square root of the sum of all squared entries): 0 means every token carries the same vector.
+# (For this norm, $\mathbf{1}\bar x^\top$ is the closest matrix with identical rows, so $r$ is
 # the relative distance to "all tokens alike".) Padding is left out of $\bar x$ and of both
 # norms: they are taken over a sentence's real tokens.
 #
