@@ -107,22 +107,36 @@ from bertlab.experiments import predictions as ask
 
 ask.predict(
     "attention_only_collapse",
-    "Attention only, no skip and no FFN, in every layer of the pretrained "
-    "model: how far from all alike do a sentence's token vectors end?",
+    "Attention only, no skip and no FFN, in every layer of the pretrained model: after how "
+    "many layers is r below a thousandth, a sentence's token vectors alike to three digits?",
     [
-        ask.holds(
-            "no_skip_reaches_zero",
-            "all but alike: r near zero",
-            "Each attention row is an average of "
-            "the tokens, and averages of averages converge: without the skip, r ends at "
-            "{{ no_skip_r_last }} {{ claim: no_skip_reaches_zero }}, against at least {{ "
-            "skip_r_min }} with it.",
+        ask.between(
+            "collapse_hidden_state",
+            None,
+            3,
+            "within two layers",
+            "That would hold if every attention row were close to uniform, as at "
+            "initialisation, where one layer all but finishes the job. The pretrained heads "
+            "look at particular tokens, and each of their averages mixes less.",
         ),
-        ask.fails(
-            "no_skip_reaches_zero",
-            "still clearly apart",
-            "That would hold if attention kept each token's "
-            "own vector. Without the skip nothing does: each layer's output is a weighted average.",
+        ask.between(
+            "collapse_hidden_state",
+            3,
+            6,
+            "after three to five layers",
+            "Each layer's averaging multiplies the digits of agreement between the tokens: r is "
+            "below a thousandth from hidden state {{ collapse_hidden_state }} on and ends at "
+            "{{ no_skip_r_last }} {{ claim: no_skip_reaches_zero }}, against at least "
+            "{{ skip_r_min }} with the skip.",
+        ),
+        ask.between(
+            "collapse_hidden_state",
+            6,
+            None,
+            "not before the last layer",
+            "That would hold if attention kept each token's own vector. Without the skip nothing "
+            "does: each layer's output is a weighted average, and averages of averages converge "
+            "fast.",
         ),
     ],
     section="Four variants, pretrained and at initialisation",
@@ -267,16 +281,26 @@ ask.predict(
     "Remove one whole layer of the pretrained model: which layer's removal "
     "moves the sentence embeddings most?",
     [
-        ask.fails(
-            "last_layer_moves_most",
-            "an earlier layer",
-            "That would hold if an early layer's loss grew "
-            "through the layers after it. The skips carry the stream past a missing layer; the "
-            "later "
-            "layers mostly nudge it.",
+        ask.between(
+            "layer_removed_most_index",
+            None,
+            1,
+            "the first layer",
+            "That would hold if an early layer's loss grew through the layers after it. The "
+            "skips carry the stream past a missing layer; the later layers mostly nudge it.",
         ),
-        ask.holds(
-            "last_layer_moves_most",
+        ask.between(
+            "layer_removed_most_index",
+            1,
+            L - 1,
+            "one in between",
+            "That would hold if the middle layers wrote the largest changes. Whatever a middle "
+            "layer writes, the layers after it can partly make up for.",
+        ),
+        ask.between(
+            "layer_removed_most_index",
+            L - 1,
+            None,
             "the last layer",
             "Nothing comes after the last layer to make up "
             "for it: its removal moves the embeddings most {{ claim: last_layer_moves_most }}.",
@@ -363,6 +387,7 @@ claims.claim(
 )
 last_kept = next(r.effect.top_kept for r in table if r.kind == "layer" and r.layer == L - 1)
 claims.value("last_layer_top_kept", last_kept, "{:.0%}")
+claims.value("layer_removed_most_index", damage["layer"].argmax(), "{:.0f}")
 claims.claim(
     "last_layer_moves_most",
     damage["layer"][-1],
@@ -464,20 +489,31 @@ ask.predict(
     "attention_update_size",
     "How large is attention's update next to the stream it is added to?",
     [
-        ask.fails(
-            "attention_update_below_stream",
-            "as large or larger, in some layer",
-            "That would hold if a "
-            "layer rewrote the stream. Each nudges a stream that mostly flows past it.",
+        ask.between(
+            "attention_ratio_max",
+            None,
+            0.1,
+            "under a tenth of it, in every layer",
+            "That would hold if each layer only touched up the stream. Its updates are a sizeable "
+            "part of it.",
         ),
-        ask.holds(
-            "attention_update_below_stream",
-            "smaller, in every layer",
-            "In every layer the update is "
-            "smaller than the stream {{ claim: attention_update_below_stream }}, though not "
-            "negligible: "
-            "no block's update falls below {{ update_ratio_min }} of its stream, on average over "
-            "the tokens.",
+        ask.between(
+            "attention_ratio_max",
+            0.1,
+            1,
+            "smaller in every layer, though over a tenth of it in some",
+            "In every layer the update is smaller than the stream, at most "
+            "{{ attention_ratio_max }} of it {{ claim: attention_update_below_stream }}, though "
+            "not negligible: no block's update falls below {{ update_ratio_min }} of its stream, "
+            "on average over the tokens.",
+        ),
+        ask.between(
+            "attention_ratio_max",
+            1,
+            None,
+            "as large or larger, in some layer",
+            "That would hold if a layer rewrote the stream. Each nudges a stream that mostly "
+            "flows past it.",
         ),
     ],
     section="How much each block writes",
@@ -518,6 +554,8 @@ claims.claim(
     "the FFN's update is larger than attention's, on average over the layers",
 )
 update_min = min(ratios["attention"].min(), ratios["ffn"].min())
+claims.value("attention_ratio_max", ratios["attention"].max(), "{:.2f}")
+claims.value("ffn_over_attention", ratios["ffn"].mean() / ratios["attention"].mean(), "{:.1f}")
 claims.value("update_ratio_min", update_min, "{:.2f}")
 claims.claim(
     "updates_a_sizeable_part",
@@ -740,16 +778,28 @@ ask.check(
     "With its skip connections, how far from all alike do the pretrained "
     "model's token vectors stay?",
     [
-        ask.holds(
-            "skip_stays_far_from_zero",
-            "far apart, layer after layer",
+        ask.between(
+            "skip_r_min",
+            0.5,
+            None,
+            "far apart: r stays above a half, layer after layer",
             "The skip adds each token's own "
             "vector back after every average: r stays at least {{ skip_r_min }} "
             "{{ claim: skip_stays_far_from_zero }}.",
         ),
-        ask.fails(
-            "skip_stays_far_from_zero",
-            "they collapse all the same",
+        ask.between(
+            "skip_r_min",
+            0.1,
+            0.5,
+            "they drift together: r falls to between a tenth and a half",
+            "That would hold if the skip only slowed the collapse. It adds each token's own "
+            "vector back in every layer, and r stays high throughout.",
+        ),
+        ask.between(
+            "skip_r_min",
+            None,
+            0.1,
+            "they collapse all the same: r below a tenth",
             "That would hold if the FFN, not the "
             "skip, were what kept tokens apart. The variants with a skip are the ones that stay "
             "apart.",
@@ -761,17 +811,29 @@ ask.check(
     "check_block_writes_more",
     "Which block writes the larger update next to its stream, on average over the layers?",
     [
-        ask.fails(
-            "ffn_writes_more_than_attention",
+        ask.between(
+            "ffn_over_attention",
+            1.25,
+            None,
+            "the FFN",
+            "The FFN's mean ratio is {{ ffn_over_attention }} times attention's "
+            "{{ claim: ffn_writes_more_than_attention }}.",
+        ),
+        ask.between(
+            "ffn_over_attention",
+            0.8,
+            1.25,
+            "about the same, within a quarter",
+            "That would hold if the two blocks shared the work of changing a token evenly. Here "
+            "the FFN writes more.",
+        ),
+        ask.between(
+            "ffn_over_attention",
+            None,
+            0.8,
             "attention",
             "That would hold if mixing tokens changed a "
             "token more than transforming its features. Here the FFN writes more.",
-        ),
-        ask.holds(
-            "ffn_writes_more_than_attention",
-            "the FFN",
-            "The FFN's mean ratio is above attention's "
-            "{{ claim: ffn_writes_more_than_attention }}.",
         ),
     ],
     section="How much each block writes",
@@ -780,18 +842,29 @@ ask.check(
     "check_projection_gradient",
     "A shortcut that changes width needs a projection instead of the "
     "identity. In a stack without normalisation, what does it do to the gradient reaching the "
-    "first "
-    "block?",
+    "first block?",
     [
-        ask.holds(
-            "projection_shrinks_gradient",
-            "it shrinks it more than tenfold",
-            "Each projection scales "
-            "what passes through it, and the scalings multiply over the stack "
+        ask.between(
+            "grad_shrink_factor",
+            100,
+            None,
+            "it shrinks it more than a hundredfold",
+            "Each projection scales what passes through it, and the scalings multiply over the "
+            "stack: the gradient is {{ grad_shrink_factor }} times smaller "
             "{{ claim: projection_shrinks_gradient }}.",
         ),
-        ask.fails(
-            "projection_shrinks_gradient",
+        ask.between(
+            "grad_shrink_factor",
+            10,
+            100,
+            "it shrinks it ten- to a hundredfold",
+            "That would hold if each projection shrank the gradient a little and the stack were "
+            "short. The shrinking multiplies over every block of it.",
+        ),
+        ask.between(
+            "grad_shrink_factor",
+            None,
+            10,
             "it leaves it about the same",
             "That would hold if the "
             "projections were orthogonal: those keep the gradient near the identity's.",
