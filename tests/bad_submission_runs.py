@@ -23,13 +23,13 @@ from tests.submissions import build_course
 
 GROUP = "bad-submissions"
 # Per-run grading options. "main": long enough that no honest notebook times out on a busy
-# machine. "limits": what the endless loops and the runaway allocation run into; the right
-# notebook graded beside them still fits in it many times over (1.4 s on the Linux path, 2.3 s on
-# the portable path, with two other processes spinning on the two cores), and each endless loop
-# spins on a core for the whole limit.
+# machine. "limits": what the endless loops and the runaway allocation run into, as short as the
+# right notebook graded beside them allows: it fits in it six times over (1.4 s on the Linux path,
+# 2.3 s on the portable path, with two other processes spinning on the two cores), while each
+# endless loop spins on a core for the whole limit (30 s cost the suite a minute of both cores).
 OPTIONS: dict[str, dict[str, float | None]] = {
     "main": {"timeout": 300.0, "memory_mb": None},
-    "limits": {"timeout": 30.0, "memory_mb": 3000},
+    "limits": {"timeout": 15.0, "memory_mb": 3000},
 }
 
 
