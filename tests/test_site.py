@@ -158,6 +158,20 @@ def notebook_urls() -> list[str]:
     ]
 
 
+# A laptop screen: every page is read at this size (test_site_width.py reads the scrolling blocks).
+VIEWPORT = {"width": 1280, "height": 800}
+# Every block that could scroll: a page's <pre>, its <code> (Material scrolls the <code> inside a
+# <pre>), a notebook cell's highlighted code and its printouts.
+SCROLLING = """() => Array.from(document.querySelectorAll(
+        "article pre, article pre > code, .jupyter-wrapper .highlight-ipynb, .jp-OutputArea-output"))
+    .filter(e => e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1)
+    .map(e => {
+        const lines = (e.innerText || "").split("\\n");
+        const widest = lines.reduce((a, b) => (b.length > a.length ? b : a), "");
+        return `${e.tagName.toLowerCase()}.${e.className}: ${e.scrollWidth} px in ${e.clientWidth} px, ` +
+               `${widest.length} characters: ${widest.slice(0, 90)}`;
+    })"""
+
 # What the page tests read of a page, read in one visit (MathJax typesets each page for a second
 # or more: four tests visiting the same pages each took a minute of the run).
 PAGE_READING = """() => {
@@ -190,7 +204,7 @@ def read_pages(browser, base_url, site) -> dict:
     """Every page of the site visited once: ``{"pages": {url: reading}, "problems": [...]}``, each
     reading holding its visible prose, broken images, typeset math, figures and TOC entries, and
     ``problems`` the requests that failed or left the machine."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context = browser.new_context(viewport=VIEWPORT)
     reader = Reader(context, base_url)
     first_math = next((lesson_url(lesson) for lesson in lessons() if has_math(lesson)), None)
     readings = {}
@@ -201,6 +215,7 @@ def read_pages(browser, base_url, site) -> dict:
                 "prose": page.evaluate(VISIBLE_PROSE),
                 "broken_images": reader.broken_images(),
                 **page.evaluate(PAGE_READING),
+                "scrolled": page.evaluate(SCROLLING),
             }
             if url == first_math:
                 ARTIFACTS.mkdir(exist_ok=True)
