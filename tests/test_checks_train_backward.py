@@ -112,8 +112,26 @@ def test_train_mode_gradients_are_compared_with_hfs():
         def drop(self, probs):
             return probs + (self.dropout(probs) - probs).detach()  # forward: dropped; backward: identity
 
-    with pytest.raises(CheckFailed, match="in train mode, with HF's dropout masks"):
-        check("3.2", StraightThrough)
+    with pytest.raises(CheckFailed, match="in train mode, with HF's dropout masks") as err:
+        check("3.2", StraightThrough, only="gradients")
+    # Its train-mode values are HF's, measured even with the dropout check not run: the backward is named.
+    assert "only the train-mode backward differs" in str(err.value), str(err.value)
+
+
+def test_a_train_mode_gradient_failure_with_wrong_values_says_so():
+    """Run alone, the gradients check has not seen the dropout check: it measures the train-mode
+    values before saying they are right. Dropout with the wrong probability: eval mode is HF's,
+    train mode is not, values and gradients alike."""
+
+    class WrongProbability(Attention):
+        def drop(self, probs):
+            return nn.functional.dropout(probs, 0.5, self.training)
+
+    with pytest.raises(CheckFailed, match="in train mode, with HF's dropout masks") as err:
+        check("3.2", WrongProbability, only="gradients")
+    message = str(err.value)
+    assert "your values on these inputs differ from HF's too" in message, message
+    assert "only the train-mode backward differs" not in message, message
 
 
 def test_an_in_place_write_the_autograd_saved_raises_in_torch_itself():

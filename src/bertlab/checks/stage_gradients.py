@@ -148,7 +148,7 @@ class GradientChecks(ModuleBase):
         hf = self.reference(ctx, layer).train()  # shared and frozen: back to eval mode below
         try:
             with torch.no_grad(), located_dropout.recording() as drawn:
-                self.call(hf, inputs)
+                hf_values = {k: v.float() for k, v in self.call(hf, inputs).items()}
         finally:
             hf.eval()
         if not drawn:  # no dropout in this module: train mode computes what eval mode does
@@ -168,7 +168,29 @@ class GradientChecks(ModuleBase):
             )
         grads = self.outcome_value(outcome, "forward and backward in train mode", args, kwargs)
         expected = self.reference_gradients(ctx, layer, inputs, seed, located=drawn)
-        self.compare_gradients(grads, expected, "in train mode, with HF's dropout masks", TRAIN_ONLY)
+        how = "in train mode, with HF's dropout masks"
+        try:
+            self.compare_gradients(grads, expected, how, TRAIN_ONLY)
+        except CheckFailed:
+            if self.train_values_as_hf(module, inputs, drawn, hf_values):
+                raise
+            self.compare_gradients(grads, expected, how, TRAIN_VALUES_DIFFER)
+
+    def train_values_as_hf(self, module, inputs: dict, drawn: list, hf_values: dict) -> bool:
+        """Whether ``module``'s train-mode outputs on ``inputs``, HF's dropout draws ``drawn``
+        replayed, are HF's ``hf_values`` (measured, not assumed: a check run alone,
+        ``only="gradients"``, has not run the dropout check)."""
+        was_training = module.training
+        module.train()
+        try:
+            with torch.no_grad(), located_dropout.replaying(drawn):
+                got = self.call(module, inputs)
+            self.compare(hf_values, got, self.outputs, "HF's, in train mode with HF's dropout masks")
+        except CheckFailed:
+            return False
+        finally:
+            module.train(was_training)
+        return True
 
 
 # Gradients are sums over the batch and the sequence, taken in another order than HF's: float32
@@ -183,11 +205,18 @@ VALUES_DIFFER = (
     "them; the values check says where. Fix the values first."
 )
 
+# What a wrong train-mode gradient means when the train-mode values differ too (measured).
+TRAIN_VALUES_DIFFER = (
+    "Measured: in train mode, with HF's dropout masks, your values on these inputs differ from HF's too, so "
+    "the gradients differ with them; the dropout check says where. Fix the values first."
+)
+
 # What a gradient wrong in train mode alone measures: the eval-mode gradients and the train-mode
-# values (the dropout check) are HF's, so the backward is not the forward's dropout.
+# values (on the same inputs, HF's dropout masks replayed) are HF's, so the backward is not the
+# forward's dropout.
 TRAIN_ONLY = (
-    "Measured: in eval mode these gradients are HF's, and in train mode your values are (the dropout "
-    "check); only the train-mode backward differs. Its dropout is not the one the forward applied: a mask "
+    "Measured: in eval mode these gradients are HF's, and in train mode, with HF's dropout masks, so are "
+    "your values; only the train-mode backward differs. Its dropout is not the one the forward applied: a mask "
     "drawn again for backward (torch.utils.checkpoint with preserve_rng_state=False runs the forward "
     "again and draws new masks), or a backward written by hand that does not multiply by the same mask "
     "and 1 / (1 - p)."
