@@ -32,7 +32,7 @@ KEYS = {
     "reference_import_s": ("s", "the course's own BERT with the pretrained weights: what a judge loads"),
     "reference_import_vs_floor": (
         "x",
-        "that import over the floor: the least a command that starts its own judge can take",
+        "that import over the floor: what a command that starts its own judge pays first, timed on its own",
     ),
     "grade_one_s": (
         "s",
@@ -67,11 +67,14 @@ KEYS = {
     "forkserver_grade_all_cold_vs_linux": ("x", "over the Linux path's, this run"),
     "warm_judges_memory_mb": (
         "MB",
-        "the warm judges' memory after this benchmark's gradings (the course and notebook 05, five times each; "
+        "the warm judges' memory after this benchmark's gradings (the course and notebook 05, once per run of each; "
         "all their processes, shared pages counted once)",
     ),
     "watch_latency_s": ("s", "`bertlab grade --watch 05`: from a save to the printed result"),
-    "check_latency_s": ("s", "one grade cell's check in a warm kernel (Task 5.1, up to values)"),
+    "check_latency_s": (
+        "s",
+        "one grade cell's check in a Jupyter kernel that ran one before, model loaded (Task 5.1, up to values)",
+    ),
     "docs_build_cold_s": ("s", "`mkdocs build --strict` of a fresh clone (every lesson executed)"),
     "docs_build_warm_s": ("s", "the same build again, lessons from the cache"),
     "start_to_serving_s": ("s", "a fresh clone's `make start` (virtual environment included) until the site answers"),
@@ -167,7 +170,11 @@ def table(results: dict) -> str:
             f"Measured on {machine.get('cpus')} CPUs ({machine.get('processor')}, "
             f"{machine.get('platform')}, Python {machine.get('python')}), 1-minute load average "
             f"{machine.get('load_average_1min', 0):.1f} when the run ended; "
-            + (f"medians of {machine['rounds']} runs." if machine.get("rounds") else "one run of each command."),
+            + (
+                f"each figure the median of {machine['rounds']} runs."
+                if machine.get("rounds")
+                else "one run of each command."
+            ),
         ]
     return "\n".join(rows)
 
