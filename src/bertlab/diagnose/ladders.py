@@ -319,7 +319,7 @@ LADDERS: dict[str, Steps] = {
     ),
     # -- Task 6
     "layer-skips-ffn": Steps(
-        "Count the sub-layers your BertLayer runs: attention, then the feed-forward block.",
+        "Count the sub-layers your BertLayer runs: attention, then the feed-forward sub-layer.",
         "After attention, run `intermediate` on the attention output, then `output` on that with the attention "
         "output as its residual, and return that.",
         LAYER,
@@ -554,7 +554,8 @@ TASK_LADDERS: dict[str, TaskLadder] = {
         "LayerNorm whose eps is `config.layer_norm_eps`, not torch's default.",
     ),
     "4.2": TaskLadder(
-        "BertAttention only wires its two parts: self-attention, then the output sub-layer with its residual.",
+        "BertAttention only wires its two parts: self-attention, then `self.output`, which ends the block: "
+        "W^O, the residual add and the LayerNorm.",
         "04-add-and-norm",
         "The first Add & Norm",
         ADD_NORM,
@@ -574,8 +575,8 @@ TASK_LADDERS: dict[str, TaskLadder] = {
         "04-add-and-norm",
         "The second Add & Norm",
         SECOND_ADD_NORM,
-        "Apply `dense`, then `dropout` to its output only; add `input_tensor`, the attention sub-layer's "
-        "output; normalise the sum with eps from `config.layer_norm_eps`.",
+        "Apply `dense`, then `dropout` to its output only; add `input_tensor`, the attention block's "
+        "output h; normalise the sum with eps from `config.layer_norm_eps`.",
     ),
     "6.1": TaskLadder(
         "A layer is attention, then the feed-forward block: which tensor does each sub-module receive, "
