@@ -124,3 +124,43 @@ def test_a_gradient_check_run_alone_says_the_values_differ_rather_than_a_cut_gra
     with pytest.raises(CheckFailed) as err:  # values right, gradients cut: the cut is still named
         check("5.2", ResidualDetached, only="gradients")
     assert "values differ" not in str(err.value)
+
+
+class _NanInBackward(torch.autograd.Function):
+    """Identity forward; backward puts NaN in one element of the gradient it passes on."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = grad.clone()
+        grad.view(-1)[0] = float("nan")
+        return grad
+
+
+class NanGradient(BertOutput):
+    """Right values; one NaN in the input's gradient (a learner's custom backward). It passed once:
+    only the parameters' gradients were checked for NaN, and NaN compared as within tolerance."""
+
+    def forward(self, hidden_states, input_tensor):
+        return super().forward(_NanInBackward.apply(hidden_states), input_tensor)
+
+
+def test_a_gradient_with_one_nan_element_is_named_not_finite():
+    with pytest.raises(CheckFailed, match=r"gradients of the input `hidden_states` are not finite"):
+        check("5.2", NanGradient, only="gradients")
+
+
+@pytest.mark.parametrize(
+    "values, expected",
+    [([1.0, -3.0], 3.0), ([1.0, float("nan"), 2.0], "nan"), ([float("-inf"), 0.0], float("inf")), ([], 0.0)],
+)
+def test_a_gradients_peak_tells_its_size_and_whether_it_is_finite(values, expected):
+    """One pass over each gradient answers three questions (reached, finite, its size): that rests
+    on torch's ``max`` propagating NaN, which this fails without."""
+    from bertlab.checks.stage_gradients import peak
+
+    found = peak(torch.tensor(values))
+    assert (found != found) if expected == "nan" else found == expected, found

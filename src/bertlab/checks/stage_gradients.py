@@ -5,6 +5,7 @@ train mode with HF's dropout masks.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable
 
 import torch
@@ -84,16 +85,24 @@ class GradientChecks(ModuleBase):
             self.fail("the output does not depend on any parameter: is forward under torch.no_grad() or detached?")
         params = grads["params"]
         expected = self.reference_gradients(ctx, layer, inputs, seed, grad_inputs=grad_inputs)
+        # One pass over each gradient (the word table's is 11.7M numbers): its largest magnitude
+        # is 0 where nothing reached it, and NaN or inf where some element is not finite.
+        peaks = {n: None if g is None else peak(g) for n, g in params.items()}
+        reached = lambda p: p is not None and p > 0  # noqa: E731  (NaN is not > 0: not reached)
         # dead where HF's is not: with inputs_embeds, no gradient reaches the word table in HF's either
-        reached = lambda g: g is not None and bool(g.abs().sum() > 0)  # noqa: E731
-        dead = [n for n, g in params.items() if not reached(g) and reached(expected["params"].get(n))]
+        dead = [
+            n
+            for n, g in params.items()
+            if not reached(peaks[n]) and expected["params"].get(n) is not None and reached(peak(expected["params"][n]))
+        ]
         dead += [k for k in grad_inputs if k in inputs and grads["inputs"].get(k) is None]
         if dead:
             self.fail(
                 f"no gradient reaches {', '.join(dead)}{how}",
                 "Every parameter (and the input) must be used in forward, outside torch.no_grad() and .detach().",
             )
-        bad = [n for n, g in params.items() if g is not None and not bool(torch.isfinite(g).all())]
+        bad = [n for n, p in peaks.items() if p is not None and not math.isfinite(p)]
+        bad += [f"the input `{k}`" for k, g in grads["inputs"].items() if g is not None and not math.isfinite(peak(g))]
         if bad:
             self.fail(f"gradients of {', '.join(bad)} are not finite (NaN or inf)")
         how = f"in eval mode, same weights, inputs and upstream gradient{how}"
@@ -125,14 +134,13 @@ class GradientChecks(ModuleBase):
         params = grads["params"]
         named = [(f"`{n}`", params.get(n), g) for n, g in expected["params"].items()]
         named += [(f"the input `{k}`", grads["inputs"].get(k), g) for k, g in expected["inputs"].items()]
-        named = [(what, got, want) for what, got, want in named if want is not None and got is not None]
-        largest = max((float(want.abs().max()) for _, _, want in named), default=0.0)
-        for what, got, want in named:
-            worst = float((got - want).abs().max())
-            if worst > GRAD_RTOL * float(want.abs().max()) + GRAD_NOISE * largest:
+        named = [(what, got, want, peak(want)) for what, got, want in named if want is not None and got is not None]
+        largest = max((size for _, _, _, size in named), default=0.0)
+        for what, got, want, size in named:
+            worst = peak(got - want)
+            if not worst <= GRAD_RTOL * size + GRAD_NOISE * largest:  # NaN is not within any tolerance
                 self.fail(
-                    f"the gradient of {what} differs from HF's (max abs diff {worst:.1e}, largest "
-                    f"{float(want.abs().max()):.1e}), {how}",
+                    f"the gradient of {what} differs from HF's (max abs diff {worst:.1e}, largest {size:.1e}), {how}",
                     hint
                     or "The values are right, so something is cut from the graph or computed outside it: "
                     "a .detach(), .data, torch.no_grad() or a number taken out with .item().",
@@ -191,6 +199,12 @@ class GradientChecks(ModuleBase):
         finally:
             module.train(was_training)
         return True
+
+
+def peak(t: torch.Tensor) -> float:
+    """The largest magnitude in ``t`` (0 for an empty tensor): NaN where some element is NaN, inf
+    where one is infinite (``max`` propagates NaN), so it also tells whether ``t`` is finite."""
+    return float(t.abs().max()) if t.numel() else 0.0
 
 
 # Gradients are sums over the batch and the sequence, taken in another order than HF's: float32
