@@ -1,9 +1,10 @@
 # %% [markdown]
 # # Lesson 8: Residual connections
 #
-# **Question.** Every sub-layer of BERT adds its input back to its output before normalising:
-# $\mathrm{LayerNorm}(x + \mathrm{Sublayer}(x))$. What goes wrong without that "$x\,+$"? And if
-# the skip connections matter so much, how much does each layer, sub-layer and head matter?
+# **Question.** Each half of a BERT layer, attention and then the FFN, adds its input back to
+# its branch's output before normalising: $\mathrm{LayerNorm}(x + F(x))$. What goes wrong without
+# that "$x\,+$"? And if the skip connections matter so much, how much does each layer, block and
+# head matter?
 #
 # ## The equation
 #
@@ -13,15 +14,14 @@
 # $$x_L = x_0 + \sum_{l=0}^{L-1} F_l(x_l),$$
 #
 # so the input reaches the output directly, and the gradient
-# $\partial x_L / \partial x_l = \mathrm{Id} + \partial\big(\sum_{i \ge l} F_i\big)/\partial x_l$
-# always
-# contains the identity (He, Zhang, Ren & Sun 2016b, "Identity Mappings in Deep Residual
-# Networks", ECCV: their derivation assumes an identity skip and nothing after the addition, the
-# case without LayerNorms written here). Veit et al. (2016) read the unrolled sum as an
-# ensemble of paths of different lengths and found that deleting a single block of a trained
-# residual network at test time barely hurts it. BERT is Post-LN, so a LayerNorm sits on the
-# path after each add and the sum is renormalised every half layer, but the skip still carries
-# $x$ to the next LayerNorm untouched.
+# $\partial x_L / \partial x_l = \mathrm{Id} + \partial\big(\sum_{m \ge l} F_m\big)/\partial x_l$
+# (the sum over the layers $m$ from $l$ on) always contains the identity (He, Zhang, Ren & Sun
+# 2016a, "Identity Mappings in Deep Residual Networks", ECCV: their derivation assumes an identity
+# skip and nothing after the addition, the case without LayerNorms written here). Veit et al. (2016)
+# read the unrolled sum as an ensemble of paths of different lengths and found that deleting a
+# single block of a trained residual network at test time barely hurts it. BERT is Post-LN, so a
+# LayerNorm sits on the path after each add and the sum is renormalised every half layer, but the
+# skip still carries $x$ to the next LayerNorm untouched.
 #
 # ## Attention alone averages tokens away
 #
@@ -30,17 +30,17 @@
 # tokens alike. Dong, Cordonnier & Loukas (2021) prove that a stack of self-attention layers with
 # no skip connections and no MLPs converges to a rank-1 matrix, every row (token) the same, and
 # that it does so *doubly exponentially* in depth; skip connections (chiefly) and MLPs counteract
-# it. Their measure, for the $T \times H$ matrix $X$ of one sentence's token vectors, is the
-# residual
+# it. Their measure, for the $n \times H$ matrix $X$ of one sentence's $n$ real token vectors
+# (padding left out), is the residual
 #
-# $$\mathrm{res}(X) = X - \mathbf{1}\bar x^\top, \qquad \bar x = \frac{1}{T}\sum_t X_t,$$
+# $$\mathrm{res}(X) = X - \mathbf{1}\bar x^\top, \qquad \bar x = \frac{1}{n}\sum_t X_t,$$
 #
 # the part of $X$ that is not shared by all tokens. We report $r(X) = \lVert \mathrm{res}(X)
 # \rVert_F / \lVert X \rVert_F$ per layer, with $\lVert \cdot \rVert_F$ the Frobenius norm (the
 # square root of the sum of all squared entries): 0 means every token carries the same vector.
 # (For this norm, $\mathbf{1}\bar x^\top$ is the closest matrix with identical rows, so $r$ is
-# the relative distance to "all tokens alike".) Padding is left out of $\bar x$ and of both
-# norms: they are taken over a sentence's real tokens.
+# the relative distance to "all tokens alike".) The padded positions are in no row of $X$, so
+# they count neither in $\bar x$ nor in either norm.
 #
 # We build Dong et al.'s four variants from the pretrained sub-modules of our model, with
 # `bertlab.experiments.rank_collapse`:
@@ -161,13 +161,15 @@ for weights, table in curves.items():
 FLOOR = 1e-9  # exact zeros cannot be drawn on a log axis
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
 for ax, (weights, table) in zip(axes, curves.items(), strict=True):
-    for name, curve in table.items():
-        ax.plot(range(L + 1), curve.clamp(min=FLOOR), marker="o", label=rank_collapse.LABELS[name])
+    # a line style and a marker of its own per variant: where two curves coincide, both show
+    for k, (name, curve) in enumerate(table.items()):
+        style = {"marker": "os^D"[k % 4], "ls": ("-", "--", ":", "-.")[k % 4], "mfc": "none"}
+        ax.plot(range(L + 1), curve.clamp(min=FLOOR), **style, label=rank_collapse.LABELS[name])
     ax.set_yscale("log")
     ax.set_title(f"{weights} weights")
-    ax.set_xlabel("hidden state i (0 = embeddings, i = after layer i - 1)")
+    ax.set_xlabel("hidden state l (0 = embeddings, l = after layer l - 1)")
+    ax.legend(frameon=False, fontsize=8)
 axes[0].set_ylabel(r"$\|X - \mathbf{1}\bar{x}^\top\|_F \;/\; \|X\|_F$")
-axes[1].legend(frameon=False)
 fig.tight_layout()
 plt.show()
 print(f"values below {FLOOR:g} are drawn at {FLOOR:g}")
@@ -270,7 +272,7 @@ claims.claim(
 # embedding of the same sentence; 1 means unchanged. **Search**: a few queries
 # (`lesions.QUERIES`) search the corpus; for each query we look up where the lesioned model ranks
 # the sentence the intact model ranked first. "top kept" is the fraction of queries whose first
-# result is unchanged, and "score r" the correlation between the lesioned and the intact
+# result is unchanged, and "score corr" the correlation between the lesioned and the intact
 # query-to-sentence cosine scores (1: the search scores move together).
 #
 # {{ predict: layer_removed_most }}
@@ -313,14 +315,14 @@ ask.predict(
 queries = corpus.batch(tokenizer, lesions.QUERIES)  # (Q, T') tensors
 table = lesions.layer_lesions(model, batch, queries)  # 5 kinds x L layers
 print(
-    f"{'lesion':<15}{'layer':>6}{'mean cos':>10}{'min cos':>10}{'top kept':>10}{'score r':>9}   "
-    "rank of intact top, per query"
+    f"{'lesion':<15}{'layer':>6}{'mean cos':>10}{'min cos':>10}{'top kept':>10}"
+    f"{'score corr':>12}   rank of intact top, per query"
 )
 for r in table:
     e = r.effect
     print(
         f"{r.kind:<15}{r.layer:>6}{e.mean_cosine:>10.3f}{e.min_cosine:>10.3f}{e.top_kept:>10.0%}"
-        f"{e.score_correlation:>9.3f}   {e.rank_of_top.tolist()}"
+        f"{e.score_correlation:>12.3f}   {e.rank_of_top.tolist()}"
     )
 
 # %%
@@ -478,42 +480,45 @@ claims.claim(
 #
 # ## How much each block writes
 #
-# How big is each block's update next to the stream it is added to? We measure it per real
-# token, before the LayerNorm: $\lVert a_t \rVert / \lVert x_t \rVert$ for attention and
-# $\lVert f_t \rVert / \lVert h_t \rVert$ for the FFN ($h$ is the stream between the two blocks).
+# How big is each block's update, what its branch adds before the add and the LayerNorm, next to
+# the stream it is added to? Lesson 4 printed the mean over the real tokens, per layer, of
+# $\lVert a_t \rVert / \lVert x_t \rVert$ for attention and $\lVert f_t \rVert / \lVert h_t \rVert$
+# for the FFN ($h$ is the stream between the two blocks). We print them again, and for attention
+# also the ratio of each single real token, which a mean over the tokens can hide.
 #
 # {{ predict: attention_update_size }}
 
 # %% tags=["remove-input"]
 ask.predict(
     "attention_update_size",
-    "How large is attention's update next to the stream it is added to?",
+    "Over every real token of the corpus and every layer, how large is the largest attention "
+    r"update $\lVert a_t \rVert$ next to the stream $\lVert x_t \rVert$ it is added to?",
     [
         ask.between(
-            "attention_ratio_max",
-            None,
-            0.1,
-            "under a tenth of it, in every layer",
-            "That would hold if each layer only touched up the stream. Its updates are a sizeable "
-            "part of it.",
-        ),
-        ask.between(
-            "attention_ratio_max",
-            0.1,
-            1,
-            "smaller in every layer, though over a tenth of it in some",
-            "In every layer the update is smaller than the stream, at most "
-            "{{ attention_ratio_max }} of it {{ claim: attention_update_below_stream }}, though "
-            "not negligible: no block's update falls below {{ update_ratio_min }} of its stream, "
-            "on average over the tokens.",
-        ),
-        ask.between(
-            "attention_ratio_max",
+            "attention_token_ratio_max",
             1,
             None,
-            "as large or larger, in some layer",
-            "That would hold if a layer rewrote the stream. Each nudges a stream that mostly "
-            "flows past it.",
+            "larger than the stream",
+            "The layer means stay below the stream, but single tokens do not: the largest ratio "
+            "is {{ attention_token_ratio_max }}, well above the largest layer mean, "
+            "{{ attention_ratio_max }} {{ claim: token_ratio_above_layer_means }}. A mean over "
+            "a sentence hides its largest terms.",
+        ),
+        ask.between(
+            "attention_token_ratio_max",
+            0.5,
+            1,
+            "between half of it and all of it",
+            "That would hold if no token's update went much past the layer means. A few tokens' "
+            "updates outgrow their stream.",
+        ),
+        ask.between(
+            "attention_token_ratio_max",
+            None,
+            0.5,
+            "under half of it",
+            "That would hold if no token's update exceeded the means printed in the lesson on "
+            "Add & Norm. Those are averages; single tokens go well beyond them.",
         ),
     ],
     section="How much each block writes",
@@ -528,6 +533,21 @@ for i in range(L):
         f"layer {i}: ||a|| / ||x|| = {ratios['attention'][i].item():.3f}   ||f|| / ||h|| = "
         f"{ratios['ffn'][i].item():.3f}"
     )
+
+real = batch["attention_mask"].bool()  # (B, T)
+# (L, N): each real token's ||a_t|| / ||x_t||, layer by layer
+token_ratios = torch.stack(
+    [
+        (a.norm(dim=-1) / x.norm(dim=-1))[real]
+        for a, x in zip(trace.attention_updates, trace.hidden_states[:-1], strict=True)
+    ]
+)
+top_layer = int(token_ratios.max(1).values.argmax())
+print(
+    f"largest ||a_t|| / ||x_t|| of any real token: {token_ratios.max().item():.3f}, in layer "
+    f"{top_layer};\ntokens with ||a_t|| > ||x_t||, per layer: "
+    f"{(token_ratios > 1).sum(1).tolist()} of {real.sum().item()}"
+)
 
 fig, ax = plt.subplots(figsize=(6, 3))
 idx = torch.arange(L)
@@ -544,7 +564,22 @@ claims.claim(
     ratios["attention"].max(),
     "<",
     1,
-    "attention's update is smaller than the stream in every layer",
+    "on average over the tokens, attention's update is smaller than the stream in every layer",
+)
+claims.value("attention_token_ratio_max", token_ratios.max(), "{:.2f}")
+claims.claim(
+    "token_ratio_above_layer_means",
+    token_ratios.max(),
+    ">",
+    ratios["attention"].max(),
+    "some real token's attention update is larger, next to its stream, than any layer's mean",
+)
+claims.claim(
+    "ffn_above_stream_somewhere",
+    ratios["ffn"].max(),
+    ">",
+    1,
+    "in some layer the FFN's update is larger than the stream, on average over the tokens",
 )
 claims.claim(
     "ffn_writes_more_than_attention",
@@ -572,8 +607,11 @@ print(
 )
 
 # %% [markdown]
-# Attention's updates are smaller than the stream in every layer
-# {{ claim: attention_update_below_stream }}; the FFN writes more
+# On average over the tokens, attention's updates are smaller than the stream in every layer
+# {{ claim: attention_update_below_stream }}, though a single token's can go well past the layer
+# means (the largest ratio is {{ attention_token_ratio_max }}, the largest mean
+# {{ attention_ratio_max }} {{ claim: token_ratio_above_layer_means }}); the FFN
+# writes more
 # {{ claim: ffn_writes_more_than_attention }}, and where the line above names a layer, more than
 # the stream itself, before the LayerNorm scales the sum back (lesson 4 measured the same ratios
 # from the recorded modules). With the skip, a token's vector after a block is its old vector plus a
@@ -605,7 +643,7 @@ except RuntimeError as err:
     print(f"x + F(x) with F: {H} -> {H + 128} raises RuntimeError:\n  {err}")
 
 # %% [markdown]
-# He, Zhang, Ren & Sun (2016a, "Deep Residual Learning for Image Recognition", CVPR) met this where
+# He, Zhang, Ren & Sun (2016b, "Deep Residual Learning for Image Recognition", CVPR) met this where
 # their network changes width between stages. He et al. compare (A) zero-padding the extra
 # dimensions of the skip, (B) a learned projection $W_s x$ on the skip only where the width
 # changes, identity everywhere else, and (C) projections on every skip; they find the
@@ -624,8 +662,8 @@ print(
 # %% [markdown]
 # Parameters are one cost, gain is another: the identity passes the input on with gain exactly 1
 # in every direction, a projection does not. Where can that be measured? On small stacks of random
-# residual blocks (`bertlab.experiments.stream_width`, width 32, 12 blocks
-# $\mathrm{Norm}(S(x) + F(x))$ with a $d \to 4d \to d$ GELU FFN, three seeds), identical except
+# residual blocks (`bertlab.experiments.stream_width`, width $w = 32$, 12 blocks
+# $\mathrm{Norm}(S(x) + F(x))$ with a $w \to 4w \to w$ GELU FFN, three seeds), identical except
 # for the skip $S$: the identity, a bias-free projection with PyTorch's default initialisation,
 # or the same projection initialised orthogonal (norm-preserving, the best start a square
 # projection can have). Norm is a LayerNorm (Post-LN, as in BERT) or nothing (the plain sum of He
@@ -647,8 +685,8 @@ print(
 )
 for (shortcut, norm), m in widths.items():
     print(
-        f"{norm:<9}{shortcut:<12}{m.cosine[-1].item():>13.3f}{m.r2[-1].item():>7.3f}{m.grad[0].item():>14.2e}"
-        f"{m.grad_ratio:>14.3f}{m.shortcut_parameters:>13,}"
+        f"{norm:<9}{shortcut:<12}{m.cosine[-1].item():>13.3f}{m.r2[-1].item():>7.3f}"
+        f"{m.grad[0].item():>14.2e}{m.grad_ratio:>14.3f}{m.shortcut_parameters:>13,}"
     )
 
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.4))
@@ -752,9 +790,12 @@ claims.claim(
 #   {{ claim: any_head_less_than_any_layer }}; the last layer's heads matter most
 #   {{ claim: last_layer_heads_matter_most }}.
 # - Each block's update is a sizeable part of the stream (at least {{ update_ratio_min }} of its
-#   norm {{ claim: updates_a_sizeable_part }}), attention's always smaller
-#   {{ claim: attention_update_below_stream }}: the stream carries the token through, blocks
-#   adjust it.
+#   norm on average {{ claim: updates_a_sizeable_part }}). Attention's is smaller than the stream in
+#   every layer on average over the tokens {{ claim: attention_update_below_stream }}, though single
+#   tokens' go well past those means {{ claim: token_ratio_above_layer_means }}; the FFN's is larger
+#   than the stream itself in some layer {{ claim: ffn_above_stream_somewhere }}. A block adjusts
+#   the token and can also rewrite much of it: the skip keeps the old vector in the sum, and the
+#   LayerNorm after it rescales the sum of the two.
 # - The stream keeps one width so that every skip can be the identity: a change of width needs a
 #   projection on the skip, which costs parameters and, in random stacks, the input's direction
 #   and (without normalisation) the gradient reaching the first blocks.
@@ -878,10 +919,10 @@ ask.check(
 #
 # - Dong, Y., Cordonnier, J.-B., & Loukas, A. (2021). Attention is not all you need: pure
 #   attention loses rank doubly exponentially with depth. *ICML*. arXiv:2103.03404.
-# - He, K., Zhang, X., Ren, S., & Sun, J. (2016a). Deep Residual Learning for Image
-#   Recognition. *CVPR*.
-# - He, K., Zhang, X., Ren, S., & Sun, J. (2016b). Identity Mappings in Deep Residual Networks.
+# - He, K., Zhang, X., Ren, S., & Sun, J. (2016a). Identity Mappings in Deep Residual Networks.
 #   *ECCV*.
+# - He, K., Zhang, X., Ren, S., & Sun, J. (2016b). Deep Residual Learning for Image
+#   Recognition. *CVPR*.
 # - Michel, P., Levy, O., & Neubig, G. (2019). "Are Sixteen Heads Really Better than One?"
 #   *NeurIPS*.
 # - Veit, A., Wilber, M., & Belongie, S. (2016). Residual Networks Behave Like Ensembles of
