@@ -1,11 +1,10 @@
 # %% [markdown]
 # # Lesson 1: Anatomy of a pretrained BERT
 #
-# **Question.** `model.named_parameters()` of the course's BERT lists {{ named_tensors }} tensors
-# (BERT-base, with twice the layers, about two hundred), with names such as
-# `encoder.layer.0.intermediate.dense.weight`. Which part of the architecture is each tensor, and
-# what is `intermediate.dense`, the matrix that sits between the attention and
-# `output.dense`?
+# **Question.** `model.named_parameters()` of the course's BERT lists every tensor of the model
+# under a name such as `encoder.layer.0.intermediate.dense.weight`. Which part of the
+# architecture is each tensor, and what is `intermediate.dense`, the matrix that sits between the
+# attention and `output.dense`?
 #
 # We answer with the pretrained model this course grades against, all-MiniLM-L6-v2: a small
 # BERT that Hugging Face loads as the same `BertModel` class as BERT-base, with fewer
@@ -126,32 +125,14 @@ claims.claim(
 # inner size at $4H$ and replace the ReLU $\max(0,\cdot)$ by GELU.
 #
 # In Hugging Face's code every box of the layer diagram below is a small module, and a parameter's
-# name is
-# the path to its module. One layer, as the library builds it:
-
-# %%
-print(model.encoder.layer[0])
-
-# %% [markdown]
-# Read it in forward order, as the diagram draws it:
-#
-# ![BertLayer](../docs/assets/bertlayer.svg)
-#
-# The GELU is a module without parameters (`intermediate_act_fn`), so it never shows up in
-# `named_parameters()`: the list jumps from `intermediate.dense` straight to `output.dense`.
-# The same goes for the residual additions and the dropouts.
-#
-# ## Every tensor, mapped
-#
-# A parameter's name is the path to its module, and a module can hold several tensors. The
-# list below shows those of the embeddings, the first layer and the pooler; a census then counts
-# them per layer.
+# name is the path to its module. A module can hold several tensors. Before the library prints
+# one layer's modules:
 #
 # {{ predict: tensors_per_layer }}
 
 # %% tags=["remove-input"]
-# A question before the list and the census: the build selects its answer from the number recorded
-# below.
+# A question before the layer's modules and the census: the build selects its answer from the
+# number recorded below.
 from bertlab.experiments import predictions as ask
 
 ask.predict(
@@ -187,17 +168,32 @@ ask.predict(
             "tensors_per_layer",
             None,
             9,
-            "about 6",
+            "6",
             "One tensor per box of the diagram: that would "
             "hold if a `Linear` were one tensor and a LayerNorm one. Each `Linear` has a weight "
-            "and a "
-            "bias, each LayerNorm a gain and a shift.",
+            "and a bias, each LayerNorm a gain and a shift.",
         ),
     ],
     section="Every tensor, mapped",
 )
 
 # %% [markdown]
+# One layer, as the library builds it:
+
+# %%
+print(model.encoder.layer[0])
+
+# %% [markdown]
+# Read it in forward order, as the diagram draws it:
+#
+# ![BertLayer](../docs/assets/bertlayer.svg)
+#
+# The GELU is a module without parameters (`intermediate_act_fn`), so it never shows up in
+# `named_parameters()`: the list jumps from `intermediate.dense` straight to `output.dense`.
+# The same goes for the residual additions and the dropouts.
+#
+# ## Every tensor, mapped
+#
 # `locate` (in `bertlab.experiments.census`) maps a parameter name onto one of six parts and
 # refuses any name it cannot place. The embeddings, the first layer and the pooler, which reads
 # one token of the last layer's output, `[CLS]`: the special token the tokenizer puts first in
@@ -267,7 +263,10 @@ _ = claims.value("tensors_per_layer", per_layer[0], "{:.0f}")  # answers the que
 # If `intermediate.dense` is the FFN's $W_1$ and GELU follows it, then
 # $m = \mathrm{GELU}(hW_1 + b_1)$ computed by hand must reproduce what the pretrained
 # `intermediate` module returned on real text. `capture()` records, for every layer, the input
-# and output of each sub-module while the model reads the course corpus:
+# and output of each sub-module while the model reads the course corpus. A float32 number is
+# exact only to a rounding step, the gap between two neighbouring float32 numbers of its size
+# (about `torch.finfo(torch.float32).eps` times it), and a product computed by hand may sum in
+# another order than the library's: the code prints each difference in such steps.
 
 # %%
 cap = capture()
@@ -298,16 +297,12 @@ for label, (ours, theirs) in comparisons.items():
     print(f"{label}: max abs diff {diff:.1e} ({verdict})")
 
 # %% [markdown]
-# Each difference is either exactly zero or a few float32 rounding steps at the size of the
-# values compared. A rounding step is the gap between two neighbouring float32 numbers of that
-# size, about `torch.finfo(torch.float32).eps` times it (the code prints which, and how many
-# steps; a product computed by hand may sum
-# in another order than the library's): `intermediate.dense`
-# followed by GELU is the first half of the FFN, `output.dense` is the second half, and
-# `output.LayerNorm` closes the layer's second Add & Norm. The two modules are named after what
-# they return, not after what they compute: `intermediate` returns the FFN's intermediate
-# (hidden) layer, the $4H$-wide $m$ between the two matrices, and `output` returns the layer's
-# output $y$.
+# Each difference is either exactly zero or a few float32 rounding steps at the size of the values
+# compared: `intermediate.dense` followed by GELU is the first half of the FFN, `output.dense` is
+# the second half, and `output.LayerNorm` closes the layer's second Add & Norm. The two modules are
+# named after what they return, not after what they compute: `intermediate` returns the FFN's
+# intermediate (hidden) layer, the $4H$-wide $m$ between the two matrices, and `output` returns the
+# layer's output $y$.
 #
 # ## Parameter census
 #
@@ -391,13 +386,14 @@ with torch.device("meta"):
 base_groups = show_census(base, "BertModel(BertConfig()), BERT-base")
 
 # %% [markdown]
-# ## The FFN is about two thirds of every layer
+# ## One layer counted by hand
 #
-# Count one layer by hand. The attention sub-layer has four $H \times H$ matrices with biases
-# (query, key, value, $W^O$) and one LayerNorm (gain and shift): $4H^2 + 6H$. The FFN has
-# $W_1$ ($H \times 4H$, bias $4H$), $W_2$ ($4H \times H$, bias $H$) and one LayerNorm:
-# $8H^2 + 7H$. The FFN's share of a layer, $(8H^2 + 7H) / (12H^2 + 13H)$, is just below $2/3$
-# for every $H$ {{ claim: ffn_share_below_two_thirds }} and tends to $2/3$ as $H$ grows
+# Count one layer by hand. The attention block, the sub-layer with its Add & Norm, has four
+# $H \times H$ matrices with biases (query, key, value, $W^O$) and one LayerNorm (gain and shift):
+# $4H^2 + 6H$. The feed-forward block has $W_1$ ($H \times 4H$, bias $4H$), $W_2$ ($4H \times H$,
+# bias $H$) and one LayerNorm: $8H^2 + 7H$. The FFN's share of a layer,
+# $(8H^2 + 7H) / (12H^2 + 13H)$, is just below $2/3$ for every $H$
+# {{ claim: ffn_share_below_two_thirds }} and tends to $2/3$ as $H$ grows
 # {{ claim: ffn_share_nearer_two_thirds_when_wider }}. The code checks the formula against the
 # counted parameters of both models:
 
@@ -472,9 +468,9 @@ claims.claim(
 
 # %% [markdown]
 # Inside the layers the FFN always holds just under two thirds. Across the whole model the
-# picture depends on width: the word-embedding table has $V \times H$ entries and grows linearly in
-# $H$
-# while the layers grow quadratically, so in the narrow all-MiniLM-L6-v2 the embeddings take a
+# picture depends on width: the word-embedding table has one row of $H$ numbers per vocabulary
+# entry (`config.vocab_size` rows, printed at the top) and grows linearly in $H$ while the layers
+# grow quadratically, so in the narrow all-MiniLM-L6-v2 the embeddings take a
 # much larger share than in BERT-base, {{ embedding_share_minilm }} against
 # {{ embedding_share_base }} {{ claim: embeddings_larger_share_when_narrow }} (compare the two
 # bars).
@@ -516,22 +512,21 @@ ask.check(
     [
         ask.fails(
             "ffn_share_below_two_thirds",
-            "exactly two thirds, or above",
-            "That would hold if only the "
-            "weight matrices counted. The biases and LayerNorms count too, and weigh more on "
-            "attention's "
-            "side relative to its size.",
+            "just above two thirds",
+            "That would hold if the FFN's biases and LayerNorm weighed more, next to its "
+            "matrices, than attention's do next to its own. Attention adds $6H$ to $4H^2$, the "
+            "FFN $7H$ to $8H^2$: relative to its size, attention's small terms weigh more.",
         ),
         ask.holds(
             "ffn_share_below_two_thirds",
-            "just below",
+            "just below two thirds",
             "Attention's LayerNorm and biases add $6H$ to its "
             "$4H^2$ weights, the FFN's add $7H$ to its $8H^2$: the small terms tip the ratio just "
             "under "
             "two thirds, {{ ffn_share_of_layer }} in all-MiniLM-L6-v2.",
         ),
     ],
-    section="The FFN is about two thirds of every layer",
+    section="One layer counted by hand",
 )
 ask.check(
     "check_ffn_share_with_width",
@@ -552,7 +547,7 @@ ask.check(
             "with $H^2$.",
         ),
     ],
-    section="The FFN is about two thirds of every layer",
+    section="One layer counted by hand",
 )
 ask.check(
     "check_embedding_share",
@@ -574,7 +569,7 @@ ask.check(
             "BERT-base.",
         ),
     ],
-    section="The FFN is about two thirds of every layer",
+    section="One layer counted by hand",
 )
 
 # %% tags=["remove-input"]

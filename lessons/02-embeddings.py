@@ -197,7 +197,7 @@ claims.claim(
 # puts it off by {{ unbiased_diff }}, a visible error, which is why the checks of this course use
 # a tight tolerance.
 #
-# Note what the embeddings' LayerNorm lacks: a residual. Every sub-layer of the encoder computes
+# Note what the embeddings' LayerNorm lacks: a residual. Every block of the encoder computes
 # $\mathrm{LN}(x + F(x))$, but the embeddings compute $\mathrm{LN}(z)$: there is no stream yet
 # to carry around them, and nothing for a skip to preserve, since $z$ is the first thing the
 # model computes from the token ids. $\mathrm{LN}(z)$ matches the module to {{ no_skip_diff }};
@@ -251,17 +251,15 @@ claims.claim(
 )
 
 # %% [markdown]
-# Compare the rows for the size of each table's term, and for how much the norms vary from token
-# to token.
-# The word table dominates: its vectors' mean norm is {{ word_norm }}, against {{ position_norm }}
-# for the position vectors and {{ type_norm }} for the token-type vector
-# {{ claim: word_table_dominates }}. The word vector is the longest of the three for
-# {{ word_first_share }} of the real tokens; the exceptions are the tokens at position
-# {{ word_not_first_positions }}, where every sentence has its `[CLS]`. The token-type term is
-# one and the same vector for every token here (all are segment A). LayerNorm gives every token the
-# same statistics (zero mean, unit
-# variance, then the learned $\gamma$ and $\beta$), so the *relative* spread of the norms
-# (std/mean) shrinks, while the scale is now set by $\gamma$.
+# Compare the rows for the size of each table's term, and for how much the norms vary from token to
+# token. The word table dominates: over the real tokens of the corpus its vectors' mean norm is
+# {{ word_norm }}, against {{ position_norm }} for the position vectors and {{ type_norm }} for the
+# token-type vector {{ claim: word_table_dominates }}. The word vector is the longest of the three
+# for {{ word_first_share }} of the real tokens; the exceptions are the tokens at position
+# {{ word_not_first_positions }}, where every sentence has its `[CLS]`. The token-type term is one
+# and the same vector for every token here (all are segment A). LayerNorm gives every token the same
+# statistics (zero mean, unit variance, then the learned $\gamma$ and $\beta$), so the *relative*
+# spread of the norms (std/mean) shrinks, while the scale is now set by $\gamma$.
 #
 # ## Token types in use: a sentence pair
 #
@@ -307,8 +305,10 @@ claims.claim("last_sep_in_b", pair_types[-1], "==", 1, "the last [SEP] is of typ
 #
 # The table has {{ type_rows }} rows, one per type. Are they far apart, and did this model learn
 # anything for row 1? The norms of the rows, their difference, their cosine, and two yardsticks:
-# the mean length of a row of the word table, and the cosine two directions drawn at random in
-# $H$ dimensions typically have, about $\pm 1/\sqrt{H}$:
+# the mean length of a row of the word table, taken this time over all the table's rows, one
+# per vocabulary entry (the mean norm above counts the corpus's tokens, so frequent words count
+# many times and the rows no sentence uses not at all), and the cosine two directions drawn at
+# random in $H$ dimensions typically have, about $\pm 1/\sqrt{H}$:
 
 # %%
 type_table = emb.token_type_embeddings.weight.double()  # (2, H)
@@ -759,10 +759,11 @@ _ = claims.value(
 )
 _ = claims.value("near_cosine", by_distance[:5].mean(), "{:.2f}")
 _ = claims.value("far_cosine", by_distance[19:40].mean(), "{:.2f}")
+# which of the three terms has the largest mean norm: 0 word, 1 position, 2 token type
 _ = claims.value(
-    "word_over_other_norms",
-    part_norms["word"].mean() / max(part_norms["position"].mean(), part_norms["token type"].mean()),
-    "{:.1f}",
+    "largest_term",
+    torch.stack([part_norms[label].mean() for label in parts]).argmax().item(),
+    "{:.0f}",
 )
 ask.predict(
     "position_similarity",
@@ -808,25 +809,25 @@ ask.check(
     "the largest on average?",
     [
         ask.between(
-            "word_over_other_norms",
-            None,
-            0.8,
-            "the position or the token-type vector",
+            "largest_term",
+            0.5,
+            1.5,
+            "the position vector",
             "That would hold if where a token stands mattered more to the model than what it is.",
         ),
         ask.between(
-            "word_over_other_norms",
-            0.8,
-            1.25,
-            "all three about the same",
-            "That would hold if the "
-            "tables had been trained to balance each other. Nothing asks them to: the word table "
-            "carries most of what a token is.",
+            "largest_term",
+            1.5,
+            None,
+            "the token-type vector",
+            "That would hold if the segment a token belongs to mattered more to the model than "
+            "what the token is. The token-type vector is one and the same for every token of a "
+            "segment: it cannot tell the tokens apart.",
         ),
         ask.between(
-            "word_over_other_norms",
-            1.25,
+            "largest_term",
             None,
+            0.5,
             "the word vector",
             "Its mean norm is {{ word_norm }}, "
             "against {{ position_norm }} for the position vector and {{ type_norm }} for the "
@@ -849,7 +850,7 @@ ask.check(
         ),
         ask.fails(
             "b_starts_after_first_sep",
-            "at the first `[SEP]`, or elsewhere",
+            "at the first `[SEP]`",
             "That would hold if the "
             "separator belonged to the sentence after it. The tokenizer gives it to the sentence "
             "it closes.",

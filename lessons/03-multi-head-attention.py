@@ -45,7 +45,7 @@ from bertlab.reference import load_model, load_tokenizer
 model, tokenizer = load_model(), load_tokenizer()
 cap = capture()  # one recorded forward pass over the course corpus
 LAYER = 2  # any layer works the same way
-# BertAttention: .self (Q, K, V) and .output (W_O, Add & Norm)
+# BertAttention: .self (Q, K, V) and .output (W^O, Add & Norm)
 attn = model.encoder.layer[LAYER].attention
 sa = attn.self
 call = cap.layer(LAYER, "attention.self")
@@ -228,6 +228,93 @@ print(
 # which is why the exercises build it.
 
 # %% [markdown]
+# ### Adding a bool mask
+#
+# The tempting shortcut, adding a **bool** mask, raises no error: PyTorch promotes `True` to 1
+# and `False` to 0. Real keys get $+1$ and padding keys $+0$, which for the softmax is the same
+# as lowering padding by just 1 instead of removing it: each padding key keeps its weight divided
+# by $e$:
+#
+# {{ predict: bool_mask_padding }}
+
+# %% tags=["remove-input"]
+# A question before the measurement below; the build selects its answer from the share measured
+# there (recorded at the end of the lesson).
+from bertlab.experiments import predictions as ask
+
+ask.predict(
+    "bool_mask_padding",
+    "With the bool mask added, what share of a real query's attention goes to "
+    "the padding keys, on average over the padded sentences?",
+    [
+        ask.between(
+            "bool_padding_percent",
+            30,
+            None,
+            "30% or more",
+            "That would hold if padding were not "
+            "lowered at all. Real keys get one more than padding keys, which divides padding's "
+            "weight "
+            "by $e$.",
+        ),
+        ask.between(
+            "bool_padding_percent",
+            5,
+            30,
+            "5% to 30%",
+            "Padding keeps {{ bool_padding_share }} of the "
+            "attention: each padding key keeps its weight divided by $e$, and the padded sentences "
+            "of the "
+            "corpus have many padding keys.",
+        ),
+        ask.between(
+            "bool_padding_percent",
+            1,
+            5,
+            "1% to 5%",
+            "A padding key keeps its weight divided by $e$; "
+            "a share this small would take sentences with little padding.",
+        ),
+        ask.between(
+            "bool_padding_percent",
+            None,
+            1,
+            "almost none, below 1%",
+            "That would hold if `False` "
+            "became a large negative number, as in the additive mask. It becomes zero: padding is "
+            "lowered "
+            "by one against the real keys, not removed.",
+        ),
+    ],
+    section="The additive mask",
+)
+
+# %%
+bool_mask = pad.bool()[:, None, None, :]  # (B, 1, 1, T): True for real tokens
+probs_bool = torch.softmax(scores + bool_mask, dim=-1)  # runs without complaint
+real_queries = pad.bool()[:, None, :, None]  # (B, 1, T, 1)
+padded = pad.sum(1) < T  # (B,) sentences that have padding
+mass = (probs_bool * (1 - pad)[:, None, None, :]).sum(-1, keepdim=True)  # (B, A, T, 1)
+mass = mass[padded].masked_select(real_queries[padded]).mean()
+ctx_bool = (probs_bool @ v).transpose(1, 2).reshape(B, T, H)
+print(
+    "bool mask: mean attention mass on padding, over real queries of padded sentences: "
+    f"{mass.item():.1%}"
+)
+claims.value("bool_mask_padding_share", 100 * mass, "{:.0f}%")
+claims.claim(
+    "bool_mask_leaves_padding_share",
+    mass,
+    ">",
+    0.01,
+    "with a bool mask added, padding keeps more than 1% of the attention of real queries",
+)
+print(
+    "bool mask: context vs the model's, max abs diff "
+    f"{(ctx_bool - call.output[0]).abs().max().item():.2f}"
+)
+
+# %% [markdown]
 # Why *add* the mask to the scores, rather than *multiply* by the 0/1 mask? Two multiplicative
 # forms come to mind. **Multiplying the scores** by 0/1 gives a padding key the score 0, not
 # $-\infty$: after the softmax it still gets $e^{0}/Z$ of the attention, $Z$ being the row's sum
@@ -337,91 +424,6 @@ print(
 )
 
 # %% [markdown]
-# The tempting shortcut, adding a **bool** mask, raises no error: PyTorch promotes `True` to 1
-# and `False` to 0. Real keys get $+1$ and padding keys $+0$, which for the softmax is the same
-# as lowering padding by just 1 instead of removing it: each padding key keeps its weight divided
-# by $e$, and padding is attended to as if it were (slightly discounted) text:
-#
-# {{ predict: bool_mask_padding }}
-
-# %% tags=["remove-input"]
-# A question before the measurement below; the build selects its answer from the share measured
-# there (recorded at the end of the lesson).
-from bertlab.experiments import predictions as ask
-
-ask.predict(
-    "bool_mask_padding",
-    "With the bool mask added, what share of a real query's attention goes to "
-    "the padding keys, on average over the padded sentences?",
-    [
-        ask.between(
-            "bool_padding_percent",
-            30,
-            None,
-            "30% or more",
-            "That would hold if padding were not "
-            "lowered at all. Real keys get one more than padding keys, which divides padding's "
-            "weight "
-            "by $e$.",
-        ),
-        ask.between(
-            "bool_padding_percent",
-            5,
-            30,
-            "5% to 30%",
-            "Padding keeps {{ bool_padding_share }} of the "
-            "attention: each padding key keeps its weight divided by $e$, and the padded sentences "
-            "of the "
-            "corpus have many padding keys.",
-        ),
-        ask.between(
-            "bool_padding_percent",
-            1,
-            5,
-            "1% to 5%",
-            "A padding key keeps its weight divided by $e$; "
-            "a share this small would take sentences with little padding.",
-        ),
-        ask.between(
-            "bool_padding_percent",
-            None,
-            1,
-            "almost none, below 1%",
-            "That would hold if `False` "
-            "became a large negative number, as in the additive mask. It becomes zero: padding is "
-            "lowered "
-            "by one against the real keys, not removed.",
-        ),
-    ],
-    section="The additive mask",
-)
-
-# %%
-bool_mask = pad.bool()[:, None, None, :]  # (B, 1, 1, T): True for real tokens
-probs_bool = torch.softmax(scores + bool_mask, dim=-1)  # runs without complaint
-real_queries = pad.bool()[:, None, :, None]  # (B, 1, T, 1)
-padded = pad.sum(1) < T  # (B,) sentences that have padding
-mass = (probs_bool * (1 - pad)[:, None, None, :]).sum(-1, keepdim=True)  # (B, A, T, 1)
-mass = mass[padded].masked_select(real_queries[padded]).mean()
-ctx_bool = (probs_bool @ v).transpose(1, 2).reshape(B, T, H)
-print(
-    "bool mask: mean attention mass on padding, over real queries of padded sentences: "
-    f"{mass.item():.1%}"
-)
-claims.value("bool_mask_padding_share", 100 * mass, "{:.0f}%")
-claims.claim(
-    "bool_mask_leaves_padding_share",
-    mass,
-    ">",
-    0.01,
-    "with a bool mask added, padding keeps more than 1% of the attention of real queries",
-)
-print(
-    "bool mask: context vs the model's, max abs diff "
-    f"{(ctx_bool - call.output[0]).abs().max().item():.2f}"
-)
-
-# %% [markdown]
 # ## Softmax over the keys
 #
 # Each query distributes one unit of attention over the keys, so the softmax runs over the
@@ -445,8 +447,8 @@ print(
 # ## A numerically stable softmax
 #
 # For the row $S_t$ of one query's scores (one head's $S_i$, head index dropped),
-# $\mathrm{softmax}(S_t)_j = e^{S_{tj}} / \sum_k e^{S_{tk}}$ is unchanged when the same constant is
-# subtracted from every $S_{tj}$. Subtracting the row's maximum keeps every exponent $\le 0$, so
+# $\mathrm{softmax}(S_t)_j = e^{S_{tj}} / \sum_{j'} e^{S_{tj'}}$ is unchanged when the same constant
+# is subtracted from every $S_{tj}$. Subtracting the row's maximum keeps every exponent $\le 0$, so
 # nothing overflows; `torch.softmax` does this internally. Written naively, a float32 $e^{S_{tj}}$
 # overflows to infinity once $S_{tj}$ passes about 88, and an overflowed entry becomes `nan`
 # (infinity over infinity):
@@ -534,7 +536,7 @@ with torch.no_grad():
         p_i = torch.softmax(q_i @ k_i.transpose(-1, -2) / d**0.5 + mask[:, 0], dim=-1)  # (B, T, T)
         heads_sum += (p_i @ v_i) @ w_o[:, r].T  # (B, T, d) @ (d, H) -> (B, T, H)
     projected = heads_sum + b_o  # (B, T, H)
-    library_dense = attn.output.dense(call.output[0])  # W_O applied to the concatenated heads
+    library_dense = attn.output.dense(call.output[0])  # W^O applied to the concatenated heads
     library_out = cap.layer(LAYER, "attention.output").output  # after the first Add & Norm
 print(
     f"sum of {A} separate heads vs attention.output.dense(context): max abs diff "
@@ -549,63 +551,62 @@ claims.claim(
     "output",
 )
 print(
-    f"LayerNorm(sum + x) vs the attention sub-layer's output:      max abs diff "
+    f"LayerNorm(sum + x) vs the attention block's output:          max abs diff "
     f"{(attn.output.LayerNorm(projected + x) - library_out).abs().max().item():.1e}"
 )
 
 # %% [markdown]
-# ## Each head writes through a narrow channel
+# ## A head's value-output map
 #
 # For a fixed attention pattern, head $i$ maps a token vector it attends to through $W_i^V$
 # ($H \to d$) and then $W^O_i$ ($d \to H$). The product $W_i^V W^O_i$ is an $H \times H$
-# matrix (Elhage et al. 2021 call it the head's OV circuit). `ov_circuits` builds these matrices
-# for every head of the layer; `torch.linalg.matrix_rank` measures them:
+# matrix (Elhage et al. 2021 call it the head's OV circuit). Passing through $d$ dimensions, it
+# has rank at most $d$. `ov_circuits` builds these matrices for every head of the layer;
+# `torch.linalg.matrix_rank` measures them, one by one and summed over the heads:
 #
 # {{ predict: ov_rank }}
 
 # %% tags=["remove-input"]
 ask.predict(
     "ov_rank",
-    "$W_i^V W^O_i$ is an $H \\times H$ matrix. What is the largest rank among the heads' matrices?",
+    "Each head's $W_i^V W^O_i$ has rank at most $d$. What rank does their sum over the "
+    "layer's heads, $\\sum_i W_i^V W^O_i$, reach?",
     [
         ask.between(
-            "ov_rank_largest",
+            "ov_rank_together",
             None,
-            d,
-            "below $d$, the head size",
-            "That would hold if training had "
-            "left some of a head's dimensions unused. It did not: the largest rank is {{ "
-            "ov_rank_largest }}.",
+            2 * d,
+            "about $d$, as one head",
+            "That would hold if the heads wrote into the same few directions, each repeating the "
+            "others. Their maps point into different subspaces: the sum reaches "
+            "{{ ov_rank_together }}.",
         ),
         ask.between(
-            "ov_rank_largest",
-            d,
-            d + 1,
-            "exactly $d$, the head size",
-            "The map passes through the "
-            "head's $d$ dimensions, so its rank is at most $d$, and the largest is {{ "
-            "ov_rank_largest }}: "
-            "no head moves more than a $d$-dimensional slice.",
+            "ov_rank_together",
+            2 * d,
+            0.9 * H,
+            "between $2d$ and $0.9H$",
+            "That would hold if the heads' subspaces overlapped in good part. They barely do: "
+            "the sum reaches {{ ov_rank_together }}, with $H$ the most it could.",
         ),
         ask.between(
-            "ov_rank_largest",
-            d + 1,
+            "ov_rank_together",
+            0.9 * H,
             None,
-            "above $d$, up to $H$",
-            "That would hold if a head's "
-            "matrix were a full $H \\times H$ map. It is a product through $d$ dimensions; only "
-            "the heads "
-            "together, summed, reach {{ ov_rank_together }}.",
+            "$0.9H$ or more, nearly all of $H = Ad$",
+            "The $A$ heads of $d$ dimensions each could span $Ad = H$ together, and they nearly "
+            "do: the sum reaches rank {{ ov_rank_together }}, every head writing into "
+            "directions of its own.",
         ),
     ],
-    section="Each head writes through a narrow channel",
+    section="A head's value-output map",
 )
 
 # %%
 with torch.no_grad():
     ov = ov_circuits(attn)  # (A, H, H): one H x H matrix per head of this layer
     ranks = torch.linalg.matrix_rank(ov)  # (A,)
-    full = torch.linalg.matrix_rank(ov.sum(0))  # all heads together: W_V W_O of the whole layer
+    full = torch.linalg.matrix_rank(ov.sum(0))  # all heads together: W^V W^O of the whole layer
 assert ranks.max() <= d
 print(f"layer {LAYER}: each OV matrix is {tuple(ov.shape[1:])}; rank per head:\n{ranks.tolist()}")
 print(f"head size d = {d}; all {A} heads summed: rank {full.item()} of {H}")
@@ -642,12 +643,12 @@ from bertlab.experiments import head_mixing
 from bertlab.pooling import sentence_embeddings
 
 real_context = call.output[0][pad.bool()]  # (N, H): the concatenated heads of the real tokens
-slot_share = head_mixing.own_slot_shares(w_o, A)  # (A,): W_O_i's share in head i's own slot
+slot_share = head_mixing.own_slot_shares(w_o, A)  # (A,): W^O_i's share in head i's own slot
 # (A, H): heads' shares per feature
 feature_shares = head_mixing.coordinate_shares(real_context, w_o, A)
 largest_head = feature_shares.max(0).values  # (H,): the largest head's share of each output feature
 print(
-    f"share of W_O_i in head i's own slot: mean {slot_share.mean():.3f}, max "
+    f"share of W^O_i in head i's own slot: mean {slot_share.mean():.3f}, max "
     f"{slot_share.max():.3f}\n"
     f"(in its slot only: 1; a random direction: d/H = {d / H:.3f})"
 )
@@ -666,7 +667,7 @@ claims.claim(
     slot_share.max(),
     "<",
     2 * d / H,
-    "no head keeps even twice a random direction's share of its W_O block in its own slot",
+    "no head keeps even twice a random direction's share of its W^O block in its own slot",
 )
 claims.claim(
     "wo_features_draw_on_many_heads",
@@ -697,16 +698,16 @@ claims.claim(
 # %%
 fit_weight, fit_bias = head_mixing.own_slot_fit(real_context, w_o, A)  # (H, H) block-diagonal, (H,)
 replacements = {
-    "W_O as trained": (w_o, b_o),
+    "W^O as trained": (w_o, b_o),
     "plain concatenation (identity)": (torch.eye(H), b_o),
-    "own slots: W_O's diagonal blocks": (head_mixing.diagonal_blocks(w_o, A), b_o),
+    "own slots: W^O's diagonal blocks": (head_mixing.diagonal_blocks(w_o, A), b_o),
     "own slots: best fit on these tokens": (fit_weight, b_o + fit_bias),
-    "heads removed (W_O = 0, bias kept)": (torch.zeros_like(w_o), b_o),
+    "heads removed (W^O = 0, bias kept)": (torch.zeros_like(w_o), b_o),
 }
 intact = sentence_embeddings(cap.last_hidden_state, pad)  # (B, H)
 wo_moves = {}
 print("how far the next layer's input moves; the sentence vectors' cosine with the intact model:")
-print(f"{'W_O':<37}{'input moves':>12}{'cosine mean':>13}{'min':>7}")
+print(f"{'W^O':<37}{'input moves':>12}{'cosine mean':>13}{'min':>7}")
 for label, (weight_new, bias_new) in replacements.items():
     ablated = head_mixing.run_with_output_projection(model, cap.batch, LAYER, weight_new, bias_new)
     wo_moves[label] = head_mixing.relative_change(
@@ -717,10 +718,10 @@ for label, (weight_new, bias_new) in replacements.items():
     print(f"{label:<37}{wo_moves[label]:>12.1%}{kept.mean():>13.3f}{kept.min():>7.3f}")
 moved_fit, moved_removed = (
     wo_moves["own slots: best fit on these tokens"],
-    wo_moves["heads removed (W_O = 0, bias kept)"],
+    wo_moves["heads removed (W^O = 0, bias kept)"],
 )
 claims.value("moved_identity", 100 * wo_moves["plain concatenation (identity)"], "{:.0f}%")
-claims.value("moved_diagonal", 100 * wo_moves["own slots: W_O's diagonal blocks"], "{:.0f}%")
+claims.value("moved_diagonal", 100 * wo_moves["own slots: W^O's diagonal blocks"], "{:.0f}%")
 claims.value("moved_fit", 100 * moved_fit, "{:.0f}%")
 claims.value("moved_removed", 100 * moved_removed, "{:.0f}%")
 claims.claim(
@@ -757,40 +758,13 @@ claims.claim(
 #
 # ## What the heads look at
 #
-# The attention patterns of the twelve heads of this layer, for one sentence (padding left out):
-
-# %%
-# alt: A grid of heat maps, one per attention head of one layer, for one corpus sentence: rows are
-#   the query tokens, columns the key tokens, and the colour is the attention probability from 0 to
-#   1.
-s = 1
-n = int(pad[s].sum())
-toks = tokenizer.convert_ids_to_tokens(cap.batch["input_ids"][s, :n])
-fig, axes = plt.subplots(3, 4, figsize=(11, 8.6), layout="constrained")
-for i, ax in enumerate(axes.flat):
-    image = ax.imshow(probs[s, i, :n, :n].numpy(), cmap="viridis", vmin=0, vmax=1)
-    ax.set_title(f"head {i}", fontsize=9)
-    ax.set_xticks(range(n), toks, rotation=90, fontsize=6)
-    ax.set_yticks(range(n), toks, fontsize=6)
-fig.suptitle(f"layer {LAYER}: attention probabilities (rows: queries, columns: keys)")
-fig.colorbar(image, ax=axes, shrink=0.6, label="attention probability")
-plt.show()
-
-# %% [markdown]
-# ### Where the attention lands, layer by layer
-#
-# Many rows of such maps put their weight on one or two columns.
-# Clark et al. (2019, "What Does BERT Look At? An Analysis of BERT's
-# Attention", BlackboxNLP) counted where BERT-base's attention goes:
-# much of it lands on a few tokens, `[CLS]` in the early layers, `[SEP]`
-# in the middle ones (over half of all attention there), and periods
-# and commas. They argued that attending to `[SEP]` works as a no-op, a
-# place for a head to look when its pattern does not apply: the
-# gradient of the loss with respect to that attention is small. Does
-# this model do the same? Per layer, the share of all real queries'
-# attention (averaged over heads, queries and sentences) on each kind of
-# key token, beside the share a uniform row would give it
-# (`bertlab.experiments.special_attention`):
+# Clark et al. (2019, "What Does BERT Look At? An Analysis of BERT's Attention", BlackboxNLP)
+# counted where BERT-base's attention goes: much of it lands on a few tokens, `[CLS]` in the
+# early layers, `[SEP]` in the middle ones (over half of all attention there), and periods and
+# commas. They argued that attending to `[SEP]` works as a no-op, a place for a head to look when
+# its pattern does not apply: the gradient of the loss with respect to that attention is small.
+# Does this model do the same? Below are the attention patterns of this layer's heads for one
+# sentence, then, per layer, the share of attention on each kind of key token.
 #
 # {{ predict: attention_sink }}
 
@@ -833,6 +807,33 @@ ask.predict(
     ],
     section="Where the attention lands, layer by layer",
 )
+
+# %% [markdown]
+# The attention patterns of the twelve heads of this layer, for one sentence (padding left out):
+
+# %%
+# alt: A grid of heat maps, one per attention head of one layer, for one corpus sentence: rows are
+#   the query tokens, columns the key tokens, and the colour is the attention probability from 0 to
+#   1.
+s = 1
+n = int(pad[s].sum())
+toks = tokenizer.convert_ids_to_tokens(cap.batch["input_ids"][s, :n])
+fig, axes = plt.subplots(3, 4, figsize=(11, 8.6), layout="constrained")
+for i, ax in enumerate(axes.flat):
+    image = ax.imshow(probs[s, i, :n, :n].numpy(), cmap="viridis", vmin=0, vmax=1)
+    ax.set_title(f"head {i}", fontsize=9)
+    ax.set_xticks(range(n), toks, rotation=90, fontsize=6)
+    ax.set_yticks(range(n), toks, fontsize=6)
+fig.suptitle(f"layer {LAYER}: attention probabilities (rows: queries, columns: keys)")
+fig.colorbar(image, ax=axes, shrink=0.6, label="attention probability")
+plt.show()
+
+# %% [markdown]
+# ### Where the attention lands, layer by layer
+#
+# Many rows of such maps put their weight on one or two columns. Per layer, the share of all
+# real queries' attention (averaged over heads, queries and sentences) on each kind of key token,
+# beside the share a uniform row would give it (`bertlab.experiments.special_attention`):
 
 # %%
 from bertlab.experiments import special_attention
@@ -914,19 +915,20 @@ _ = claims.claim(
 # distillation and then fine-tuned on sentence pairs; which token its
 # heads settle on is its training's choice, not BERT's design.
 #
-# Is that attention a no-op here? Weight alone cannot say: what a key
-# adds to a query's update is its weight times the vector it writes,
-# $v_k W^O_i$ for head $i$ (section "$W^O$ adds the heads up"), and a
+# Is that attention a no-op here? Weight alone cannot say: what key $j$
+# adds to query $t$'s update in head $i$ is its weight $(P_i)_{tj}$ times
+# the vector it writes, $(V_i)_j W^O_i$, row $j$ of head $i$'s values
+# through its block of $W^O$ (section "$W^O$ adds the heads up"), and a
 # key whose vector is short adds little however much weight it gets.
 # Kobayashi et al. (2020, "Attention is Not Only a Weight: Analyzing
 # Transformers with Vector Norms", EMNLP) measured attention this way,
-# by the length $p_{q,k}\,\lVert v_k W^O_i \rVert$, and found BERT's
+# by the length $(P_i)_{tj}\,\lVert (V_i)_j W^O_i \rVert$, and found BERT's
 # attention to `[SEP]` and punctuation written with short vectors. The
 # same split by that length, the share of what each kind of key writes
 # into the update:
 
 # %%
-print("share of what the attention writes, p |v W^O_i|")
+print("share of what the attention writes, (P_i)_tj |(V_i)_j W^O_i|")
 print("layer" + "".join(f"{kind:>13}" for kind in KINDS))
 for index, s in enumerate(by_layer):
     print(f"{index:>5}" + "".join(f"{s.written[k]:>13.1%}" for k in KINDS))
@@ -953,13 +955,14 @@ _ = claims.claim(
 )
 
 # %% [markdown]
-# After the first layer, `[CLS]` writes at most
-# {{ sink_cls_written_max }} of the attention's update, and in each
-# layer less than a third of its share of the weight (at most
+# In layers 1 to 5, after the first, `[CLS]` writes at most
+# {{ sink_cls_written_max }} of the attention's update, and in each of
+# them less than a third of its share of the weight (at most
 # {{ sink_cls_kept }} of it) {{ claim: sink_cls_writes_little }}: its
-# value vectors through $W^O$ are short. The content tokens write more
-# than their weight, at least {{ sink_content_gain }} times it
-# {{ claim: sink_content_writes_more }}.
+# value vectors through $W^O$ are short. In the same layers the content
+# tokens write more than their weight, at least {{ sink_content_gain }}
+# times it {{ claim: sink_content_writes_more }}. Layer 0, which reads
+# the embeddings, is left out of both: there the gap is smaller.
 # That is what a no-op looks like: a head with nothing to do puts its
 # weight on `[CLS]` and adds little to the token. It is consistent with
 # Clark et al.'s reading, moved from `[SEP]` to `[CLS]`, and does not
@@ -1046,9 +1049,9 @@ claims.claim(
 # - Along the way: the scores are scaled by $1/\sqrt{d}$, padding is removed by an **additive**
 #   float mask (a bool mask is silently wrong, leaving padding {{ bool_mask_padding_share }} of
 #   the attention {{ claim: bool_mask_leaves_padding_share }}; multiplying the scores by 0/1 leaves
-#   padding a
-#   share of the attention; multiplying the probabilities needs a renormalisation to give the
-#   same result {{ claim: product_rows_below_one }} {{ claim: renormalised_matches_additive }}),
+#   padding a share of the attention; multiplying the probabilities leaves rows that sum to less
+#   than 1 {{ claim: product_rows_below_one }}, and only renormalised gives the same result
+#   {{ claim: renormalised_matches_additive }}),
 #   the softmax runs over the keys, and attention dropout acts on the probabilities in training,
 #   not in eval mode.
 #

@@ -50,9 +50,9 @@ real = pad.bool()  # (B, T)
 # %% [markdown]
 # ## Where the code puts them
 #
-# The "Add & Norm" lives inside the two modules that end each sub-layer, `BertSelfOutput`
-# (`attention.output`) and `BertOutput` (`output`). The library's own source, printed from the
-# installed version:
+# The "Add & Norm" lives inside the two modules that end each block (a sub-layer with its add and
+# its LayerNorm), `BertSelfOutput` (`attention.output`) and `BertOutput` (`output`). The library's
+# own source, printed from the installed version:
 
 # %%
 print(inspect.getsource(modeling_bert.BertSelfOutput.forward))
@@ -64,7 +64,7 @@ print(inspect.getsource(modeling_bert.BertLayer.feed_forward_chunk))
 # The difference is what they receive. `BertAttention` calls `self.output(attention_output,
 # hidden_states)`, so in the first one `input_tensor` is the **layer's input** $x$;
 # `feed_forward_chunk` calls `self.output(intermediate_output, attention_output)`, so in the
-# second one `input_tensor` is the **attention sub-layer's output** $h$, the output of the first
+# second one `input_tensor` is the **attention block's output** $h$, the output of the first
 # Add & Norm.
 #
 # ## One layer by four calls
@@ -174,12 +174,7 @@ for label, candidate in {
 # ## Dropout on the branch, never on the residual
 #
 # In training, `hidden_dropout_prob` zeroes features of the sub-layer's output (`dense(...)`),
-# before the add. The residual input $x$ is added untouched, so a token's representation is never
-# wiped out by dropout; dropout thins the sub-layer's update to it and nothing else. Training-mode
-# draws through
-# the first Add & Norm, averaged over {{ dropout_draws }} draws so that the comparison is about
-# dropout, not about one mask (a mask depends on the random generator, which differs between
-# machines); how far a draw moves the tokens is measured as $1 - \cos$ to eval mode:
+# before the add. Dropout could sit elsewhere, after the LayerNorm for one:
 #
 # {{ predict: dropout_after_ln }}
 
@@ -197,7 +192,7 @@ ask.predict(
             "dropout_after_ln_times",
             None,
             1,
-            "less, or as much",
+            "less far than on the branch",
             "That would hold if the update were "
             "larger than the stream it is added to. It is smaller, so zeroing features of the "
             "update moves "
@@ -207,7 +202,7 @@ ask.predict(
             "dropout_after_ln_times",
             1,
             3,
-            "more, up to 3 times as far",
+            "farther, up to 3 times as far",
             "That would hold if the update "
             "were nearly as large as the stream: dropping part of it would move a token almost as "
             "much as "
@@ -229,6 +224,13 @@ ask.predict(
     ],
     section="Dropout on the branch, never on the residual",
 )
+
+# %% [markdown]
+# On the branch, the residual input $x$ is added untouched, so a token's representation is never
+# wiped out by dropout; dropout thins the sub-layer's update to it. Training-mode draws through the
+# first Add & Norm, averaged over {{ dropout_draws }} draws so that the comparison is about dropout,
+# not about one mask (a mask depends on the random generator, which differs between machines); how
+# far a draw moves the tokens is measured as $1 - \cos$ to eval mode:
 
 # %%
 p = so.dropout.p
@@ -278,9 +280,7 @@ claims.claim(
 # Code that compares with a pretrained model often calls both, and they do different things.
 # `model.eval()` sets every module's `training` flag to False; `torch.no_grad()` changes no
 # module, it stops autograd from recording the operations, so that no graph is built and no
-# tensor is kept for a backward pass. Which modules read the flag? The lines of transformers'
-# BERT source that read it, and the dropout modules, which read it inside PyTorch
-# (`bertlab.experiments.eval_no_grad`):
+# tensor is kept for a backward pass.
 #
 # {{ predict: train_mode_without_dropout }}
 
@@ -308,6 +308,11 @@ ask.predict(
     ],
     section="`model.eval()` or `torch.no_grad()`?",
 )
+
+# %% [markdown]
+# Which modules read the flag? The lines of transformers' BERT source that read it, the dropout
+# modules, which read it inside PyTorch, and the model's outputs in training mode, with and
+# without dropout (`bertlab.experiments.eval_no_grad`):
 
 # %%
 from bertlab.experiments import eval_no_grad

@@ -305,33 +305,34 @@ from bertlab.experiments import predictions as ask
 
 ask.predict(
     "relu_or_tanh",
-    "Put ReLU in every layer in place of the pretrained model's GELU: do the outputs "
-    "move more or less than with the tanh approximation of GELU?",
+    "Put ReLU in every layer in place of the pretrained model's GELU, then the tanh form of "
+    "GELU instead: how many times as far as the tanh form does ReLU move the outputs?",
     [
         ask.between(
             "relu_over_tanh_drift",
             None,
-            0.5,
-            "less with ReLU",
-            "That would hold if the tanh form's approximation error were the larger change. It is "
-            "the smaller: the two GELUs differ by at most {{ gelu_gap }}.",
+            30,
+            "less than 30 times as far",
+            "That would hold if the tanh form's error were a sizeable part of what ReLU changes, "
+            "or if the negative inputs, where ReLU and GELU differ, were rare. The two GELUs "
+            "differ by at most {{ gelu_gap }}, and ReLU zeroes what GELU lets through.",
         ),
         ask.between(
             "relu_over_tanh_drift",
-            0.5,
-            2,
-            "about the same, within a factor of two",
-            "That would hold if the negative inputs, where ReLU and GELU differ, were rare. They "
-            "are not: ReLU zeroes what GELU lets through.",
-        ),
-        ask.between(
-            "relu_over_tanh_drift",
-            2,
-            None,
-            "more with ReLU",
+            30,
+            3000,
+            "30 to 3000 times as far",
             "The tanh form differs from the erf GELU by at most {{ gelu_gap }}, ReLU by up to "
             "{{ relu_gelu_gap }} for negative inputs: ReLU moves the outputs "
             "{{ relu_over_tanh_drift }} times as much {{ claim: tanh_moves_less_than_relu }}.",
+        ),
+        ask.between(
+            "relu_over_tanh_drift",
+            3000,
+            None,
+            "3000 times as far, or more",
+            "That would hold if the tanh form were exact up to float32 rounding. It differs from "
+            "the erf form by up to {{ gelu_gap }}, and the difference carries through the layers.",
         ),
     ],
     section="Exact GELU",
