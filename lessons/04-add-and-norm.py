@@ -110,7 +110,7 @@ with torch.no_grad():
 # lesson 3), dropout (the identity in eval mode), the residual add of the layer input $x$, then
 # LayerNorm with the biased variance and $\varepsilon$ from the config. The residual is
 # `input_tensor`, the
-# input of the whole attention sub-layer, not the merged heads that entered `dense`. The mistakes
+# input of the whole attention block, not the merged heads that entered `dense`. The mistakes
 # a learner might make are computed alongside, each with its distance from the real module.
 
 

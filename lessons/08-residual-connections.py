@@ -16,7 +16,7 @@
 # so the input reaches the output directly, and the gradient
 # $\partial x_L / \partial x_l = \mathrm{Id} + \partial\big(\sum_{m \ge l} F_m\big)/\partial x_l$
 # (the sum over the layers $m$ from $l$ on) always contains the identity (He, Zhang, Ren & Sun
-# 2016a, "Identity Mappings in Deep Residual Networks", ECCV: their derivation assumes an identity
+# 2016b, "Identity Mappings in Deep Residual Networks", ECCV: their derivation assumes an identity
 # skip and nothing after the addition, the case without LayerNorms written here). Veit et al. (2016)
 # read the unrolled sum as an ensemble of paths of different lengths and found that deleting a
 # single block of a trained residual network at test time barely hurts it. BERT is Post-LN, so a
@@ -643,7 +643,7 @@ except RuntimeError as err:
     print(f"x + F(x) with F: {H} -> {H + 128} raises RuntimeError:\n  {err}")
 
 # %% [markdown]
-# He, Zhang, Ren & Sun (2016b, "Deep Residual Learning for Image Recognition", CVPR) met this where
+# He, Zhang, Ren & Sun (2016a, "Deep Residual Learning for Image Recognition", CVPR) met this where
 # their network changes width between stages. He et al. compare (A) zero-padding the extra
 # dimensions of the skip, (B) a learned projection $W_s x$ on the skip only where the width
 # changes, identity everywhere else, and (C) projections on every skip; they find the
@@ -919,10 +919,10 @@ ask.check(
 #
 # - Dong, Y., Cordonnier, J.-B., & Loukas, A. (2021). Attention is not all you need: pure
 #   attention loses rank doubly exponentially with depth. *ICML*. arXiv:2103.03404.
-# - He, K., Zhang, X., Ren, S., & Sun, J. (2016a). Identity Mappings in Deep Residual Networks.
-#   *ECCV*.
-# - He, K., Zhang, X., Ren, S., & Sun, J. (2016b). Deep Residual Learning for Image
+# - He, K., Zhang, X., Ren, S., & Sun, J. (2016a). Deep Residual Learning for Image
 #   Recognition. *CVPR*.
+# - He, K., Zhang, X., Ren, S., & Sun, J. (2016b). Identity Mappings in Deep Residual Networks.
+#   *ECCV*.
 # - Michel, P., Levy, O., & Neubig, G. (2019). "Are Sixteen Heads Really Better than One?"
 #   *NeurIPS*.
 # - Veit, A., Wilber, M., & Belongie, S. (2016). Residual Networks Behave Like Ensembles of

@@ -1,10 +1,11 @@
 # %% [markdown]
 # # Lesson 9: No activation after attention, none on the residual path
 #
-# **Question.** The feed-forward network has its GELU. But the attention branch (the attention
-# sub-layer before its Add & Norm) ends with $W^O$, and its update $a$ goes straight into the
-# add; the skip connection carries $x$ with no function applied at all. Is attention then "just
-# linear"? And why not put a ReLU after $W^O$, or on the residual path?
+# **Question.** The feed-forward network has its GELU. But the attention sub-layer (the branch
+# before its Add & Norm, as the [notation page](../docs/notation.md) defines it) ends with $W^O$,
+# and its update $a$ goes straight into the add; the skip connection carries $x$ with no function
+# applied at all. Is attention then "just linear"? And why not put a ReLU after $W^O$, or on the
+# residual path?
 #
 # ## The equation
 #
@@ -223,7 +224,7 @@ claims.claim(
 # addition, so information written by one layer reaches every later layer unless something
 # overwrites it, and a layer's update is a sum of independent terms (heads, FFN units). The skip
 # connection is what makes the channel: it is the identity, so nothing written earlier is lost in
-# transit. He, Zhang, Ren & Sun (2016, "Identity Mappings in Deep Residual Networks", ECCV)
+# transit. He, Zhang, Ren & Sun (2016b, "Identity Mappings in Deep Residual Networks", ECCV)
 # argue that when the skip is the identity and no activation follows the addition, the signal
 # propagates directly from any unit to any other, forward and backward: the gradient at an
 # early layer contains a term that passes through no weight layer. He et al. compare variants of the
@@ -519,7 +520,7 @@ ask.check(
 #
 # - Elhage, N., Nanda, N., Olsson, C., et al. (2021). A Mathematical Framework for Transformer
 #   Circuits. *Transformer Circuits Thread*, transformer-circuits.pub.
-# - He, K., Zhang, X., Ren, S., & Sun, J. (2016). Identity Mappings in Deep Residual Networks.
+# - He, K., Zhang, X., Ren, S., & Sun, J. (2016b). Identity Mappings in Deep Residual Networks.
 #   *ECCV*.
 
 # %% tags=["remove-input"]
