@@ -264,7 +264,7 @@ _ = claims.value("tensors_per_layer", per_layer[0], "{:.0f}")  # answers the que
 # $m = \mathrm{GELU}(hW_1 + b_1)$ computed by hand must reproduce what the pretrained
 # `intermediate` module returned on real text. `capture()` records, for every layer, the input
 # and output of each sub-module while the model reads the course corpus. A float32 number is
-# exact only to a rounding step, the gap between two neighbouring float32 numbers of its size
+# exact to within a rounding step, the gap between two neighbouring float32 numbers of its size
 # (about `torch.finfo(torch.float32).eps` times it), and a product computed by hand may sum in
 # another order than the library's: the code prints each difference in such steps.
 

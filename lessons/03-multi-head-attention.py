@@ -560,8 +560,8 @@ print(
 #
 # For a fixed attention pattern, head $i$ maps a token vector it attends to through $W_i^V$
 # ($H \to d$) and then $W^O_i$ ($d \to H$). The product $W_i^V W^O_i$ is an $H \times H$
-# matrix (Elhage et al. 2021 call it the head's OV circuit). Passing through $d$ dimensions, it
-# has rank at most $d$. `ov_circuits` builds these matrices for every head of the layer;
+# matrix (Elhage et al. 2021 call it the head's OV circuit). Passing through $d$ dimensions, its
+# rank is bounded by $d$. `ov_circuits` builds these matrices for every head of the layer;
 # `torch.linalg.matrix_rank` measures them, one by one and summed over the heads:
 #
 # {{ predict: ov_rank }}
@@ -962,7 +962,7 @@ _ = claims.claim(
 # value vectors through $W^O$ are short. In the same layers the content
 # tokens write more than their weight, at least {{ sink_content_gain }}
 # times it {{ claim: sink_content_writes_more }}. Layer 0, which reads
-# the embeddings, is left out of both: there the gap is smaller.
+# the embeddings, is left out of both (its row is in the table above).
 # That is what a no-op looks like: a head with nothing to do puts its
 # weight on `[CLS]` and adds little to the token. It is consistent with
 # Clark et al.'s reading, moved from `[SEP]` to `[CLS]`, and does not

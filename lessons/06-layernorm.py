@@ -1367,7 +1367,7 @@ claims.claim(
 
 # %% [markdown]
 # Every LayerNorm's median gain $\gamma_k$ is below 1, and single features are scaled by factors
-# between the minimum and the maximum printed. The smallest gain, {{ gamma_min_all }} in layer
+# between the minimum and the maximum printed. The minimum gain, {{ gamma_min_all }} in layer
 # {{ gamma_min_layer }}'s {{ gamma_min_kind }} LayerNorm (the table rounds it to two decimals),
 # is zero in all but name: that feature leaves the LayerNorm as its shift $\beta_k$, whatever
 # arrives, so training has switched it off. Most shifts $\beta_k$ are small (mean $|\beta|$ at
