@@ -134,9 +134,9 @@ class GradientChecks(ModuleBase):
         params = grads["params"]
         named = [(f"`{n}`", params.get(n), g) for n, g in expected["params"].items()]
         named += [(f"the input `{k}`", grads["inputs"].get(k), g) for k, g in expected["inputs"].items()]
-        named = [(what, got, want, peak(want)) for what, got, want in named if want is not None and got is not None]
-        largest = max((size for _, _, _, size in named), default=0.0)
-        for what, got, want, size in named:
+        compared = [(what, got, want, peak(want)) for what, got, want in named if want is not None and got is not None]
+        largest = max((size for _, _, _, size in compared), default=0.0)
+        for what, got, want, size in compared:
             worst = peak(got - want)
             if not worst <= GRAD_RTOL * size + GRAD_NOISE * largest:  # NaN is not within any tolerance
                 self.fail(
