@@ -72,11 +72,6 @@ def _load(path: Path):
     return model, tokenizer
 
 
-def is_loaded() -> bool:
-    """Whether this process has loaded transformers' reference model already (loading takes seconds)."""
-    return _load.cache_info().currsize > 0
-
-
 def load_model(model: str | os.PathLike | None = None):
     """The reference ``BertModel`` in eval mode with frozen weights, cached per process."""
     if _COURSE_MODULES_ONLY:
