@@ -1863,7 +1863,7 @@ INTERMEDIATE_BFLOAT16 = """x = torch.nn.functional.linear(
         return self.intermediate_act_fn(x).float()  # back to float32"""
 LAYER_FFN = (
     "        intermediate_output = self.intermediate(attention_output)  # (B, T, I)\n"
-    "        # The second residual is the attention sub-layer's output, not the layer's input.\n"
+    "        # The second residual is the attention block's output, not the layer's input.\n"
     "        layer_output = self.output(intermediate_output, attention_output)  # (B, T, H)"
 )
 LAYER_FFN_FLOAT64 = """        # The feed-forward block in float64, with the same weights; back to float32 at the end.
