@@ -31,6 +31,8 @@
 # the lesson takes one pretrained layer apart and checks each step against it.
 
 # %%
+import math
+
 import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
@@ -576,7 +578,7 @@ ask.predict(
             "ov_rank_together",
             None,
             2 * d,
-            "about $d$, as one head",
+            "below $2d$",
             "That would hold if the heads wrote into the same few directions, each repeating the "
             "others. Their maps point into different subspaces: the sum reaches "
             "{{ ov_rank_together }}.",
@@ -585,7 +587,7 @@ ask.predict(
             "ov_rank_together",
             2 * d,
             0.9 * H,
-            "between $2d$ and $0.9H$",
+            "$2d$ to $0.9H$",
             "That would hold if the heads' subspaces overlapped in good part. They barely do: "
             "the sum reaches {{ ov_rank_together }}, with $H$ the most it could.",
         ),
@@ -593,7 +595,7 @@ ask.predict(
             "ov_rank_together",
             0.9 * H,
             None,
-            "$0.9H$ or more, nearly all of $H = Ad$",
+            "$0.9H$ or more",
             "The $A$ heads of $d$ dimensions each could span $Ad = H$ together, and they nearly "
             "do: the sum reaches rank {{ ov_rank_together }}, every head writing into "
             "directions of its own.",
@@ -912,8 +914,10 @@ _ = claims.claim(
 # {{ claim: sink_sep_below_uniform }}, and punctuation gets less than a
 # uniform share in every layer
 # {{ claim: sink_punctuation_below_uniform }}. The model was made by
-# distillation and then fine-tuned on sentence pairs; which token its
-# heads settle on is its training's choice, not BERT's design.
+# distillation (trained to reproduce the outputs of another, already
+# trained model, its teacher) and then fine-tuned on sentence pairs;
+# which token its heads settle on is its training's choice, not BERT's
+# design.
 #
 # Is that attention a no-op here? Weight alone cannot say: what key $j$
 # adds to query $t$'s update in head $i$ is its weight $(P_i)_{tj}$ times
@@ -936,9 +940,11 @@ for index, s in enumerate(by_layer):
 # %% tags=["remove-input"]
 cls_kept = max(s.written["[CLS]"] / s.weight["[CLS]"] for s in later)
 content_gain = min(s.written["content"] / s.weight["content"] for s in later)
-_ = claims.value("sink_cls_written_max", 100 * max(s.written["[CLS]"] for s in later), "{:.0f}%")
-_ = claims.value("sink_cls_kept", 100 * cls_kept, "{:.0f}%")
-_ = claims.value("sink_content_gain", content_gain, "{:.1f}")
+# Bounds printed as bounds: "at most" rounded up, "at least" rounded down, to one decimal.
+cls_written_max = max(s.written["[CLS]"] for s in later)
+_ = claims.value("sink_cls_written_max", math.ceil(1000 * cls_written_max) / 10, "{:.1f}%")
+_ = claims.value("sink_cls_kept", math.ceil(1000 * cls_kept) / 10, "{:.1f}%")
+_ = claims.value("sink_content_gain", math.floor(10 * content_gain) / 10, "{:.1f}")
 _ = claims.claim(
     "sink_cls_writes_little",
     cls_kept,

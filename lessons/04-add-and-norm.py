@@ -171,7 +171,7 @@ for label, candidate in {
     )
 
 # %% [markdown]
-# ## Dropout on the branch, never on the residual
+# ## Where dropout sits
 #
 # In training, `hidden_dropout_prob` zeroes features of the sub-layer's output (`dense(...)`),
 # before the add. Dropout could sit elsewhere, after the LayerNorm for one:
@@ -222,7 +222,7 @@ ask.predict(
             "{{ dropout_after_ln_times }} times as far {{ claim: dropout_after_ln_worse }}.",
         ),
     ],
-    section="Dropout on the branch, never on the residual",
+    section="Where dropout sits",
 )
 
 # %% [markdown]
@@ -290,6 +290,13 @@ ask.predict(
     "Set every dropout probability to zero and put the model in "
     "training mode: are its outputs those of eval mode?",
     [
+        ask.holds(
+            "train_mode_is_dropout_only",
+            "yes, exactly",
+            "In BERT only the dropouts read the `training` "
+            "flag: with them at zero, train mode gives eval mode's outputs bit for bit "
+            "{{ claim: train_mode_is_dropout_only }}.",
+        ),
         ask.fails(
             "train_mode_is_dropout_only",
             "no: training mode changes more than dropout",
@@ -297,13 +304,6 @@ ask.predict(
             "for a model with batch normalisation, whose statistics depend on the mode. BERT's "
             "LayerNorm "
             "does not read the flag.",
-        ),
-        ask.holds(
-            "train_mode_is_dropout_only",
-            "yes, exactly",
-            "In BERT only the dropouts read the `training` "
-            "flag: with them at zero, train mode gives eval mode's outputs bit for bit "
-            "{{ claim: train_mode_is_dropout_only }}.",
         ),
     ],
     section="`model.eval()` or `torch.no_grad()`?",
@@ -496,7 +496,7 @@ for i, x_i in enumerate(cap.hidden_states):
 
 # %% [markdown]
 # Dropout keeps its place in either arrangement: on the branch, before the add (see
-# "Dropout on the branch, never on the residual" above). Placed after the LayerNorm it would
+# "Where dropout sits" above). Placed after the LayerNorm it would
 # also drop features of the residual stream, the one path that is supposed to carry $x$ through
 # unchanged: over the draws above, the token vectors keep a mean cosine of
 # {{ dropout_after_ln_cosine }} to eval mode, against {{ dropout_branch_cosine }} with dropout on

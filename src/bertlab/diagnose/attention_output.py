@@ -212,7 +212,7 @@ for _id, _description in [
         "dense(hidden_states), the update added to the residual",
     ),
 ]:
-    register(Mistake(_id, ADD_NORM, _description, LESSON, "Dropout on the branch, never on the residual"))
+    register(Mistake(_id, ADD_NORM, _description, LESSON, "Where dropout sits"))
 
 # Where dropout acts, seen in train mode (bertlab.diagnose.common): the learner's outputs are
 # compared with these placements, each simulated with probes and from the same seed.
