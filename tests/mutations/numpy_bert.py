@@ -7,7 +7,7 @@ TAIL = """    attention_output = layer_norm(
         params["attention.output.LayerNorm.weight"], params["attention.output.LayerNorm.bias"], eps,
     )
     intermediate = gelu(dense(attention_output, "intermediate.dense"))  # (B, T, intermediate_size)
-    # Second Add & Norm: the residual is the attention sub-layer's output.
+    # Second Add & Norm: the residual is the attention block's output.
     return layer_norm(
         dense(intermediate, "output.dense") + attention_output,
         params["output.LayerNorm.weight"], params["output.LayerNorm.bias"], eps,

@@ -1,4 +1,4 @@
-"""Task 4: the attention sub-layer's output, the first Add & Norm.
+"""Task 4: the end of the attention block, the first Add & Norm.
 
 - Task 4.1 ``BertSelfOutput``: ``dense`` (W_O), dropout, the residual add of ``input_tensor``, LayerNorm.
 - Task 4.2 ``BertAttention``: ``BertSelfAttention`` (``self``) composed with ``BertSelfOutput``

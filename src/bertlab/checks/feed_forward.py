@@ -3,7 +3,7 @@
 - Task 5.1 ``BertIntermediate``: ``dense`` (H -> intermediate_size, W_1) and the exact erf GELU,
   ``intermediate_act_fn``.
 - Task 5.2 ``BertOutput``: ``dense`` (back to H, W_2), dropout, the residual add of
-  ``input_tensor`` (the attention sub-layer's output) and LayerNorm: the second Add & Norm.
+  ``input_tensor`` (the attention block's output) and LayerNorm: the second Add & Norm.
 """
 
 from __future__ import annotations

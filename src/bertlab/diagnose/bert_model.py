@@ -256,24 +256,24 @@ register(
 )
 
 
-# The wiring of a layer's two sub-layers (lesson 4): which tensor goes where.
+# The wiring of a layer's two blocks (lesson 4): which tensor goes where.
 for _id, _description, _section in [
     (
         "second-residual-from-input",
-        "the second residual taken from the LAYER'S INPUT, output(intermediate(a), hidden_states), instead of "
-        "from the attention sub-layer's output a",
+        "the second residual taken from the LAYER'S INPUT, output(intermediate(h), hidden_states), instead of "
+        "from the attention block's output",
         "The second Add & Norm",
     ),
     (
         "ffn-fed-layer-input",
         "the feed-forward network fed the LAYER'S INPUT, intermediate(hidden_states), instead of the attention "
-        "sub-layer's output a",
+        "block's output",
         "One layer by four calls",
     ),
     (
         "ffn-applied-twice",
-        "the feed-forward sub-layer applied TWICE: y = output(intermediate(a), a), then output(intermediate(y), y); "
-        "a layer has one attention sub-layer and one feed-forward sub-layer",
+        "the feed-forward block applied TWICE: y = output(intermediate(h), h), then output(intermediate(y), y); "
+        "a layer has one attention block and one feed-forward block",
         "One layer by four calls",
     ),
 ]:

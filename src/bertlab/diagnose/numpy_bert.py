@@ -250,13 +250,13 @@ for _id, _tasks, _primitive, _description, _lesson, _section in [
         ATTENTION,
         "The additive mask",
     ),
-    # The wiring of the two sub-layers (lesson 4): which tensor goes where.
+    # The wiring of the two blocks (lesson 4): which tensor goes where.
     (
         "numpy-layer-second-residual-from-input",
         (LAYER,),
         None,
         "a layer whose second residual is the LAYER'S INPUT, layer_norm(W_2(...) + hidden_states), instead of "
-        "the attention sub-layer's output",
+        "the attention block's output",
         ADD_NORM,
         "The second Add & Norm",
     ),
@@ -265,7 +265,7 @@ for _id, _tasks, _primitive, _description, _lesson, _section in [
         (LAYER,),
         None,
         "a layer whose feed-forward network reads the LAYER'S INPUT, linear(hidden_states, intermediate.dense), "
-        "instead of the attention sub-layer's output",
+        "instead of the attention block's output",
         ADD_NORM,
         "One layer by four calls",
     ),
