@@ -249,25 +249,25 @@ ask.predict(
     [
         ask.between(
             "padded_own_over_other",
+            1,
+            None,
+            "its own sentence's",
+            "A padded query attends to "
+            "its sentence's real keys only, so its vector is a "
+            "mixture of that sentence: its cosine with its own "
+            "sentence's vector is at least "
+            "{{ padded_own_over_other }} times its mean cosine with "
+            "the other sentences' vectors "
+            "{{ claim: padded_vectors_about_own_sentence }}.",
+        ),
+        ask.between(
+            "padded_own_over_other",
             None,
             1,
             "no sentence's in particular: it holds the [PAD] token, not the sentence",
             "That would hold if padding were cut out of the "
             "computation. The mask cuts it out only as a key: as a "
             "query it reads the real tokens of its sentence.",
-        ),
-        ask.between(
-            "padded_own_over_other",
-            1,
-            None,
-            "its own sentence's, more than any other's",
-            "A padded query attends to "
-            "its sentence's real keys only, so its vector is a "
-            "mixture of that sentence: its cosine with its own "
-            "sentence's vector is at least "
-            "{{ padded_own_over_other }} times its cosine with any "
-            "other's "
-            "{{ claim: padded_vectors_about_own_sentence }}.",
         ),
     ],
     section="What the padded positions hold",
@@ -365,8 +365,8 @@ _ = claims.claim(
 # exact zero: added to a score, float32's most negative number makes
 # its exponential underflow to 0). So a padded position's vector is a
 # reading of its own sentence: its cosine with that sentence's vector
-# is at least {{ padded_own_over_other }} times its cosine with any
-# other sentence's {{ claim: padded_vectors_about_own_sentence }}, and
+# is at least {{ padded_own_over_other }} times its mean cosine with the
+# other sentences' {{ claim: padded_vectors_about_own_sentence }}, and
 # the padded vectors of one sentence resemble each other (cosines of
 # {{ padded_alike_min }} or more; they differ by their position
 # embeddings). They are a blurred copy, though: on average a padded
@@ -398,7 +398,7 @@ _ = claims.claim(
 # %%
 queries = corpus.batch(tokenizer, lesions.QUERIES)  # (Q, T') tensors
 q_emb = lesions.encode(model, queries)  # (Q, H)
-scores, order = lesions.search(q_emb, ours)  # (Q, N), (Q, N)
+scores, order = lesions.search(q_emb, ours)  # (queries, sentences) each
 TOP = 3
 for qi, query in enumerate(lesions.QUERIES):
     print(f"query: {query!r}")
@@ -434,7 +434,7 @@ claims.claim(
 # %%
 # alt: Heat map of the cosine similarity between the sentence embeddings of every pair of corpus
 #   sentences, the sentences listed on the vertical axis.
-sim = ours @ ours.T  # (N, N)
+sim = ours @ ours.T  # (sentences, sentences)
 fig, ax = plt.subplots(figsize=(6.5, 5))
 im = ax.imshow(sim.numpy(), cmap="viridis", vmin=min(0.0, sim.min().item()), vmax=1)
 labels = [s if len(s) <= 32 else s[:30] + "..." for s in corpus.SENTENCES]
@@ -449,7 +449,7 @@ plt.show()
 
 off = sim.clone()
 off.fill_diagonal_(-2.0)
-best = off.argmax(1)  # (N,): nearest other sentence
+best = off.argmax(1)  # (sentences,): nearest other sentence
 for i, j in enumerate(best.tolist()):
     print(f"{i}: nearest other sentence {j} (cosine {sim[i, j].item():.3f})")
 

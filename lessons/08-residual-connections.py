@@ -14,8 +14,9 @@
 # $$x_L = x_0 + \sum_{l=0}^{L-1} F_l(x_l),$$
 #
 # so the input reaches the output directly, and the gradient
-# $\partial x_L / \partial x_l = \mathrm{Id} + \partial\big(\sum_{m \ge l} F_m\big)/\partial x_l$
-# (the sum over the layers $m$ from $l$ on) always contains the identity (He, Zhang, Ren & Sun
+# $\partial x_L / \partial x_l = \mathrm{Id} +
+# \partial\big(\sum_{l' \ge l} F_{l'}\big)/\partial x_l$
+# (the sum over the layers $l'$ from $l$ on) always contains the identity (He, Zhang, Ren & Sun
 # 2016b, "Identity Mappings in Deep Residual Networks", ECCV: their derivation assumes an identity
 # skip and nothing after the addition, the case without LayerNorms written here). Veit et al. (2016)
 # read the unrolled sum as an ensemble of paths of different lengths and found that deleting a
@@ -28,10 +29,10 @@
 # Each attention head outputs, for every token, a weighted average of the value vectors of the
 # sentence (the softmax weights are positive and sum to 1). Averaging again and again makes the
 # tokens alike. Dong, Cordonnier & Loukas (2021) prove that a stack of self-attention layers with
-# no skip connections and no MLPs converges to a rank-1 matrix, every row (token) the same, and
-# that it does so *doubly exponentially* in depth; skip connections (chiefly) and MLPs counteract
-# it. Their measure, for the $n \times H$ matrix $X$ of one sentence's $n$ real token vectors
-# (padding left out), is the residual
+# no skip connections and no MLPs (multi-layer perceptrons; in BERT, the FFN blocks) converges to
+# a rank-1 matrix, every row (token) the same, and that it does so *doubly exponentially* in
+# depth; skip connections (chiefly) and MLPs counteract it. Their measure, for the $n \times H$
+# matrix $X$ of one sentence's $n$ real token vectors (padding left out), is the residual
 #
 # $$\mathrm{res}(X) = X - \mathbf{1}\bar x^\top, \qquad \bar x = \frac{1}{n}\sum_t X_t,$$
 #
@@ -484,7 +485,7 @@ claims.claim(
 # the stream it is added to? Lesson 4 printed the mean over the real tokens, per layer, of
 # $\lVert a_t \rVert / \lVert x_t \rVert$ for attention and $\lVert f_t \rVert / \lVert h_t \rVert$
 # for the FFN ($h$ is the stream between the two blocks). We print them again, and for attention
-# also the ratio of each single real token, which a mean over the tokens can hide.
+# also the ratio of each single real token.
 #
 # {{ predict: attention_update_size }}
 
@@ -823,7 +824,7 @@ ask.check(
             "skip_r_min",
             0.5,
             None,
-            "far apart: r stays above a half, layer after layer",
+            "the lowest r over the layers is above a half",
             "The skip adds each token's own "
             "vector back after every average: r stays at least {{ skip_r_min }} "
             "{{ claim: skip_stays_far_from_zero }}.",
@@ -832,7 +833,7 @@ ask.check(
             "skip_r_min",
             0.1,
             0.5,
-            "they drift together: r falls to between a tenth and a half",
+            "the lowest r over the layers is between a tenth and a half",
             "That would hold if the skip only slowed the collapse. It adds each token's own "
             "vector back in every layer, and r stays high throughout.",
         ),
@@ -840,7 +841,7 @@ ask.check(
             "skip_r_min",
             None,
             0.1,
-            "they collapse all the same: r below a tenth",
+            "the lowest r over the layers is below a tenth",
             "That would hold if the FFN, not the "
             "skip, were what kept tokens apart. The variants with a skip are the ones that stay "
             "apart.",
@@ -856,7 +857,7 @@ ask.check(
             "ffn_over_attention",
             1.25,
             None,
-            "the FFN",
+            "the FFN's is over 1.25 times attention's",
             "The FFN's mean ratio is {{ ffn_over_attention }} times attention's "
             "{{ claim: ffn_writes_more_than_attention }}.",
         ),
@@ -864,7 +865,7 @@ ask.check(
             "ffn_over_attention",
             0.8,
             1.25,
-            "about the same, within a quarter",
+            "the FFN's is between 0.8 and 1.25 times attention's",
             "That would hold if the two blocks shared the work of changing a token evenly. Here "
             "the FFN writes more.",
         ),
@@ -872,7 +873,7 @@ ask.check(
             "ffn_over_attention",
             None,
             0.8,
-            "attention",
+            "the FFN's is under 0.8 times attention's",
             "That would hold if mixing tokens changed a "
             "token more than transforming its features. Here the FFN writes more.",
         ),

@@ -109,8 +109,9 @@ with torch.no_grad():
 
     def frozen(xs):
         """The attention update for stream xs (B, T, H), the attention weights held at `probs`."""
-        # sum_i P_i X OV_i: (B, T, H); a runs over the A heads
-        moved = torch.einsum("bats,bsk,akj->btj", probs, xs, ov)
+        # sum_i P_i X OV_i: (B, T, H). Letters: b sentence, g head, q query, k key,
+        # c feature in, o feature out
+        moved = torch.einsum("bgqk,bkc,gco->bqo", probs, xs, ov)
         return moved + bias
 
     a = trace.attention_updates[LAYER]  # (B, T, H): what the model computed
@@ -183,7 +184,8 @@ print(
 # 1. **$W^V$ and $W^O$ form one map.** In $P_i X W^V_i W^O_i$ the two matrices act back to back
 #    (the averaging by $P_i$ commutes with them), so per head they are one low-rank linear map
 #    (lesson 3 measured the ranks). An activation *between* them would make each head a small
-#    MLP; an activation *after* $W^O$ would act on the sum of all heads.
+#    MLP (multi-layer perceptron, like the FFN); an activation *after* $W^O$ would act on the
+#    sum of all heads.
 # 2. **$W^O$ adds the heads' outputs.** $W^O$ is where the heads' outputs are combined, and the
 #    combination is a sum: each head's output goes through its own rows $W^O_i$ and the terms are
 #    added (lesson 3), so no head's term depends on what another head computed (Elhage et al.
@@ -488,7 +490,7 @@ ask.check(
             "skip_relu_worse_layers",
             None,
             L // 2 + 1,
-            "in half of them or fewer",
+            f"in {L // 2} or fewer",
             "That would hold if the stream mattered only in some layers and attention's update "
             "in the others. The stream matters wherever it is cut.",
         ),
@@ -496,7 +498,7 @@ ask.check(
             "skip_relu_worse_layers",
             L,
             None,
-            "in every one of them",
+            f"in all {L}",
             "In {{ skip_relu_worse_layers }} layers of {{ n_layers }}, the ReLU on the skips "
             "costs more than the ReLU after $W^O$ {{ claim: skip_relu_worse_every_layer }}: the "
             "stream matters wherever it is cut.",
@@ -505,7 +507,7 @@ ask.check(
             "skip_relu_worse_layers",
             L // 2 + 1,
             L,
-            "in most of them, not all",
+            f"in {L // 2 + 1} to {L - 1}",
             "That would hold if in some layer attention's update $a$, all that the ReLU after "
             "$W^O$ cuts, carried more than the stream $x$ it joins. The lesson on residual "
             "connections measures $a$ smaller than $x$ in every layer, on average over the "
