@@ -35,8 +35,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
+
+from bertlab.dispatch_mode import DispatchMode
 
 aten = torch.ops.aten
 
@@ -115,7 +116,7 @@ def _varies(t: torch.Tensor) -> bool:
     return flat.numel() > 1 and not bool((flat == flat[0]).all())
 
 
-class Coupling(TorchDispatchMode):
+class Coupling(DispatchMode):
     """Follows the learner's random draws (first run) and replaces them (later runs); see above.
 
     Args:

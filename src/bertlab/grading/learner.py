@@ -189,11 +189,6 @@ def preload() -> None:
     import matplotlib.pyplot  # noqa: F401  (the Agg backend: set above)
     import torch
 
-    # torch imports its compiler front end (seconds) at the first call of an operator under a
-    # dispatch mode, which the dropout checks use in every learner's process: once here, not once
-    # per notebook. It starts no thread.
-    import torch._dynamo
-
     import bertlab.checks.harness  # noqa: F401
     from bertlab import bert
 
