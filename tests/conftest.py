@@ -155,7 +155,9 @@ def pytest_collection_modifyitems(session, items):
     Spread over two workers, each would build the fixture (a graded class, a grading run: minutes);
     spread between other modules' tests, a module fixture would even be built again each time.
     Every test of such a module goes with it, including tests that fetch the fixture by name.
-    Modules without one stay spread test by test. Explicit ``xdist_group`` marks win.
+    Modules without one stay spread test by test, but for tests given the built site: they join
+    the worker that builds it (the ``site`` group), rather than wait for the build on another.
+    Explicit ``xdist_group`` marks win.
     """
     shared = {
         d.baseid
@@ -167,6 +169,8 @@ def pytest_collection_modifyitems(session, items):
         module = item.nodeid.split("::")[0]
         if item.get_closest_marker("xdist_group") is None and module in shared:
             item.add_marker(pytest.mark.xdist_group(module))
+        elif item.get_closest_marker("xdist_group") is None and "site" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("site"))
         # A test given the built site, a browser, JupyterLab or a graded notebook is slow whether or
         # not it says so: `make check` (``-m "not slow"``) must not build or grade them.
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
@@ -174,5 +178,7 @@ def pytest_collection_modifyitems(session, items):
 
 
 # Last, after the environment above is set: the bad submissions' two runs, graded once per session
-# for the two modules that read them (tests/bad_submission_runs.py says why here).
+# for the two modules that read them, and the run's one site, its server and its one reading of
+# each page (tests/bad_submission_runs.py and tests/site_build.py say why here).
 from tests.bad_submission_runs import bad_submissions_course, limits_run, main_run  # noqa: E402, F401
+from tests.site_build import base_url, read_pages, site  # noqa: E402, F401

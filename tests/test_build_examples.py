@@ -21,7 +21,6 @@ import pytest
 
 from tests.conftest import learner_env
 from tests.docs_hooks import load_hook
-from tests.test_site import site  # noqa: F401  (a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -183,7 +182,7 @@ def fresh() -> dict[str, str]:
     return {**examples.run_collect(ROOT, env), **cells}
 
 
-def test_built_pages_show_what_the_code_prints_now(site, fresh):  # noqa: F811  (site: a fixture)
+def test_built_pages_show_what_the_code_prints_now(site, fresh):
     checked = 0
     for page in pages():
         names = placeholders(page)

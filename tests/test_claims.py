@@ -27,7 +27,6 @@ from tests.claims_sweep import claims_hook as hook
 from tests.comparisons import CLAIM, sources, unclaimed
 from tests.conftest import ROOT
 from tests.docs_hooks import load_hook
-from tests.test_site import site  # noqa: F401  (a fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("site")]
 BASELINE = ROOT / "tests" / "unclaimed_comparisons.txt"
@@ -37,7 +36,7 @@ def lesson_pages(built: Path) -> dict[str, str]:
     return {p.parent.name: p.read_text(encoding="utf-8") for p in sorted((built / "lessons").glob("*/index.html"))}
 
 
-def test_every_recorded_claim_holds_on_the_built_pages(site):  # noqa: F811  (test_site's fixture)
+def test_every_recorded_claim_holds_on_the_built_pages(site):
     claims_hook = hook()
     recorded = {stem: claims_hook.read(page) for stem, page in lesson_pages(site).items()}
     recorded = {stem: r for stem, r in recorded.items() if r}
@@ -46,7 +45,7 @@ def test_every_recorded_claim_holds_on_the_built_pages(site):  # noqa: F811  (te
     assert problems == []
 
 
-def test_no_placeholder_is_left_on_the_site(site):  # noqa: F811  (test_site's fixture)
+def test_no_placeholder_is_left_on_the_site(site):
     claims_hook = hook()
     left = [
         f"{page.relative_to(site)}: {placeholder}"
@@ -84,7 +83,7 @@ def planted(page_html: str) -> tuple[str, str]:
     return name, load_hook("lesson_records").SCRIPT.sub(lambda _: script, page_html)
 
 
-def test_a_planted_contradicted_claim_fails_the_strict_build(site, monkeypatch):  # noqa: F811  (test_site's fixture)
+def test_a_planted_contradicted_claim_fails_the_strict_build(site, monkeypatch):
     from mkdocs.exceptions import PluginError
 
     monkeypatch.setenv("BERTLAB_CLAIMS", "strict")
@@ -96,7 +95,7 @@ def test_a_planted_contradicted_claim_fails_the_strict_build(site, monkeypatch):
         claims_hook.on_page_content(wrong, _page("lessons/08-residual-connections.py"), None, None)
 
 
-def test_a_learners_build_marks_a_claim_that_does_not_hold_and_goes_on(site, monkeypatch, capsys):  # noqa: F811
+def test_a_learners_build_marks_a_claim_that_does_not_hold_and_goes_on(site, monkeypatch, capsys):
     """Lenient (``make start``, ``make site``): the page is built, its sentence flagged, one warning line."""
     monkeypatch.delenv("BERTLAB_CLAIMS", raising=False)
     claims_hook = hook()
@@ -116,7 +115,7 @@ def test_a_learners_build_marks_a_claim_that_does_not_hold_and_goes_on(site, mon
     assert "skip_not_worse_everywhere" not in warning[0]
 
 
-def test_a_mark_naming_no_claim_fails_the_build(site):  # noqa: F811  (test_site's fixture)
+def test_a_mark_naming_no_claim_fails_the_build(site):
     from mkdocs.exceptions import PluginError
 
     claims_hook = hook()
@@ -129,7 +128,7 @@ def test_a_mark_naming_no_claim_fails_the_build(site):  # noqa: F811  (test_site
         claims_hook.on_page_context({}, page, None, None)
 
 
-def test_every_recorded_claim_is_said_in_a_sentence(site):  # noqa: F811  (test_site's fixture)
+def test_every_recorded_claim_is_said_in_a_sentence(site):
     claims_hook = hook()
     text = {path.stem: path.read_text() for path in sources()}
     marked = set()
@@ -190,7 +189,7 @@ def test_comparative_sentences_carry_a_claim_or_are_listed():
     assert gone == [], f"no longer in the prose (remove them from {BASELINE.name}):\n" + "\n".join(gone)
 
 
-def test_the_contributor_page_lists_every_claim_with_its_margin_and_setup_the_conditions(site):  # noqa: F811
+def test_the_contributor_page_lists_every_claim_with_its_margin_and_setup_the_conditions(site):
     """Both tables come from the recorded margins (tests/claim_margins.json), not typed by hand."""
     recorded = json.loads((ROOT / "tests" / "claim_margins.json").read_text())
     page = (site / "how-it-is-built" / "index.html").read_text(encoding="utf-8")

@@ -13,7 +13,6 @@ import pytest
 from tests.conftest import ROOT
 from tests.docs_hooks import load_hook
 from tests.test_import_cycles import graph
-from tests.test_site import site  # noqa: F401  (a fixture)
 
 # One worker runs them with the site's tests (`--dist loadgroup`): one reads the built site.
 pytestmark = pytest.mark.xdist_group("site")
@@ -35,6 +34,7 @@ LAYERS = [
         "headings",
         "notebook_guesses",
         "given_parts",
+        "dispatch_mode",
     },
     {"diagnose", "experiments"},
     {"checks"},
@@ -106,14 +106,14 @@ def test_a_missing_or_misnamed_file_is_found(tmp_path, plant, found):
 
 
 @pytest.mark.slow
-def test_the_built_page_shows_every_task(site):  # noqa: F811  (test_site's fixture)
+def test_the_built_page_shows_every_task(site):
     page = (site / "how-it-is-built" / "index.html").read_text(encoding="utf-8")
     assert task_map.MARKER not in page
     shown = re.findall(r"<td>(\d+\.\d+) ", page)
     assert shown == [t["id"] for t in task_map.in_order(tasks())]
 
 
-def test_the_learner_guide_shows_the_passing_line_the_code_prints(site):  # noqa: F811
+def test_the_learner_guide_shows_the_passing_line_the_code_prints(site):
     """Example output is made by the code: the guide's passing line is `Task.passed`'s, so it
     counts the checks the task has today; no page types one in by hand."""
     from bertlab.checks import TASKS
@@ -125,7 +125,7 @@ def test_the_learner_guide_shows_the_passing_line_the_code_prints(site):  # noqa
     assert not typed, f"a passing line typed by hand: {typed}"
 
 
-def test_the_guides_show_every_stage_the_registry_has(site):  # noqa: F811
+def test_the_guides_show_every_stage_the_registry_has(site):
     from bertlab.checks.stages import ORDER, STAGES
 
     page = (site / "learner-guide" / "index.html").read_text(encoding="utf-8")

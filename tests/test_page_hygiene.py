@@ -25,7 +25,6 @@ import pytest
 from bs4 import BeautifulSoup
 
 from tests.docs_hooks import load_hook
-from tests.test_site import site  # noqa: F401  (a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -124,7 +123,7 @@ def notebook_pages(root: Path) -> list[Path]:
     return sorted(root.glob("lessons/*/index.html")) + sorted(root.glob("exercises/*/*/index.html"))
 
 
-def test_no_notebook_page_shows_an_empty_prompt_a_split_printout_or_a_stray_value(site):  # noqa: F811
+def test_no_notebook_page_shows_an_empty_prompt_a_split_printout_or_a_stray_value(site):
     checked = notebook_pages(site)
     assert len(checked) >= 9, "the lesson pages were not found"
     outputs = sum(len(BeautifulSoup(p.read_text(), "html.parser").select("div.jp-OutputArea")) for p in checked)
@@ -168,7 +167,7 @@ def test_a_relative_link_on_the_404_page_is_found(tmp_path):
     ]
 
 
-def test_the_404_page_links_work_from_any_depth(site):  # noqa: F811
+def test_the_404_page_links_work_from_any_depth(site):
     page = (site / "404.html").read_text()
     assert len(links(page)) > 10, "the 404 page has no links: this test checks nothing"
     assert not broken_from_any_depth(site, page), broken_from_any_depth(site, page)
@@ -194,7 +193,7 @@ def test_an_empty_sitemap_is_found(tmp_path):
     assert sitemap_problems(tmp_path) == ["sitemap.xml lists 0 addresses for 1 pages"]
 
 
-def test_the_sitemap_is_filled_or_not_built(site):  # noqa: F811
+def test_the_sitemap_is_filled_or_not_built(site):
     assert (site / "index.html").is_file()
     assert sitemap_problems(site) == []
 

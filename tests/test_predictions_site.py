@@ -1,6 +1,6 @@
 """The lessons' questions on the built site, and answered in a real browser.
 
-On every built lesson page (test_site's ``site`` fixture: built once per run), each question's
+On every built lesson page (the ``site`` fixture, ``tests/site_build.py``: built once per run), each question's
 marked answer is the option the lesson's recorded numbers select, recomputed here apart from the
 hook; no explanation writes a number in digits that its labels do not show, and every number an
 explanation quotes is one a lesson records; across the course the right answers favour no
@@ -24,7 +24,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from tests.conftest import ROOT
-from tests.test_site import Reader, _Quiet, site  # noqa: F401  (a fixture)
+from tests.site_build import Reader, _Quiet
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("site")]
 
@@ -59,7 +59,7 @@ def selected(option: dict, lesson: dict) -> bool:
     return (when["low"] is None or x >= when["low"]) and (when["high"] is None or x < when["high"])
 
 
-def test_each_lesson_with_questions_asks_before_measuring_and_checks_at_the_end(site):  # noqa: F811  (test_site's fixture)
+def test_each_lesson_with_questions_asks_before_measuring_and_checks_at_the_end(site):
     recorded = records(site)
     for stem in WITH_QUESTIONS:
         kinds = [q["kind"] for q in recorded[stem].get("predictions", {}).values()]
@@ -70,7 +70,7 @@ def test_each_lesson_with_questions_asks_before_measuring_and_checks_at_the_end(
             assert kinds.count("predict") >= 2 and kinds.count("check") == 3, (stem, kinds)
 
 
-def test_the_marked_answer_is_the_one_the_recorded_numbers_select(site):  # noqa: F811  (test_site's fixture)
+def test_the_marked_answer_is_the_one_the_recorded_numbers_select(site):
     recorded = records(site)
     forms = 0
     for stem, lesson in recorded.items():
@@ -92,7 +92,7 @@ def test_the_marked_answer_is_the_one_the_recorded_numbers_select(site):  # noqa
     assert forms >= 3 * len(WITH_QUESTIONS)
 
 
-def test_explanations_quote_only_numbers_a_lesson_records(site):  # noqa: F811  (test_site's fixture)
+def test_explanations_quote_only_numbers_a_lesson_records(site):
     recorded = records(site)
     quoted = 0
     for stem, lesson in recorded.items():
@@ -108,7 +108,7 @@ def test_explanations_quote_only_numbers_a_lesson_records(site):  # noqa: F811  
     assert quoted >= len(WITH_QUESTIONS), "no explanation quotes a recorded number"
 
 
-def test_the_right_answers_favour_no_position(site):  # noqa: F811  (test_site's fixture)
+def test_the_right_answers_favour_no_position(site):
     recorded = records(site)
     by_count: dict[str, list[int]] = {"two": [], "more": []}
     for stem, lesson in recorded.items():
@@ -129,7 +129,7 @@ def test_the_right_answers_favour_no_position(site):  # noqa: F811  (test_site's
 
 
 @pytest.fixture(scope="module")
-def served(site):  # noqa: F811  (test_site's fixture)
+def served(site):
     server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -180,7 +180,7 @@ def _progress_row(page, lesson: str) -> list[str]:
     return page.locator(f"#bertlab-answers tr[data-lesson='{lesson}'] td").all_inner_texts()
 
 
-def test_an_answer_is_revealed_kept_and_counted_over_http(browser, served, site):  # noqa: F811  (test_site's fixture)
+def test_an_answer_is_revealed_kept_and_counted_over_http(browser, served, site):
     name, question, lesson = _question(site)
     predicts = sum(q["kind"] == "predict" for q in lesson["predictions"].values())
     context = browser.new_context()
@@ -204,7 +204,7 @@ def test_an_answer_is_revealed_kept_and_counted_over_http(browser, served, site)
     context.close()
 
 
-def test_the_questions_and_the_record_work_from_files(browser, site):  # noqa: F811  (test_site's fixture)
+def test_the_questions_and_the_record_work_from_files(browser, site):
     name, question, lesson = _question(site)
     context = browser.new_context()
     leaving: list[str] = []

@@ -2,7 +2,7 @@
 
 A copy of exercises/ is graded with three tasks in three states: Task 5 solved, Task 3 with a
 known values mistake (no 1/sqrt(head_size) scaling), Task 4 as released (stubs). The browser
-test serves a copy of the built site (test_site's ``site`` fixture: built once per run), first
+test serves a copy of the built site (the ``site`` fixture, ``tests/site_build.py``: built once per run), first
 without progress.json, then with the files the grading wrote, and reads the page as a learner.
 """
 
@@ -26,7 +26,7 @@ import pytest
 from bertlab import progress
 from tests import submissions
 from tests.conftest import ROOT, solution_namespace
-from tests.test_site import ARTIFACTS, Reader, _Quiet, site  # noqa: F401  (a fixture)
+from tests.site_build import ARTIFACTS, Reader, _Quiet
 
 ATTENTION, ADD_NORM, FFN = submissions.ATTENTION, submissions.ADD_NORM, submissions.FFN
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -304,7 +304,7 @@ def test_values_of_keeps_a_failures_own_values_only():
 
 
 @pytest.fixture
-def served(site, tmp_path):  # noqa: F811  (test_site's fixture)
+def served(site, tmp_path):
     """A copy of the built site (hard links: nothing of the original changes), served locally."""
     root = tmp_path / "site"
     shutil.copytree(site, root, copy_function=os.link)
@@ -316,7 +316,7 @@ def served(site, tmp_path):  # noqa: F811  (test_site's fixture)
 
 
 @pytest.mark.slow
-def test_every_hint_links_a_heading_of_the_built_lesson(site):  # noqa: F811
+def test_every_hint_links_a_heading_of_the_built_lesson(site):
     """progress.heading_id gives the id the built lesson page really has, for every known mistake."""
     from bertlab import diagnose
     from bertlab.checks import TASKS  # noqa: F401  (registers the mistakes)
