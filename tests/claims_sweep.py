@@ -1,11 +1,11 @@
 """The lessons' claims under every CPU condition this machine can reproduce, and their margins.
 
 ``python -m tests.claims_sweep`` runs each lesson that makes claims as a plain script (the
-experiments, not the page: no kernel, no HTML, figures closed unseen) once per condition of
-``tests/kernels.py`` (``run_all`` shares the cores), and prints each claim's margin: the smallest ratio
-of its two sides over all the runs (``bertlab.experiments.claims.margin``); lesson 6 trains its
-stacks once per kernel set, not once per run (see ``CHILD``). ``--write`` records them in
-``tests/claim_margins.json``, the file the contributor page's table is built from.
+experiments, not the page: no kernel, no HTML, figures closed unseen) once per kernel set this
+machine dispatches, with the one thread every build gives a lesson (``kernels.lesson_conditions``;
+``run_all`` runs them side by side, one per core), and prints each claim's margin: the smallest
+ratio of its two sides over all the runs (``bertlab.experiments.claims.margin``). ``--write``
+records them in ``tests/claim_margins.json``, the file the contributor page's table is built from.
 ``tests/test_claims_under_kernels.py`` runs the same sweep and fails when a claim's verdict
 differs between runs or its margin is under ``FLOOR``.
 
@@ -20,49 +20,34 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from datetime import date
 from pathlib import Path
 
 from tests.docs_hooks import load_hook
-from tests.kernels import Condition, conditions, run_all
+from tests.kernels import Condition, lesson_conditions, run_all
 
 ROOT = Path(__file__).resolve().parents[1]
 MARGINS_FILE = ROOT / "tests" / "claim_margins.json"
 # The thinnest a claim between two measured quantities may hold by, over every condition. The
-# sides of the course's claims move by at most a few parts in a million between kernel sets and
-# thread counts here (the claims that compare with a rounding difference are counted in float32
-# steps, not in one machine's rounding); another BLAS or Apple's kernels sum in other orders, but
-# move nothing built from whole layers by percents. A claim thinner than 1.25 rests on the sample
-# (which sentences, which dropout draw) more than on the model: reword it or measure it on more.
+# sides of the course's claims move by at most a few parts in a million between kernel sets here
+# (and between thread counts, which a build leaves out by giving each lesson one). The claims that
+# compare with a rounding difference are counted in float32 steps, not in one machine's rounding;
+# another BLAS or Apple's kernels sum in other orders, but move nothing built from whole layers by
+# percents. A claim thinner than 1.25 rests on the sample (which sentences, which dropout draw)
+# more than on the model: reword it or measure it on more.
 FLOOR = 1.25
 # Claims comparing two counts (multiply-adds, a crossover length): no rounding reaches them, and
 # how far apart the counts are is the architecture's fact, not a measurement's margin.
 COUNTED = frozenset({"ffn_dominates_here", "quadratic_small_here", "crossover_beyond_max_positions"})
 
 # The child: run each lesson given on the command line, print {stem: {"claims": .., "error": ..}}.
-# Lesson 6's training (over half the sweep) runs on one thread whatever the process's count
-# (ln_training.train; test_experiments_ln_training holds it to that), so its curves under one
-# kernel set are the same at every thread count: the first run of a kernel set keeps them in
-# TRAINED, the set's runs of other thread counts read them back rather than train again.
 CHILD = """
-import json, os, pickle, runpy, sys
-from pathlib import Path
+import json, runpy, sys
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 plt.show = lambda *args, **kwargs: plt.close("all")
-from bertlab.experiments import claims, ln_training
-trained, train = Path(os.environ["TRAINED"]), ln_training.train
-def train_once(setup, depths=(2, 6, 12), seeds=(0, 1, 2)):
-    kept = trained / f"{abs(hash((setup, tuple(depths), tuple(seeds))))}.pickle"
-    if kept.exists():
-        return pickle.loads(kept.read_bytes())
-    curves = train(setup, depths, seeds)
-    kept.with_suffix(".part").write_bytes(pickle.dumps(curves))
-    kept.with_suffix(".part").rename(kept)
-    return curves
-ln_training.train = train_once
+from bertlab.experiments import claims
 found = {}
 for path in sys.argv[1:]:
     claims._values.clear()
@@ -81,14 +66,11 @@ def lessons_with_claims() -> list[Path]:
     return [p for p in sorted((ROOT / "lessons").glob("[0-9][0-9]-*.py")) if "claims.claim(" in p.read_text()]
 
 
-def run(condition: Condition, lessons: list[Path], trained: Path) -> dict[str, dict]:
-    """Each lesson's claims (and error, if it stopped) under ``condition``; lesson 6's training
-    curves kept in ``trained`` for the kernel set's other runs (see ``CHILD``)."""
+def run(condition: Condition, lessons: list[Path]) -> dict[str, dict]:
+    """Each lesson's claims (and error, if it stopped) under ``condition``."""
     env = condition.env()
     env.pop("BERTLAB_CLAIMS", None)
-    kept = trained / condition.capability
-    kept.mkdir(parents=True, exist_ok=True)
-    env.update(MPLBACKEND="Agg", HF_HUB_OFFLINE="1", PYTHONHASHSEED="0", TRAINED=str(kept))
+    env.update(MPLBACKEND="Agg", HF_HUB_OFFLINE="1", PYTHONHASHSEED="0")
     proc = subprocess.run(
         [sys.executable, "-c", CHILD, *map(str, lessons)], env=env, capture_output=True, text=True, cwd=ROOT
     )
@@ -99,11 +81,10 @@ def run(condition: Condition, lessons: list[Path], trained: Path) -> dict[str, d
 
 
 def sweep(conds: list[Condition] | None = None, only: list[str] | None = None) -> dict[str, dict[str, dict]]:
-    """``{condition name: {lesson stem: {"claims": .., "error": ..}}}`` over ``conds`` (default: all),
-    for the lessons whose stems are ``only`` (default: every lesson that makes claims)."""
+    """``{condition name: {lesson stem: {"claims": .., "error": ..}}}`` over ``conds`` (default: every
+    lesson condition), for the lessons whose stems are ``only`` (default: every lesson that makes claims)."""
     lessons = [p for p in lessons_with_claims() if only is None or p.stem in only]
-    with tempfile.TemporaryDirectory(prefix="bertlab-sweep-") as trained:
-        return run_all(lambda c: run(c, lessons, Path(trained)), conditions() if conds is None else conds)
+    return run_all(lambda c: run(c, lessons), lesson_conditions() if conds is None else conds)
 
 
 def built_condition(env: dict[str, str]) -> Condition:
@@ -192,8 +173,8 @@ def record(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tests.claims_sweep",
-        description="Run the lessons' claims under every CPU capability and thread count this machine can "
-        "dispatch; print each claim's margin (the smallest ratio of its two sides).",
+        description="Run the lessons' claims under every CPU capability this machine can dispatch, with "
+        "the one thread every build gives a lesson; print each claim's margin (the smallest ratio of its two sides).",
     )
     parser.add_argument("--write", action="store_true", help=f"record the margins in {MARGINS_FILE.relative_to(ROOT)}")
     parser.add_argument(
@@ -203,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         help="only these lessons (e.g. 02-embeddings); --write then replaces their entries and keeps the others'",
     )
     args = parser.parse_args(argv)
-    conds = conditions()
+    conds = lesson_conditions()
     print(f"conditions: {'; '.join(c.name for c in conds)}", file=sys.stderr)
     runs = sweep(conds, args.lessons)
     errors = [f"{c} {stem}: {f['error']}" for c, ls in runs.items() for stem, f in ls.items() if f["error"]]

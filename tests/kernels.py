@@ -67,6 +67,13 @@ def conditions() -> list[Condition]:
     return [Condition(c, t) for c in capabilities() for t in threads]
 
 
+def lesson_conditions() -> list[Condition]:
+    """Every capability this machine can dispatch, with the one thread every build gives a lesson
+    (``docs/hooks/lessons_parallel.lesson_env``, whatever the environment asks for): the conditions
+    a lesson's claims meet on learners' machines, as far as this one can play them."""
+    return [Condition(c, 1) for c in capabilities()]
+
+
 def run_all(work: Callable[[Condition], T], conds: list[Condition]) -> dict[str, T]:
     """``work`` under each condition, by name: one-thread runs side by side, one per core, and
     runs of several threads alone (two of them side by side would oversubscribe the cores, and

@@ -1,22 +1,28 @@
 """The lessons' claims hold on every learner's CPU, as far as this machine can play one.
 
 Each lesson that makes claims runs under every ``ATEN_CPU_CAPABILITY`` this CPU dispatches
-(``default``, ``avx2``, ``avx512`` where it has it) with one thread and with all of them
+(``default``, ``avx2``, ``avx512`` where it has it) with the one thread every build gives a lesson
 (``tests/claims_sweep.py``). A claim must hold in every run, with the same verdict, and a claim
 between measured quantities must hold by ``FLOOR`` at least in its thinnest run; the margins
 the contributor page lists (``tests/claim_margins.json``) must name exactly the claims made.
 
-One of those conditions is the learner's own build, this CPU's kernels with the one thread the
-build gives each lesson process: the run's site (``test_site.py``, the ``make site`` a learner
-runs) executed every lesson under it, so its pages' records stand for that run rather than the
-lessons run again under it; each page says which condition it ran under, and a page that ran
-under another fails. Where the site was built under no condition of the list (a thread count set
-by hand), every condition is run here.
+A thread count changes how sums are split, and so the last bits of a number: the build runs every
+lesson on one thread whatever the environment asks for (``lessons_parallel.lesson_env``), so that
+learners' builds meet the kernel sets' differences only. The test below that a hand-set thread
+count is overridden is what lets the sweep leave thread counts out.
+
+One of the conditions is the learner's own build, this CPU's kernels: the run's site (the ``site``
+fixture, the ``make site`` a learner runs) executed every lesson under it, so its pages' records
+stand for that run rather than the lessons run again under it; each page says which condition it
+ran under, and a page that ran under another fails. Where the site was built under no condition
+of the list (a kernel set asked for by hand), every condition is run here.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -31,26 +37,38 @@ from tests.claims_sweep import (
     thin,
 )
 from tests.conftest import learner_env
-from tests.kernels import conditions
-from tests.test_site import site  # noqa: F401  (a fixture: the run's one build, shared by every worker)
+from tests.kernels import lesson_conditions
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+# On the worker that builds the site: the sweep reads the site's pages for this CPU's own kernels,
+# and another worker would sit waiting for the build.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800), pytest.mark.xdist_group("site")]
 
 
 @pytest.fixture(scope="module")
 def runs(request) -> dict[str, dict[str, dict]]:
-    conds, built = conditions(), built_condition(learner_env())
+    conds, built = lesson_conditions(), built_condition(learner_env())
     if built not in conds:
         return sweep(conds)
     swept = sweep([c for c in conds if c != built])
-    # Asked for after the sweep: a build another worker has under way is done by then.
     built_run = site_run(request.getfixturevalue("site"), lessons_with_claims(), built)
     return {c.name: built_run if c == built else swept[c.name] for c in conds}
 
 
 def test_more_than_one_condition_is_run():
-    conds = conditions()
+    conds = lesson_conditions()
     assert {c.capability for c in conds} >= {"default"} and len(conds) >= 2, [c.name for c in conds]
+
+
+def test_a_build_runs_its_lessons_on_one_thread_whatever_the_environment_asks():
+    """Measured in a process started as a build starts a lesson's (``built_condition``): torch's
+    own count of its threads, with each variable it reads set to another count by hand."""
+    asked = {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
+    for each in ({"OMP_NUM_THREADS": "2"}, {"MKL_NUM_THREADS": "2"}, asked):
+        assert built_condition({**learner_env(), **each}).threads == 1, each
+    # The probe sees more than one thread where nothing overrides the count asked for.
+    code = "import torch; print(torch.get_num_threads())"
+    probe = subprocess.run([sys.executable, "-c", code], env={**learner_env(), **asked}, capture_output=True, text=True)
+    assert probe.stdout.split() == ["2"], probe.stderr
 
 
 def test_every_lesson_runs_through_under_every_condition(runs):

@@ -17,8 +17,8 @@ course's own runs never publish a sentence that says the opposite of its number.
 (a learner's ``make start`` or ``make site``) the page is built all the same: the claim's mark
 becomes a flag that says "does not hold on this machine" with its two numbers, and the build ends
 with one warning line naming every such claim. A learner whose CPU rounds differently must still
-get the course; the claims are checked under every CPU capability and thread count by
-``tests/test_claims_under_kernels.py``, where a thin one fails before a learner meets it.
+get the course; the claims are checked under every CPU capability (a build runs each lesson on one
+thread) by ``tests/test_claims_under_kernels.py``, where a thin one fails before a learner meets it.
 
 Lesson pages are read while pages are populated, the placeholders filled when they are built, so
 the FAQ can quote any lesson whatever the order.

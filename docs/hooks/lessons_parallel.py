@@ -8,8 +8,11 @@ cores, each taking the next lesson when it is done and writing the entry the pag
 then reads. A lesson that fails leaves no entry: its page renders it again, and the build fails
 with its error as it always did.
 
-Each lesson process runs torch on one thread (``OMP_NUM_THREADS``: as many processes as cores), set in
-this process before ``lesson_run.py`` computes the cache key, so the entry's key says so too.
+Each lesson process runs torch on one thread (as many processes as cores), whatever thread count
+the environment asks for: a thread count changes how sums are split, so every build computes the
+same numbers on a kernel set, and the claims need checking under each kernel set only, not under
+each thread count too (``tests/test_claims_under_kernels.py``). Set in this process before
+``lesson_run.py`` computes the cache key, so the entry's key says so too.
 """
 
 from __future__ import annotations
@@ -47,9 +50,9 @@ def _options() -> tuple[str, ...]:
 
 
 def lesson_env(env: dict[str, str]) -> dict[str, str]:
-    """``env`` as the lessons run in it: one lesson process per core, one torch thread each,
-    unless ``OMP_NUM_THREADS`` is set by hand."""
-    return {"OMP_NUM_THREADS": "1", **env}
+    """``env`` as the lessons run in it: one lesson process per core, one torch thread each, even
+    where a thread count is set by hand (torch reads either variable)."""
+    return {**env, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def on_config(config):
