@@ -177,8 +177,10 @@ def pytest_collection_modifyitems(session, items):
             item.add_marker(pytest.mark.slow)
 
 
-# Last, after the environment above is set: the bad submissions' two runs, graded once per session
-# for the two modules that read them, and the run's one site, its server and its one reading of
-# each page (tests/bad_submission_runs.py and tests/site_build.py say why here).
+# Last, after the environment above is set: fixtures that several modules read, computed once per
+# session: the bad submissions' two runs, the run's one site, its server and its one reading of
+# each page, and a learner's graded exercises (each module says why here; a test module that
+# imported one would define another, computed again: tests/test_fixtures_defined_once.py).
 from tests.bad_submission_runs import bad_submissions_course, limits_run, main_run  # noqa: E402, F401
+from tests.progress_grading import graded  # noqa: E402, F401
 from tests.site_build import base_url, read_pages, site  # noqa: E402, F401

@@ -26,8 +26,6 @@ from urllib.parse import urljoin
 import pytest
 from filelock import FileLock
 
-from tests.conftest import learner_env
-
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
 
@@ -57,6 +55,8 @@ def _build(out: Path) -> str | None:
     build and the executed-lesson cache in .cache/ are the learner's. Only the output directory
     differs. ``-o`` keeps make from reinstalling .venv.
     """
+    from tests.conftest import learner_env  # here: conftest imports this module's fixtures
+
     proc = subprocess.run(
         ["make", "--no-print-directory", "-o", ".venv/.installed", "site", f"SITE_DIR={out}"],
         cwd=ROOT,

@@ -23,7 +23,6 @@ from bertlab.grading.results import CheckResult
 from bertlab.grading.runner import Report, TaskResult
 from tests.conftest import ROOT
 from tests.test_mistake_links import headings
-from tests.test_progress import graded  # noqa: F401  (a fixture: notebooks graded once)
 
 SCALING = ("03-multi-head-attention", "Scaled scores")
 
@@ -427,7 +426,8 @@ def test_hint_counts_are_read_safely(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_a_graded_notebooks_verdicts_climb_their_ladders(graded):  # noqa: F811
+@pytest.mark.xdist_group("site")  # where test_progress.py's tests are given the same grading
+def test_a_graded_notebooks_verdicts_climb_their_ladders(graded):
     """Task 3 graded with the scaling left out, Task 4 as released (stubs), Task 5 solved: the
     judge's verdicts name what the ladders need (mistake, lesson, section, grade cell, stub)."""
     data, _, _ = graded
