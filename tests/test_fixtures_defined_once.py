@@ -33,10 +33,13 @@ def imported_fixtures(module: Path) -> list[str]:
     """``name from tests.X`` for each fixture ``module`` imports from another module of tests/."""
     found = []
     for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tests."):
-            source = TESTS / f"{node.module.removeprefix('tests.').replace('.', '/')}.py"
+        if not isinstance(node, ast.ImportFrom) or node.module is None:
+            continue
+        name = node.module
+        if name.startswith("tests."):
+            source = TESTS / f"{name.removeprefix('tests.').replace('.', '/')}.py"
             defined = fixtures_of(source) if source.is_file() else set()
-            found += [f"{alias.name} from {node.module}" for alias in node.names if alias.name in defined]
+            found += [f"{alias.name} from {name}" for alias in node.names if alias.name in defined]
     return found
 
 
