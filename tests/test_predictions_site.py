@@ -12,19 +12,16 @@ it on reset.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import re
-import threading
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from bs4 import BeautifulSoup
 
 from tests.conftest import ROOT
-from tests.site_build import Reader, _Quiet
+from tests.site_build import Reader
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("site")]
 
@@ -128,16 +125,6 @@ def test_the_right_answers_favour_no_position(site):
 # -- in the browser ---------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def served(site):
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-    server.server_close()
-
-
 def _question(built: Path) -> tuple[str, dict, dict]:
     """The lesson's first prediction: its name, its record, and the lesson's records."""
     lesson = records(built)[LESSON]
@@ -180,11 +167,11 @@ def _progress_row(page, lesson: str) -> list[str]:
     return page.locator(f"#bertlab-answers tr[data-lesson='{lesson}'] td").all_inner_texts()
 
 
-def test_an_answer_is_revealed_kept_and_counted_over_http(browser, served, site):
+def test_an_answer_is_revealed_kept_and_counted_over_http(browser, base_url, site):
     name, question, lesson = _question(site)
     predicts = sum(q["kind"] == "predict" for q in lesson["predictions"].values())
     context = browser.new_context()
-    reader = Reader(context, served)
+    reader = Reader(context, base_url)
     page = reader.visit(f"lessons/{LESSON}/")
     right = int(page.locator(f"form#predict-{name}").get_attribute("data-right"))
     wrong = (right + 1) % len(question["options"])
