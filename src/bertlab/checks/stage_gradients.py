@@ -203,8 +203,14 @@ class GradientChecks(ModuleBase):
 
 def peak(t: torch.Tensor) -> float:
     """The largest magnitude in ``t`` (0 for an empty tensor): NaN where some element is NaN, inf
-    where one is infinite (``max`` propagates NaN), so it also tells whether ``t`` is finite."""
-    return float(t.abs().max()) if t.numel() else 0.0
+    where one is infinite (``aminmax`` propagates NaN), so it also tells whether ``t`` is finite.
+
+    One read of ``t`` and no copy: ``t.abs().max()`` writes a copy first, and on the word table's
+    11.7M gradients took seven times as long (each gradients check takes several such peaks)."""
+    if not t.numel():
+        return 0.0
+    low, high = torch.aminmax(t)
+    return max(-float(low), float(high))  # NaN stays NaN: -NaN is NaN, and max keeps its first
 
 
 # Gradients are sums over the batch and the sequence, taken in another order than HF's: float32
