@@ -27,10 +27,21 @@ class _Started:
         self.cwd = cwd
 
 
-def test_a_notebook_takes_the_oldest_spare_and_two_stay_ready(monkeypatch):
+def _fresh_judge(monkeypatch, long_lived: bool) -> None:
+    """This process as a new portable judge, its learner processes stand-ins."""
     monkeypatch.setattr(portable, "LearnerProcess", _Started)
     monkeypatch.setattr(portable, "_spares", [])
     monkeypatch.setattr(portable, "_spares_owner", 0)
+    monkeypatch.setattr(portable, "_wanted", portable.SPARES)
+    if long_lived:
+        monkeypatch.setenv(pool.WARM_ALL, "1")
+    else:
+        monkeypatch.delenv(pool.WARM_ALL, raising=False)
+
+
+def test_a_notebook_takes_the_oldest_spare_and_two_stay_ready(monkeypatch):
+    """A judge that outlives one command (warm judges, --watch): two spares, always."""
+    _fresh_judge(monkeypatch, long_lived=True)
     portable.prepare_learners()
     first, second = portable._own_spares()
     taken, *_ = portable.start_learner("/a", None)
@@ -50,9 +61,54 @@ def test_a_notebook_takes_the_oldest_spare_and_two_stay_ready(monkeypatch):
     assert taken is alive
 
 
+def test_a_judge_of_one_command_starts_no_spare_for_a_notebook_that_will_not_come(monkeypatch):
+    """A cold command's judge starts the spare its first notebook takes, keeps as many as the
+    notebooks that may follow (two at most), and stops the rest when the last one comes."""
+    _fresh_judge(monkeypatch, long_lived=False)
+    portable.prepare_learners()
+    (first,) = portable._own_spares()
+    portable.expect_notebooks(5)
+    taken, *_ = portable.start_learner("/a", None)
+    assert taken is first and len(portable._own_spares()) == portable.SPARES
+    second, third = portable._own_spares()
+    portable.expect_notebooks(1)
+    taken, *_ = portable.start_learner("/b", None)
+    assert taken is second and portable._own_spares() == [third] and not third.killed
+    portable.expect_notebooks(0)
+    taken, *_ = portable.start_learner("/c", None)
+    assert taken is third and portable._own_spares() == []
+    # told nothing (a pool that outlives any count): two again
+    portable.expect_notebooks(None)
+    portable.start_learner("/d", None)
+    assert len(portable._own_spares()) == portable.SPARES
+
+
+def test_a_spare_left_over_when_fewer_notebooks_follow_is_stopped(monkeypatch):
+    _fresh_judge(monkeypatch, long_lived=True)
+    portable.prepare_learners()
+    older, newer = portable._own_spares()
+    portable.expect_notebooks(0)
+    taken, *_ = portable.start_learner("/a", None)
+    assert taken is older and newer.killed and portable._own_spares() == []
+
+
+def test_each_judge_hears_how_many_notebooks_may_follow_its_own(monkeypatch):
+    judges = iter([_Judge("a"), _Judge("b")])
+    workers = pool.JudgePool({})
+    monkeypatch.setattr(workers, "_new_judge", lambda: next(judges))
+    with workers.take() as judge:
+        assert judge.more is None  # not told: any number may follow
+    workers.expect(3)
+    seen = []
+    for _ in range(4):
+        with workers.take() as judge:
+            seen.append(judge.more)
+    assert seen == [2, 1, 0, 0]
+
+
 class _Judge:
     def __init__(self, name: str):
-        self.name, self.alive = name, True
+        self.name, self.alive, self.more = name, True, None
 
     def close(self) -> None:
         self.alive = False

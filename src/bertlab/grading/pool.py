@@ -49,6 +49,7 @@ class JudgeProcess:
                 start_new_session=True,  # so a kill takes every process the worker started
             )
         self.stderr: list[str] = []
+        self.more: int | None = None  # notebooks that may follow the next one (``JudgePool.expect``)
         threading.Thread(target=self._drain, daemon=True).start()
 
     def _drain(self) -> None:
@@ -67,6 +68,7 @@ class JudgeProcess:
             "result": str(result),
             "timeout": limits.timeout,
             "memory_mb": limits.memory_mb,
+            "more": self.more,
         }
         answer: list[str] = []
         try:
@@ -142,6 +144,13 @@ class JudgePool:
         self.idle: list[JudgeProcess] = []
         self.busy: set[JudgeProcess] = set()
         self.factory: JudgeFactory | _NoFactory | None = None  # set when the first worker starts
+        self.untaken: int | None = None  # notebooks not handed out yet, where known (``expect``)
+
+    def expect(self, notebooks: int) -> None:
+        """This pool grades ``notebooks`` notebooks, then stops: each judge hears, with each
+        notebook, how many may follow it, and starts nothing ahead for notebooks that will not come."""
+        with self.lock:
+            self.untaken = notebooks
 
     def _new_judge(self) -> JudgeProcess:
         """A fork of the factory where the platform has one; a process of its own otherwise, or
@@ -168,6 +177,9 @@ class JudgePool:
             # its next spare learner process (seconds of imports), which the next notebook would wait for.
             worker = self.idle.pop(0) if self.idle else self._new_judge()
             self.busy.add(worker)
+            if self.untaken is not None:
+                self.untaken = max(0, self.untaken - 1)
+            worker.more = self.untaken
         try:
             yield worker
         finally:

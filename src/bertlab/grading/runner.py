@@ -208,6 +208,7 @@ def grade(
     tasks = notebooks.select(notebooks.discover(path), wanted)
     # Fewer tasks than jobs leave cores free: the workers that do run may use them.
     local = JudgePool(judge_env(min(jobs, max(1, len(tasks))), model))
+    local.expect(len(tasks))  # a notebook each, as the course's tasks have
     judges = warm_judges.connect(model, local) if warm else None
     progress(
         f"grading {len(tasks)} notebook(s) under {path}/ ({jobs} at a time, "

@@ -76,6 +76,7 @@ def grade(root: Path, config: dict) -> dict:
         copy.parent.mkdir()
         shutil.copyfile(found, copy)
         pool = JudgePool(judge_env(1))
+        pool.expect(1)
         try:
             limits = Limits(config["timeout"], config["memory_limit"])
             verdict = grade_task(assignment, [copy], limits, pool, sources=[source_path])

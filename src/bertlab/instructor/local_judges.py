@@ -27,6 +27,7 @@ class LocalJudges:
         """(submission, TaskResult) pairs, in the order they finish."""
         from bertlab.grading.runner import grade_task
 
+        self.pool.expect(len(todo))  # a notebook each, as an assignment has
         futures = {self.threads.submit(grade_task, s.assignment, s.notebooks(), limits, self.pool): s for s in todo}
         for future in as_completed(futures):
             yield futures[future], future.result()

@@ -171,6 +171,10 @@ class LearnerProcess:
 SPARES = 2
 _spares: list[LearnerProcess] = []
 _spares_owner = 0
+# How many spares to keep once a notebook has taken one (``expect_notebooks``). A judge of one
+# command is told how many notebooks are left to hand out: a spare no notebook will take costs
+# an interpreter's imports (seconds of a core) while the command's own notebooks are graded.
+_wanted = SPARES
 
 
 def _own_spares() -> list[LearnerProcess]:
@@ -182,10 +186,21 @@ def _own_spares() -> list[LearnerProcess]:
 
 
 def prepare_learners() -> None:
-    """Start this judge's spare learner processes: they import while the judge loads."""
+    """Start this judge's spare learner processes: they import while the judge loads. A judge
+    that outlives one command starts two; a judge of one command, the one its first notebook
+    takes (the others start, as many as ``expect_notebooks`` allows, when it takes it)."""
+    from bertlab.grading.pool import WARM_ALL
+
     spares = _own_spares()
-    while len(spares) < SPARES:
+    while len(spares) < (SPARES if os.environ.get(WARM_ALL) == "1" else 1):
         spares.append(LearnerProcess(None))
+
+
+def expect_notebooks(more: int | None) -> None:
+    """At most ``more`` notebooks may follow the one this judge is about to grade (None: any
+    number): keep no more spares than that from now on."""
+    global _wanted
+    _wanted = SPARES if more is None else max(0, min(SPARES, more))
 
 
 def start_learner(cwd: str, env: dict | None):
@@ -200,7 +215,10 @@ def start_learner(cwd: str, env: dict | None):
     else:
         process = LearnerProcess(env)
     if env is None:
-        spares.append(LearnerProcess(None))
+        while len(spares) > _wanted:  # the newest first: it has imported least
+            spares.pop().kill()
+        while len(spares) < _wanted:
+            spares.append(LearnerProcess(None))
     process.go(cwd)
     return process, process.request_w, process.answer_r
 

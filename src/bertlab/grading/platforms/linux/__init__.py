@@ -54,6 +54,10 @@ def prepare_learners() -> None:
         LearnerTemplate.fork_here()
 
 
+def expect_notebooks(more: int | None) -> None:
+    """Nothing to size here: a learner process is a fork of the template, started when needed."""
+
+
 _SUBREAPER = 36  # PR_SET_CHILD_SUBREAPER: orphans below this process are reparented to it, not to init
 
 
