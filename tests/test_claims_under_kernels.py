@@ -90,6 +90,18 @@ def test_every_claim_holds_with_the_same_verdict_everywhere(runs):
     assert failing == []
 
 
+def test_the_deep_post_ln_stall_is_wide_under_every_condition(runs):
+    """Lesson 6's deepest Post-LN stacks without warm-up end more than five times above the same
+    stacks with warm-up, and above Pre-LN without it: a stall, not a difference in rounding. The
+    same claims' other halves (warm-up and Pre-LN learn, at every depth) are lesson claims that
+    ``test_every_claim_holds_with_the_same_verdict_everywhere`` checks; this is the training's
+    only test that trains lesson 6's stacks at full size, and so it reads the lesson's runs."""
+    summary = summarise(runs)
+    for name in ("deep_post_ln_fails_without_warmup", "deep_post_ln_behind_pre_ln"):
+        found = summary[f"06-layernorm: {name}"]
+        assert found["margin"] > 5, f"{name}: {found['says']}, by {found['margin']:.3g} only"
+
+
 def test_no_measured_claim_is_thinner_than_the_floor(runs):
     assert thin(summarise(runs)) == [], f"reword these claims or measure them on more (floor {FLOOR})"
 

@@ -114,14 +114,3 @@ def test_training_is_deterministic_on_one_thread_and_keeps_the_thread_count(monk
     assert set(first.losses) == {(1, a, s) for a in lt.ARRANGEMENTS for s in lt.SCHEDULES}
     for key, value in first.losses.items():
         assert value.shape == (1, SMALL.steps) and torch.equal(value, second.losses[key])
-
-
-@pytest.mark.slow
-def test_deep_post_ln_stalls_without_warmup_where_pre_ln_learns():
-    """Lesson 6's deepest stacks, alone (the lesson trains 2, 6 and 12 layers)."""
-    curves = lt.train(lt.Setup(), depths=(12,), seeds=(0, 1, 2))
-    final = lt.summary(curves)
-    chance = lt.Setup().chance
-    assert final[12, "Post-LN", "none"] > 5 * max(final[12, "Post-LN", "warm-up"], final[12, "Pre-LN", "none"])
-    assert max(final[12, a, "warm-up"] for a in lt.ARRANGEMENTS) < chance / 4
-    assert final[12, "Pre-LN", "none"] < chance / 4
