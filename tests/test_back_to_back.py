@@ -33,10 +33,7 @@ def _fresh_judge(monkeypatch, long_lived: bool) -> None:
     monkeypatch.setattr(portable, "_spares", [])
     monkeypatch.setattr(portable, "_spares_owner", 0)
     monkeypatch.setattr(portable, "_wanted", portable.SPARES)
-    if long_lived:
-        monkeypatch.setenv(pool.WARM_ALL, "1")
-    else:
-        monkeypatch.delenv(pool.WARM_ALL, raising=False)
+    portable.expect_notebooks(None if long_lived else 0)  # as judge_process.serve starts a judge
 
 
 def test_a_notebook_takes_the_oldest_spare_and_two_stay_ready(monkeypatch):

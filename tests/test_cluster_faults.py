@@ -95,14 +95,20 @@ def test_a_worker_of_another_version_is_refused_naming_both(tmp_path):
 
 def _kill_while_grading(client, students: list[str], hits: dict[str, int], stop: threading.Event) -> None:
     """Kill every worker process that grades "always", and one that grades "once" (unless a kill of
-    the first kind took it already); ``hits`` counts the kills each student's submission was at."""
+    the first kind took it already); ``hits`` counts the kills each student's submission was at.
+
+    A worker's tasks are the one it runs and those queued behind it, and a kill counts against
+    each (Dask's allowed-failures). So a worker that holds "once", killed once already, is not
+    killed for "always" until "once" has left it: a second kill would end "once" too."""
 
     def held(worker) -> set[str]:
         keys = [str(k) for k in client.processing().get(worker, ())]
         return {s for s in students if any(f"{s}/" in k for k in keys)}
 
     def wanted(here: set[str]) -> bool:
-        return "always" in here or ("once" in here and hits["once"] == 0)
+        if "once" in here:
+            return hits["once"] == 0
+        return "always" in here
 
     while not stop.is_set():
         for worker in list(client.processing()):
@@ -126,7 +132,8 @@ def test_a_killed_worker_loses_nothing_and_a_killing_submission_ends_at_zero(clu
     from bertlab.instructor.autograde import autograde
 
     local, client = cluster
-    course = _course(tmp_path / "course", {"once": _slow(3), "always": _slow(3), "quiet": sub.exercise(ASSIGNMENT)})
+    # "always" sleeps long: the killer may wait for "once" to leave its worker before killing it.
+    course = _course(tmp_path / "course", {"once": _slow(3), "always": _slow(30), "quiet": sub.exercise(ASSIGNMENT)})
     hits, stop = {"once": 0, "always": 0, "quiet": 0}, threading.Event()
     killer = threading.Thread(target=_kill_while_grading, args=(client, list(hits), hits, stop), daemon=True)
     killer.start()

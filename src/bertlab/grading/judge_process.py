@@ -88,8 +88,13 @@ def serve() -> None:
     """Get ready to start learner processes (Linux forks its template here, before anything else
     is loaded; the portable path starts a spare), record the reference activations, then judge."""
     from bertlab.grading import platforms
+    from bertlab.grading.pool import WARM_ALL
 
-    platforms.current().prepare_learners()
+    system = platforms.current()
+    # A judge that outlives its command may grade any number of notebooks; a judge of one command
+    # is told with each notebook how many may follow it, and expects none beyond its first.
+    system.expect_notebooks(None if os.environ.get(WARM_ALL) == "1" else 0)
+    system.prepare_learners()
     load_judge_side()
     _warm_up()
     # What is loaded now (modules, the model, its capture) lives as long as the worker: set apart

@@ -23,8 +23,8 @@ The interface:
 - ``start_judge_factory(env)``: a factory that forks judges, or None (each judge starts on its own).
 - ``prepare_learners()``: in a new judge, before anything else runs there: get ready to start
   learner processes fast (Linux forks its template; portable spawns its spares).
-- ``expect_notebooks(more)``: in a judge, before each notebook: at most ``more`` notebooks may
-  follow it (None: any number); the portable path keeps no more spares than that.
+- ``expect_notebooks(more)``: in a judge, at its start and before each notebook: at most ``more``
+  notebooks may follow the next one (None: any number); the portable path keeps no more spares.
 - ``start_learner(cwd, env)``: ``(process, request_fd, answer_fd)``; ``process`` has ``pid``,
   ``alive()``, ``below()`` (the processes below it, however detached where the platform can
   tell), ``memory_mb(below, limit)`` (its whole process tree's, exact where it may pass

@@ -186,19 +186,16 @@ def _own_spares() -> list[LearnerProcess]:
 
 
 def prepare_learners() -> None:
-    """Start this judge's spare learner processes: they import while the judge loads. A judge
-    that outlives one command starts two; a judge of one command, the one its first notebook
-    takes (the others start, as many as ``expect_notebooks`` allows, when it takes it)."""
-    from bertlab.grading.pool import WARM_ALL
-
+    """Start this judge's spare learner processes: they import while the judge loads. As many as
+    ``expect_notebooks`` said, and at least the one its first notebook takes."""
     spares = _own_spares()
-    while len(spares) < (SPARES if os.environ.get(WARM_ALL) == "1" else 1):
+    while len(spares) < max(1, _wanted):
         spares.append(LearnerProcess(None))
 
 
 def expect_notebooks(more: int | None) -> None:
-    """At most ``more`` notebooks may follow the one this judge is about to grade (None: any
-    number): keep no more spares than that from now on."""
+    """At most ``more`` notebooks may follow the next one this judge grades (None: any number):
+    keep no more spares than that from now on."""
     global _wanted
     _wanted = SPARES if more is None else max(0, min(SPARES, more))
 
