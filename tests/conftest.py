@@ -77,11 +77,19 @@ def model():
 
 
 @pytest.fixture(scope="session")
-def batch():
-    """The course corpus, tokenized and padded: (B, T) tensors."""
-    from bertlab import corpus, reference
+def tokenizer():
+    """The pretrained model's tokenizer."""
+    from bertlab import reference
 
-    return corpus.batch(reference.load_tokenizer())
+    return reference.load_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def batch(tokenizer):
+    """The course corpus, tokenized and padded: (B, T) tensors."""
+    from bertlab import corpus
+
+    return corpus.batch(tokenizer)
 
 
 @pytest.fixture(scope="session")

@@ -19,13 +19,6 @@ from bertlab.pooling import sentence_embeddings
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    from bertlab import reference
-
-    return reference.load_tokenizer()
-
-
-@pytest.fixture(scope="module")
 def output(model, batch):
     with torch.no_grad():
         return model(**batch, output_attentions=True)

@@ -8,13 +8,6 @@ from bertlab.experiments.special_attention import layer_shares, value_lengths
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    from bertlab import reference
-
-    return reference.load_tokenizer()
-
-
-@pytest.fixture(scope="module")
 def output(model, batch):
     with torch.no_grad():
         return model(**batch, output_attentions=True, output_hidden_states=True)

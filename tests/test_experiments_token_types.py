@@ -10,13 +10,6 @@ from bertlab.pooling import sentence_embeddings
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    from bertlab import reference
-
-    return reference.load_tokenizer()
-
-
-@pytest.fixture(scope="module")
 def pair(tokenizer):
     return tokenizer(corpus.SENTENCES[1], corpus.SENTENCES[2], return_tensors="pt")
 
