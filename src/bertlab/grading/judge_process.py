@@ -105,7 +105,7 @@ def serve() -> None:
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # stray prints must not corrupt the answers
     for line in sys.stdin:
         request = json.loads(line)
-        platforms.current().expect_notebooks(request.get("more"))
+        system.expect_notebooks(request.get("more"))
         judge_file(request["notebook"], request["result"], float(request["timeout"]), float(request["memory_mb"]))
         answers.write("done\n")
         answers.flush()
