@@ -155,7 +155,13 @@ def test_a_gradient_with_one_nan_element_is_named_not_finite():
 
 @pytest.mark.parametrize(
     "values, expected",
-    [([1.0, -3.0], 3.0), ([1.0, float("nan"), 2.0], "nan"), ([float("-inf"), 0.0], float("inf")), ([], 0.0)],
+    [
+        ([1.0, -3.0], 3.0),
+        ([1.0, float("nan"), 2.0], "nan"),
+        ([float("-inf"), 0.0], float("inf")),
+        ([], 0.0),
+        ([3j, -4.0], 4.0),  # a learner's complex parameters give complex gradients
+    ],
 )
 def test_a_gradients_peak_tells_its_size_and_whether_it_is_finite(values, expected):
     """One pass over each gradient answers three questions (reached, finite, its size): that rests

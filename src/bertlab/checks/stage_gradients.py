@@ -209,6 +209,8 @@ def peak(t: torch.Tensor) -> float:
     11.7M gradients took seven times as long (each gradients check takes several such peaks)."""
     if not t.numel():
         return 0.0
+    if t.is_complex():  # a learner's complex parameters: aminmax orders real numbers only
+        t = t.abs()
     low, high = torch.aminmax(t)
     return max(-float(low), float(high))  # NaN stays NaN: -NaN is NaN, and max keeps its first
 
