@@ -102,7 +102,17 @@ def test_judges_for_another_model_are_not_used(judges, course, tiny_bert_dir):
     assert "by the warm judges" not in proc.stderr
     assert graded(judges) == before
     status = bertlab("judges", "status", "--model", str(tiny_bert_dir), env=judges)
-    assert "started from other code, libraries or model" in status.stdout
+    assert "started from other code, libraries, model or kernel settings" in status.stdout
+
+
+@pytest.mark.parametrize("judges", ["linux"], indirect=True)
+def test_judges_started_under_other_kernel_settings_are_not_used(judges):
+    """Judges compute under the kernel set and threads they started with: a command that asks for
+    others (``ATEN_CPU_CAPABILITY=default`` to see a grade on plain kernels) does not get them."""
+    assert "`bertlab grade` uses them" in bertlab("judges", "status", env=judges).stdout
+    for setting in ({"ATEN_CPU_CAPABILITY": "default"}, {"OMP_NUM_THREADS": "3"}):
+        status = bertlab("judges", "status", env={**judges, **setting})
+        assert "started from other code, libraries, model or kernel settings" in status.stdout, setting
 
 
 def test_a_socket_nobody_answers_on_means_fresh_judges(course, tmp_path, monkeypatch):

@@ -294,7 +294,7 @@ def _print_judges_status(warm_judges, model: str | None) -> None:
     print(
         "  `bertlab grade` uses them"
         if usable
-        else "  started from other code, libraries or model: `bertlab grade` starts its own "
+        else "  started from other code, libraries, model or kernel settings: `bertlab grade` starts its own "
         "(`bertlab judges start` replaces them)"
     )
 

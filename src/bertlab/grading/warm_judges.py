@@ -37,6 +37,10 @@ from bertlab.settings import DEFAULT_JOBS
 DIR_ENV = "BERTLAB_JUDGES_DIR"  # where the socket lives (tests point it at a folder of their own)
 DEFAULT_IDLE_MINUTES = 60.0
 STARTED_WITHIN = 15.0  # seconds for a new server to answer; its judges warm up after that
+# The settings that choose torch's kernels and thread counts. Judges keep the ones they started
+# under: under another kernel set (``ATEN_CPU_CAPABILITY=default``, say) they would round otherwise
+# than the command asked for.
+KERNEL_SETTINGS = ("ATEN_", "TORCH_", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_")
 
 
 class JudgesError(RuntimeError):
@@ -67,8 +71,9 @@ def socket_path() -> Path:
 
 
 def fingerprint(model: str | None) -> str:
-    """What the verdicts depend on: this Python, bertlab's code, the installed libraries, the model;
-    and the grading path, which the verdicts do not depend on but a learner who chose one expects.
+    """What the verdicts depend on: this Python, bertlab's code, the installed libraries, the model,
+    torch's kernel and thread settings; and the grading path, which the verdicts do not depend on
+    but a learner who chose one expects.
 
     Judges started before any of these changed would grade with the old one, so they are used
     only while the fingerprint is the same. The files' sizes and times stand for their contents
@@ -83,6 +88,7 @@ def fingerprint(model: str | None) -> str:
         stat = path.stat()
         digest.update(f"{path.relative_to(package)}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
     digest.update(str(os.stat(sysconfig.get_paths()["purelib"]).st_mtime_ns).encode())
+    digest.update(repr(sorted((k, v) for k, v in os.environ.items() if k.startswith(KERNEL_SETTINGS))).encode())
     chosen = model or os.environ.get("BERTLAB_MODEL")
     digest.update(str(Path(chosen).expanduser().resolve()).encode() if chosen else b"bundled")
     return digest.hexdigest()
@@ -191,7 +197,7 @@ def start(jobs: int, model: str | None, idle_minutes: float, say=print) -> dict:
         say(f"warm judges already running ({jobs}, pid {running['pid']})")
         return running
     if running:
-        say("stopping the warm judges started from other code, libraries, model or jobs")
+        say("stopping the warm judges started from other code, libraries, model, kernel settings or jobs")
         stop()
     log = socket_path().with_suffix(".log")
     command = [
