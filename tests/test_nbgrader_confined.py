@@ -60,6 +60,8 @@ for what, path in targets.items():
         pass
 if SECRET in json.dumps(dict(os.environ)):
     through.append("the instructor's secret, in its environment")
+if [m for m in sys.modules if m.split(".")[0] in ("transformers", "sentence_transformers")]:
+    through.append("transformers' code, in its memory")
 open(f"reads-{kind}.json", "w").write(json.dumps({"tried": targets, "through": through}))
 """.replace("SECRET", repr(SECRET))
 )

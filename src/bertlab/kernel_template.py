@@ -18,7 +18,9 @@ users below run. Two users:
   stand-in (``connect-lazily``) starts the template itself when the first notebook runs, one per
   nbgrader process, and the template ends with that process. These kernels run learners' code:
   ``--confined`` has each confined and kept as ``bertlab grade``'s learner process is
-  (``bertlab.grading.platforms.linux.confined_kernel``); the lessons' kernels are not confined.
+  (``bertlab.grading.platforms.linux.confined_kernel``), and their template imports no
+  transformers (the notebooks run on the course's own modules); the lessons' kernels are not
+  confined.
 
 Where forking after torch's imports is not safe (macOS, and the portable path that stands in for
 it) or no template answers, the stand-in becomes an ordinary kernel: the notebook runs as before,
@@ -83,9 +85,10 @@ def kernelspec(directory: Path, name: str, command: list[str]) -> Path:
     return spec
 
 
-def _spawn_template(socket_path: str, owner: int) -> subprocess.Popen:
+def _spawn_template(socket_path: str, owner: int, confined: bool = False) -> subprocess.Popen:
     template = subprocess.Popen(
-        [sys.executable, "-m", "bertlab.kernel_template", "serve", socket_path, str(owner)],
+        [sys.executable, "-m", "bertlab.kernel_template", "serve", socket_path, str(owner)]
+        + (["--confined"] if confined else []),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -197,7 +200,7 @@ def connect_lazily(connection_file: str, arguments: list[str], confined: bool = 
             probe.connect(socket_path)
         except OSError:  # none yet, or one left by an earlier process of the same pid
             Path(socket_path).unlink(missing_ok=True)
-            _spawn_template(socket_path, owner)
+            _spawn_template(socket_path, owner, confined)
         finally:
             probe.close()
         connect(socket_path, connection_file, arguments, confined)
@@ -214,6 +217,11 @@ def main(argv: list[str] | None = None) -> None:
     serve_parser.add_argument("socket", help="the Unix socket to listen on")
     serve_parser.add_argument(
         "owner", type=int, help="the pid of the process the kernels are for: the template ends with it"
+    )
+    serve_parser.add_argument(
+        "--confined",
+        action="store_true",
+        help="its kernels run learners' code (nbgrader's): import the course's modules, not transformers'",
     )
     for name, text in (
         ("connect", "the stand-in a kernelspec runs: a kernel from the template at SOCKET"),
@@ -233,7 +241,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "serve":
         from bertlab.grading.platforms.linux.kernel_forks import serve
 
-        serve(args.socket, args.owner)
+        serve(args.socket, args.owner, args.confined)
     elif args.command == "connect":
         connect(args.socket, args.connection_file, args.arguments, args.confined)
     else:

@@ -25,9 +25,10 @@ def _watch(owner: int) -> int | None:
         return None
 
 
-def serve(socket_path: str, owner: int) -> None:
+def serve(socket_path: str, owner: int, confined: bool = False) -> None:
     """The template: listen first (a stand-in that comes early waits), import, then fork on demand
-    until ``owner`` (the process the kernels are for) is gone."""
+    until ``owner`` (the process the kernels are for) is gone. ``confined``: its kernels run
+    learners' code (nbgrader's), which gets the course's own modules and never transformers'."""
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         server.bind(socket_path)
@@ -35,7 +36,7 @@ def serve(socket_path: str, owner: int) -> None:
         return
     try:
         server.listen(16)
-        _preload()
+        _preload(confined)
         signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # kernels are reaped by the system
         owner_gone = _watch(owner)
         while owner_gone is not None:  # a template outlives no owner, however it ended
@@ -69,16 +70,23 @@ def serve(socket_path: str, owner: int) -> None:
         Path(socket_path).unlink(missing_ok=True)
 
 
-def _preload() -> None:
+def _preload(confined: bool) -> None:
     """What a notebook of the course imports first. The course's reference module first: it keeps
     Hugging Face offline before transformers is imported. Not pyplot: the kernel chooses
-    matplotlib's backend. (isort: off keeps that order: sorted, bertlab would come last.)"""
+    matplotlib's backend. (isort: off keeps that order: sorted, bertlab would come last.)
+
+    Transformers' BERT only for the lessons' kernels: a confined kernel runs a learner's notebook
+    on the course's own modules (``confined_kernel``), must not find transformers in its memory,
+    as the judge's learner process must not, and would pay seconds of every nbgrader command's
+    template for it."""
     # isort: off
     import bertlab.reference
     import ipykernel.kernelapp  # noqa: F401
     import matplotlib  # noqa: F401
     import torch  # noqa: F401
-    import transformers.models.bert.modeling_bert  # noqa: F401
+
+    if not confined:
+        import transformers.models.bert.modeling_bert  # noqa: F401
 
     import bertlab.checks
     import bertlab.corpus
