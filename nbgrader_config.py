@@ -23,8 +23,8 @@ os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.g
 # The judge runs in nbgrader's own process: its OpenMP threads must not spin on the core the
 # learner's process needs (set before anything imports torch).
 spin_briefly(os.environ)
-# Execute runs each notebook in a kernel forked from a template that imported torch, transformers
-# and the course once per nbgrader command (bertlab/kernel_template.py), not four seconds a notebook.
+# Execute runs each notebook in a kernel forked from a template that imported torch and the course
+# once per nbgrader command (bertlab/kernel_template.py), not seconds a notebook.
 kernel_template.use_in_nbgrader(c, WORKSPACE)
 
 c.CourseDirectory.root = HERE

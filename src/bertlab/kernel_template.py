@@ -1,4 +1,4 @@
-"""Jupyter kernels forked from a template that has imported torch, transformers and the course.
+"""Jupyter kernels forked from a template that has imported torch, the course and, for lessons, transformers.
 
 A notebook of the course starts by importing torch, transformers' BERT and ``bertlab``: four to six
 seconds of every kernel. A template (``serve``) imports them once and forks a kernel per request.
@@ -210,7 +210,8 @@ def connect_lazily(connection_file: str, arguments: list[str], confined: bool = 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m bertlab.kernel_template",
-        description="Jupyter kernels forked from a template that has imported torch, transformers and the course.",
+        description="Jupyter kernels forked from a template that has imported torch, the course and, for "
+        "lessons, transformers.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     serve_parser = commands.add_parser("serve", help="run a template: fork a kernel for each stand-in that asks")
