@@ -5,6 +5,7 @@ with a message that names it. End to end, the same forms are bad-submission case
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -137,3 +138,26 @@ def test_a_layer_and_a_whole_model_in_half_precision_fail_naming_it(task, name, 
     with pytest.raises(CheckFailed, match=rf"every value is a {words} number(?s:.*)compute in float32") as err:
         check(task, computed_in(NB06[name], dtype), upto="values")
     assert err.value.cause == "values", str(err.value)
+
+
+@pytest.mark.parametrize("rtol", [0.0, RTOL])
+@pytest.mark.parametrize("expected_dtype", [torch.float32, torch.float64, torch.int64])
+@pytest.mark.parametrize("got_dtype", [torch.float32, torch.float64, torch.float16])
+def test_closeness_is_its_formula_to_the_last_bit(rtol, expected_dtype, got_dtype):
+    """``closeness`` reuses its temporaries in place for speed: what it returns must be the
+    formula it stands for, ``max |got - expected| / (atol + rtol |expected|)``, bit for bit (the
+    tolerance sweep's margins are read off it), NaN for a NaN, and ``expected`` left as it was."""
+    from bertlab.checks.compare import closeness
+
+    generator = torch.Generator().manual_seed(0)
+    expected = (torch.randn(4, 300, generator=generator) * 5).to(expected_dtype)
+    got = (expected.float() + 1e-3 * torch.randn(4, 300, generator=generator)).to(got_dtype)
+    kept, atol = expected.clone(), 1e-4
+    diff = (got.float() - expected).abs()
+    # Without rtol the one division is Python's, after the reduction.
+    formula = float((diff / (atol + rtol * expected.abs())).max()) if rtol else float(diff.max()) / atol
+    assert closeness(expected, got.requires_grad_(got.is_floating_point()), atol, rtol) == formula
+    assert torch.equal(expected, kept)
+    got = got.detach().clone()
+    got[1, 7] = float("nan")
+    assert math.isnan(closeness(expected, got, atol, rtol))
