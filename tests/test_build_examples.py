@@ -32,7 +32,7 @@ examples = load_hook("examples")
 TYPED = {
     "a check's feedback line": re.compile(r"^\s*\[Task \d+\.\d+\] \S+"),
     "a check count": re.compile(r"\(\d+/\d+ checks\)"),
-    "the grade table's header": re.compile(r"^task\s+score\s+status\b", re.M),
+    "the grade table's header": re.compile(r"^notebook\s+score\s+status\b", re.M),
     "the grade table's total": re.compile(r"^total\s+\d+(\.\d+)?/\d+", re.M),
     "a grade cell's points line": re.compile(r"^\S+ / test-[\w-]+ \(\d+(\.\d+)?/\d+(\.\d+)? points?\):", re.M),
     "a usage line": re.compile(r"^(usage: )?bertlab [a-z]+ \[", re.M),
@@ -73,7 +73,7 @@ def test_typed_sample_shapes_are_recognised():
     planted = {
         "a check's feedback line": "```text\n[Task 3.2] BertSelfAttention: values differ\n```\n",
         "a check count": "prints `[Task 3.2] BertSelfAttention passed (9/9 checks)`\n",
-        "the grade table's header": "```text\ntask               score  status  first message\n```\n",
+        "the grade table's header": "```text\nnotebook           score  status  first message\n```\n",
         "the grade table's total": "```text\ntotal              4/8\n```\n",
         "a grade cell's points line": "```text\n03-self-attention / test-3-2-values (0/2 points):\n```\n",
         "a usage line": "```text\nbertlab grade [EXERCISE ...] [--path DIR]\n```\n",

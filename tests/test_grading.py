@@ -55,7 +55,7 @@ def test_table_output_and_task_selection():
     proc = bertlab("grade", "03")
     assert proc.returncode == 1
     lines = proc.stdout.splitlines()
-    assert lines[0].split()[:3] == ["task", "score", "status"]
+    assert lines[0].split()[:3] == ["notebook", "score", "status"]
     assert any(line.startswith("03-self-attention") and "failed" in line for line in lines)
     assert "[Task 3.1] eager_attention_forward: not implemented yet" in proc.stdout
 

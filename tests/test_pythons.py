@@ -225,7 +225,7 @@ def test_the_runs_table_is_written_from_the_commands_records(tmp_path):
 
 
 def test_a_steps_summary_is_read_from_its_output():
-    assert make_pythons.summary("grade", "task  score\n05-feed  10/10  passed\ntotal  71/71\n") == "71/71"
+    assert make_pythons.summary("grade", "notebook  score\n05-feed  10/10  passed\ntotal  71/71\n") == "71/71"
     pytest_end = "===== 812 passed, 40 deselected in 301.5s (0:05:01) =====\n"
     assert (
         make_pythons.summary("check", "." * 80 + "\n" + pytest_end) == "812 passed, 40 deselected in 301.5s (0:05:01)"

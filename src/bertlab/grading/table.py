@@ -9,14 +9,14 @@ from bertlab.grading.runner import Report
 
 
 def render(report: Report, verbose: bool = False) -> str:
-    """One row per notebook (task, score, status, first message), then the first failure of each
+    """One row per notebook (its folder, score, status, first message), then the first failure of each
     course task it holds in full (every failure if ``verbose``)."""
     rows = [
         (t.task, f"{t.score:g}/{t.max_score:g}", t.status, t.first_message.splitlines()[0] if t.first_message else "")
         for t in report.tasks
     ]
     rows.append(("total", f"{report.score:g}/{report.max_score:g}", "", ""))
-    header = ("task", "score", "status", "first message")
+    header = ("notebook", "score", "status", "first message")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
     room = max(20, shutil.get_terminal_size((120, 20)).columns - sum(widths) - 6)
     shown = [(row, row[3] if len(row[3]) <= room else row[3][: room - 3] + "...") for row in [header, *rows]]
