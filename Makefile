@@ -54,7 +54,8 @@ $(STAMP): pyproject.toml constraints.txt
 	@# One compileall per folder, one per core at a time, largest first: compileall's own -j pays
 	@# its process pool about a millisecond a file (a pass with nothing left to compile: 14 s with
 	@# -j, 1.6 s in one process); the whole compile took 32-35 s on two cores instead of 44 s.
-	purelib=$$($(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])"); \
+	purelib=$$($(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])") && \
+	  [ -d "$$purelib" ] || exit 1; \
 	  $(BIN)/python -m compileall -qq -l "$$purelib"; \
 	  du -s "$$purelib"/*/ | sort -rn | cut -f2 | grep -v '\.dist-info/$$' | \
 	  xargs -P "$$($(BIN)/python -c 'import os; print(os.cpu_count() or 1)')" -n 1 \
